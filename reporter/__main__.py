@@ -1,0 +1,7 @@
+"""`python -m reporter` runs the command line, exactly like `quant-report`."""
+
+import sys
+
+from reporter.cli import main
+
+sys.exit(main())

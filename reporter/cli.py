@@ -1,0 +1,150 @@
+"""The command line: `quant-report run | demo`, a thin layer over the pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+from reporter import __version__
+
+# Exit codes.
+OK = 0
+FAILED = 1  # bad input, or a model of the batch failed
+USAGE = 2  # argparse's own code for bad flags
+
+# TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _variant_list(text: str) -> tuple:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
+
+
+def _add_run_options(p: argparse.ArgumentParser):
+    p.add_argument("--out", default="reports", help="output folder (default: reports)")
+    p.add_argument(
+        "--variants",
+        type=_variant_list,
+        default=("float", "drq", "fiq"),
+        help="comma-separated: float, drq, fiq, f16, int16x8, int8_io (default: float,drq,fiq)",
+    )
+    p.add_argument("--calibration-samples", type=int, default=100, metavar="N",
+                   help="samples used for calibration and the debugger (default: 100)")
+    p.add_argument("--suspect-threshold", type=float, default=0.7, metavar="T",
+                   help="rmse/scale above which a layer is suspect (default: 0.7)")
+    p.add_argument("--first-layers", type=int, default=0, metavar="N",
+                   help="also keep the first N debugged layers in float (default: 0; the seed notebook uses 5)")
+    p.add_argument("--latency-runs", type=int, default=50, metavar="N",
+                   help="timed single-sample invokes per variant (default: 50)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="quant-report",
+        description="What int8 quantization did to a TensorFlow model, and which layers to keep in float.",
+    )
+    parser.add_argument("--version", action="version", version=f"quant-report {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="report on one model and its data")
+    run.add_argument("model", help="a .keras file, a legacy .h5 file or a SavedModel folder")
+    run.add_argument("--data", required=True,
+                     help="an .npz with x, y and optional x_calib, or package.module:function returning them")
+    run.add_argument("--name", help="report name (default: the model file's name)")
+    _add_run_options(run)
+
+    demo = sub.add_parser("demo", help="train (once) and report on the three built-in demo models")
+    demo.add_argument("--models", type=_variant_list, default=None,
+                      help="comma-separated subset of: digits_cnn, digits_lstm, breast_cancer_mlp")
+    _add_run_options(demo)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "demo":
+            return _demo(args)
+    except KeyboardInterrupt:
+        print("quant-report: interrupted", file=sys.stderr)
+        return FAILED
+    return USAGE
+
+
+def _settings(args, model, data, name):
+    from reporter.pipeline import RunSettings
+
+    return RunSettings(
+        model=str(model),
+        data=str(data),
+        out=args.out,
+        name=name,
+        variants=args.variants,
+        calibration_samples=args.calibration_samples,
+        suspect_threshold=args.suspect_threshold,
+        first_layers=args.first_layers,
+        latency_runs=args.latency_runs,
+        quiet=args.quiet,
+    )
+
+
+def _run_one(settings, debug: bool) -> bool:
+    """Runs one model; prints a one-line error (traceback with --debug) and returns False on failure."""
+    from reporter.errors import QuantReportError
+    from reporter.pipeline import run
+
+    try:
+        run(settings)
+        return True
+    except QuantReportError as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"quant-report: error: {exc}", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - an unexpected failure still gets one line
+        if debug:
+            traceback.print_exc()
+        print(f"quant-report: error: {settings.model}: unexpected {type(exc).__name__}: "
+              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} (rerun with --debug)",
+              file=sys.stderr)
+    return False
+
+
+def _run(args) -> int:
+    return OK if _run_one(_settings(args, args.model, args.data, args.name), args.debug) else FAILED
+
+
+def _demo(args) -> int:
+    from reporter import demo
+    from reporter.progress import Progress
+
+    names = args.models or demo.MODELS
+    unknown = [n for n in names if n not in demo.MODELS]
+    if unknown:
+        print(f"quant-report: error: unknown demo model(s) {', '.join(unknown)}; "
+              f"choose from {', '.join(demo.MODELS)}", file=sys.stderr)
+        return FAILED
+    failed = []
+    for name in names:
+        try:
+            model_path, data_path = demo.ensure_model(
+                name, say=lambda t: print(t, file=sys.stderr), progress=Progress(name, quiet=args.quiet)
+            )
+        except Exception as exc:  # noqa: BLE001 - one demo model failing must not stop the others
+            if args.debug:
+                traceback.print_exc()
+            print(f"quant-report: error: demo model {name} could not be trained: {exc}", file=sys.stderr)
+            failed.append(name)
+            continue
+        if not _run_one(_settings(args, model_path, data_path, name), args.debug):
+            failed.append(name)
+    if failed:
+        print(f"quant-report: {len(failed)} of {len(names)} demo models failed: {', '.join(failed)}",
+              file=sys.stderr)
+        return FAILED
+    return OK

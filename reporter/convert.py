@@ -1,0 +1,89 @@
+"""Conversion: the converter settings behind each quantization variant."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+DEFAULT_VARIANTS = ("float", "drq", "fiq")
+
+# Human-readable names, in the order variants are reported.
+VARIANT_LABELS = {
+    "float": "Float",
+    "drq": "Dynamic range (DRQ)",
+    "fiq": "Full integer (FIQ)",
+    "f16": "Float16",
+    "int16x8": "16x8 (int16 activations)",
+    "int8_io": "Integer only (int8 I/O)",
+    "selective": "Selective (suspects in float)",
+}
+ALL_VARIANTS = tuple(v for v in VARIANT_LABELS if v != "selective")
+
+# Variants whose conversion needs a representative data set.
+CALIBRATED = {"fiq", "int16x8", "int8_io"}
+
+
+def representative_dataset(x_calib: np.ndarray) -> Callable:
+    """A generator factory that yields one sample at a time, as the converter expects."""
+
+    def gen():
+        for i in range(len(x_calib)):
+            yield [x_calib[i : i + 1]]
+
+    return gen
+
+
+def configure(converter, variant: str, x_calib: np.ndarray):
+    """Applies the settings that make `variant` to a fresh converter and returns it."""
+    import tensorflow as tf
+
+    if variant == "float":
+        return converter
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if variant == "drq":
+        return converter
+    if variant == "f16":
+        converter.target_spec.supported_types = [tf.float16]
+        return converter
+    converter.representative_dataset = representative_dataset(x_calib)
+    if variant == "fiq":
+        return converter
+    if variant == "int16x8":
+        converter.target_spec.supported_ops = [
+            tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
+        ]
+        return converter
+    if variant == "int8_io":
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+        return converter
+    raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(ALL_VARIANTS)}")
+
+
+def convert(make_converter: Callable, variant: str, x_calib: np.ndarray) -> bytes:
+    """Converts the model into `variant` and returns the TFLite flatbuffer."""
+    return bytes(configure(make_converter(), variant, x_calib).convert())
+
+
+def reproduction_code(denylisted_nodes: list[str]) -> str:
+    """The Python a user runs to build the selectively quantized model themselves."""
+    nodes = ",\n".join(f"        {n!r}" for n in denylisted_nodes)
+    return (
+        "import tensorflow as tf\n"
+        "\n"
+        "converter = tf.lite.TFLiteConverter.from_keras_model(model)  # or .from_saved_model(path)\n"
+        "converter.optimizations = [tf.lite.Optimize.DEFAULT]\n"
+        "converter.representative_dataset = representative_dataset  # yields [x[i:i+1]]\n"
+        "debug_options = tf.lite.experimental.QuantizationDebugOptions(\n"
+        "    denylisted_nodes=[\n"
+        f"{nodes}\n"
+        "    ])\n"
+        "debugger = tf.lite.experimental.QuantizationDebugger(\n"
+        "    converter=converter,\n"
+        "    debug_dataset=representative_dataset,\n"
+        "    debug_options=debug_options)\n"
+        "selective_model = debugger.get_nondebug_quantized_model()\n"
+        "open('selective.tflite', 'wb').write(selective_model)\n"
+    )

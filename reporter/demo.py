@@ -1,0 +1,159 @@
+"""The built-in demo: three small models trained on data that ships with scikit-learn.
+
+1. digits_cnn: a Keras 3 CNN on the 8x8 digits; quantizes well.
+2. digits_lstm: a tf_keras LSTM reading each digit's 8 rows as a sequence (fused LSTM ops).
+3. breast_cancer_mlp: a Keras 3 MLP whose first layer normalizes raw features; FIQ collapses.
+
+Models and data are trained once and cached (QUANT_REPORT_CACHE, else ~/.cache/quant-report), so a
+second demo does not retrain. Training is seeded, so numbers repeat run after run on one machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+DEMO_VERSION = 1
+SEED = 0
+MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("QUANT_REPORT_CACHE") or Path.home() / ".cache" / "quant-report"
+    return Path(root) / f"demo-v{DEMO_VERSION}"
+
+
+def _split(x, y, test_size):
+    from sklearn.model_selection import train_test_split
+
+    return train_test_split(x, y, test_size=test_size, random_state=SEED, stratify=y)
+
+
+def _seed():
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(SEED)
+    tf.config.experimental.enable_op_determinism()
+
+
+def _digits(shape):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    x = (digits.data / 16.0).astype(np.float32).reshape((-1, *shape))
+    return _split(x, digits.target.astype(np.int64), 0.25)
+
+
+def train_digits_cnn(folder: Path) -> tuple[Path, Path]:
+    import keras
+
+    x_tr, x_te, y_tr, y_te = _digits((8, 8, 1))
+    _seed()
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            keras.layers.Conv2D(16, 3, padding="same", activation="relu"),
+            keras.layers.MaxPooling2D(),
+            keras.layers.Conv2D(32, 3, padding="same", activation="relu"),
+            keras.layers.GlobalAveragePooling2D(),
+            keras.layers.Dense(10, activation="softmax"),
+        ],
+        name="digits_cnn",
+    )
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(x_tr, y_tr, epochs=40, batch_size=32, verbose=0)
+    path = folder / "digits_cnn.keras"
+    model.save(path)
+    return path, _save_data(folder / "digits_cnn.npz", x_te, y_te, x_tr)
+
+
+def train_digits_lstm(folder: Path) -> tuple[Path, Path]:
+    """tf_keras, because Keras 3 LSTMs do not convert; trained with a dynamic batch, saved with batch 1."""
+    import tensorflow as tf
+    import tf_keras
+
+    x_tr, x_te, y_tr, y_te = _digits((8, 8))
+    tf_keras.utils.set_random_seed(SEED)
+    tf.config.experimental.enable_op_determinism()
+
+    def build(batch_size):
+        inp = tf_keras.Input((8, 8), batch_size=batch_size)
+        h = tf_keras.layers.LSTM(32)(inp)
+        out = tf_keras.layers.Dense(10, activation="softmax")(h)
+        return tf_keras.Model(inp, out, name="digits_lstm")
+
+    trainer = build(None)
+    trainer.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    trainer.fit(x_tr, y_tr, epochs=40, batch_size=32, verbose=0)
+    model = build(1)
+    model.set_weights(trainer.get_weights())
+    path = folder / "digits_lstm.h5"
+    model.save(path)
+    return path, _save_data(folder / "digits_lstm.npz", x_te, y_te, x_tr)
+
+
+def train_breast_cancer_mlp(folder: Path) -> tuple[Path, Path]:
+    """Raw features, normalized inside the model: the SUB/MUL pair that FIQ quantizes badly."""
+    import keras
+    from sklearn.datasets import load_breast_cancer
+
+    x, y = load_breast_cancer(return_X_y=True)
+    x_tr, x_te, y_tr, y_te = _split(x.astype(np.float32), y.astype(np.int64), 0.2)
+    _seed()
+    model = keras.Sequential(
+        [
+            keras.Input((30,)),
+            keras.layers.Normalization(mean=x_tr.mean(axis=0), variance=x_tr.var(axis=0)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(16, activation="relu"),
+            keras.layers.Dense(2, activation="softmax"),
+        ],
+        name="breast_cancer_mlp",
+    )
+    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.fit(x_tr, y_tr, epochs=40, batch_size=32, verbose=0)
+    path = folder / "breast_cancer_mlp.keras"
+    model.save(path)
+    return path, _save_data(folder / "breast_cancer_mlp.npz", x_te, y_te, x_tr)
+
+
+def _save_data(path: Path, x_eval, y_eval, x_calib) -> Path:
+    """Evaluation on the held-out split; calibration on training samples, so the two do not overlap."""
+    np.savez(path, x=x_eval, y=y_eval, x_calib=x_calib)
+    return path
+
+
+TRAINERS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
+    "digits_cnn": train_digits_cnn,
+    "digits_lstm": train_digits_lstm,
+    "breast_cancer_mlp": train_breast_cancer_mlp,
+}
+
+
+def ensure_model(name: str, say=print, progress=None) -> tuple[Path, Path]:
+    """The cached model and data files for demo model `name`, training them first if needed."""
+    final = cache_dir() / name
+    done = final / "complete"
+    if done.is_file():
+        model_file, data_file = done.read_text().split("\n")[:2]
+        return final / model_file, final / data_file
+    say(f"[{name}] training the demo model (once; cached in {final})")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
+    try:
+        with progress.capture(tmp / "train.log") if progress else contextlib.nullcontext():
+            model_path, data_path = TRAINERS[name](tmp)
+        (tmp / "complete").write_text(f"{model_path.name}\n{data_path.name}\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / model_path.name, final / data_path.name

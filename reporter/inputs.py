@@ -1,0 +1,210 @@
+"""Reading the user's model and data, and checking that they fit each other.
+
+Every problem becomes an InputError naming the file, raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+
+from reporter.errors import InputError
+
+KERAS3_RNN_HINT = (
+    "Keras 3 recurrent layers ({names}) do not convert to TFLite (TensorListReserve / READ_VARIABLE);"
+    " rebuild the model with tf_keras and a fixed batch_size=1 input, save it as .h5, and run that"
+)
+
+
+@dataclass
+class LoadedModel:
+    """A model ready for conversion: `make_converter()` returns a fresh TFLiteConverter each call."""
+
+    path: Path
+    format: str  # "keras", "h5" or "saved_model"
+    make_converter: Callable
+
+
+@dataclass
+class Dataset:
+    source: str
+    x: np.ndarray
+    y: np.ndarray  # class ids (int) or float targets
+    x_calib: np.ndarray
+    calibration_source: str  # "x_calib" or "x"
+    labels_are_classes: bool
+
+    @property
+    def calibration_overlaps_eval(self) -> bool:
+        return self.calibration_source == "x"
+
+
+def load_model(path) -> LoadedModel:
+    """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(path, "no such file or folder")
+    if path.is_dir():
+        if not (path / "saved_model.pb").is_file():
+            raise InputError(path, "folder is not a SavedModel (no saved_model.pb inside)")
+        import tensorflow as tf
+
+        try:
+            tf.saved_model.load(str(path))
+        except Exception as exc:  # noqa: BLE001 - any failure means an unreadable model
+            raise InputError(path, f"cannot load SavedModel: {_first_line(exc)}") from exc
+        return LoadedModel(path, "saved_model", lambda: tf.lite.TFLiteConverter.from_saved_model(str(path)))
+
+    suffix = path.suffix.lower()
+    if suffix == ".keras":
+        import keras
+
+        model = _load(path, lambda: keras.saving.load_model(str(path), compile=False), "Keras 3 .keras")
+        rnn = _keras3_rnn_layers(model, keras)
+        if rnn:
+            raise InputError(path, KERAS3_RNN_HINT.format(names=", ".join(sorted(set(rnn)))))
+        fmt = "keras"
+    elif suffix == ".h5":
+        import tf_keras
+
+        model = _load(path, lambda: tf_keras.models.load_model(str(path), compile=False), "legacy Keras .h5")
+        fmt = "h5"
+    else:
+        raise InputError(path, f"unsupported model format '{suffix}': expected .keras, .h5 or a SavedModel folder")
+
+    import tensorflow as tf
+
+    return LoadedModel(path, fmt, lambda: tf.lite.TFLiteConverter.from_keras_model(model))
+
+
+def _load(path, loader, kind):
+    try:
+        return loader()
+    except Exception as exc:  # noqa: BLE001 - keras raises many kinds for a bad file
+        raise InputError(path, f"cannot be read as a {kind} model: {_first_line(exc)}") from exc
+
+
+def _keras3_rnn_layers(model, keras) -> list[str]:
+    found = []
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, keras.layers.RNN):
+            found.append(type(layer).__name__)
+        # Bidirectional wraps RNNs in attributes, not sub-layers the walk always reaches.
+        inner = getattr(layer, "forward_layer", None)
+        if inner is not None and isinstance(inner, keras.layers.RNN):
+            found.append(type(inner).__name__)
+    return found
+
+
+def load_data(spec: str, calibration_samples: int) -> Dataset:
+    """Reads `x`, `y` and optional `x_calib` from an .npz file or a `package.module:function`."""
+    if _is_callable_spec(spec):
+        arrays = _call_data_function(spec)
+    else:
+        arrays = _read_npz(Path(spec))
+    for key in ("x", "y"):
+        if key not in arrays:
+            raise InputError(spec, f"no array '{key}' (found: {', '.join(sorted(arrays)) or 'nothing'})")
+    try:
+        x = np.asarray(arrays["x"], dtype=np.float32)
+        y_raw = np.asarray(arrays["y"])
+    except (TypeError, ValueError) as exc:
+        raise InputError(spec, f"'x' or 'y' is not numeric: {_first_line(exc)}") from exc
+    if x.shape[0] == 0:
+        raise InputError(spec, "the data set is empty ('x' has no samples)")
+    if y_raw.shape[0] != x.shape[0]:
+        raise InputError(spec, f"'x' has {x.shape[0]} samples but 'y' has {y_raw.shape[0]}")
+    y, labels_are_classes = _labels(spec, y_raw)
+
+    if calibration_samples < 1:
+        raise InputError(spec, "calibration needs at least 1 sample")
+    if "x_calib" in arrays and arrays["x_calib"] is not None:
+        x_calib = np.asarray(arrays["x_calib"], dtype=np.float32)
+        if x_calib.shape[0] == 0:
+            raise InputError(spec, "'x_calib' is empty")
+        if x_calib.shape[1:] != x.shape[1:]:
+            raise InputError(spec, f"'x_calib' has shape {x_calib.shape[1:]} per sample but 'x' has {x.shape[1:]}")
+        calib_source = "x_calib"
+    else:
+        x_calib, calib_source = x, "x"
+    x_calib = x_calib[:calibration_samples]
+    if not (np.isfinite(x).all() and np.isfinite(x_calib).all()):
+        raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
+    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes)
+
+
+def _is_callable_spec(spec: str) -> bool:
+    return ":" in spec and not Path(spec).exists() and not spec.endswith(".npz")
+
+
+def _read_npz(path: Path) -> dict:
+    if not path.is_file():
+        raise InputError(path, "no such file")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: npz[k] for k in npz.files}
+    except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad archive
+        raise InputError(path, f"not a readable .npz archive: {_first_line(exc)}") from exc
+
+
+def _call_data_function(spec: str) -> dict:
+    module_name, _, func_name = spec.partition(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(spec, f"cannot import data function: {_first_line(exc)}") from exc
+    try:
+        result = func()
+    except Exception as exc:  # noqa: BLE001 - the user's function may raise anything
+        raise InputError(spec, f"data function failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+    if not hasattr(result, "keys"):
+        raise InputError(spec, f"data function must return a mapping with 'x' and 'y', got {type(result).__name__}")
+    return dict(result)
+
+
+def _labels(spec, y_raw: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Class ids from integer labels or one-hot rows; float targets stay as they are."""
+    if y_raw.ndim == 2 and y_raw.shape[1] > 1:
+        return y_raw.argmax(axis=1).astype(np.int64), True
+    if y_raw.ndim == 2:
+        y_raw = y_raw[:, 0]
+    if y_raw.ndim != 1:
+        raise InputError(spec, f"'y' must be class ids or one-hot rows, got shape {y_raw.shape}")
+    if np.issubdtype(y_raw.dtype, np.integer) or np.issubdtype(y_raw.dtype, np.bool_):
+        return y_raw.astype(np.int64), True
+    if np.issubdtype(y_raw.dtype, np.floating):
+        return y_raw.astype(np.float32), False
+    raise InputError(spec, f"'y' has unsupported type {y_raw.dtype}")
+
+
+def check_fit(data: Dataset, input_shape: list, num_outputs: int, model_path) -> Optional[int]:
+    """Checks data against the float model's input and output; returns the number of classes.
+
+    Returns None for a regression-like task (one output unit, or float labels).
+    """
+    expected = list(input_shape[1:])
+    got = list(data.x.shape[1:])
+    if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)):
+        shown = ["None" if e == -1 else str(e) for e in expected]
+        raise InputError(
+            data.source,
+            f"'x' has shape {tuple(got)} per sample but the model {Path(model_path).name} expects ({', '.join(shown)})",
+        )
+    if num_outputs <= 1 or not data.labels_are_classes:
+        return None
+    y = data.y
+    if y.min() < 0 or y.max() >= num_outputs:
+        raise InputError(
+            data.source,
+            f"labels out of range: 'y' holds {int(y.min())}..{int(y.max())} but the model has {num_outputs} classes",
+        )
+    return num_outputs
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]

@@ -1,0 +1,69 @@
+"""Terminal progress lines, and keeping TensorFlow's chatter in run.log instead of the terminal."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+
+
+class Progress:
+    """Prints one short line per stage to the user's terminal, even while output is captured."""
+
+    def __init__(self, name: str, stream=None, quiet: bool = False):
+        self.name = name
+        self.quiet = quiet
+        self._fd = None
+        self._stream = stream
+        self.timings: dict[str, float] = {}
+
+    def _write(self, text: str):
+        if self.quiet:
+            return
+        if self._fd is not None:
+            os.write(self._fd, text.encode())
+        else:
+            stream = self._stream or sys.stderr
+            stream.write(text)
+            stream.flush()
+
+    def say(self, text: str):
+        self._write(f"[{self.name}] {text}\n")
+
+    @contextlib.contextmanager
+    def stage(self, key: str, text: str = ""):
+        """Times a stage under `key` (adding up repeats); prints `text` and the duration if given."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            dt = time.perf_counter() - t0
+            self.timings[key] = round(self.timings.get(key, 0.0) + dt, 3)
+            if text:
+                self.say(f"{text} ({dt:.1f} s)")
+
+    @contextlib.contextmanager
+    def capture(self, log_path):
+        """Sends everything written to fds 1 and 2 (TensorFlow's C++ and Python output) to log_path.
+
+        Progress lines still reach the terminal through a copy of the original stderr.
+        """
+        sys.stdout.flush()
+        sys.stderr.flush()
+        saved_out, saved_err = os.dup(1), os.dup(2)
+        self._fd = saved_err
+        log = open(log_path, "ab")
+        try:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved_out, 1)
+            os.dup2(saved_err, 2)
+            os.close(saved_out)
+            os.close(saved_err)
+            self._fd = None
+            log.close()

@@ -1,0 +1,199 @@
+"""The report's data model: typed, frozen records that save to JSON and load back.
+
+report.json is the canonical output. Everything else (HTML, PDF, Markdown) is rendered from
+it, so this module must not import TensorFlow.
+
+Format history (SCHEMA_VERSION):
+  1: first version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+SCHEMA_VERSION = 1
+
+# The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
+RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    source: str
+    format: str  # "keras", "h5" or "saved_model"
+    input_shape: list  # from the float TFLite model; -1 marks a dynamic dimension
+    num_classes: Optional[int]  # None when the output is not class scores
+    task: str  # "classification" or "regression"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    source: str
+    num_eval: int
+    num_calibration: int
+    calibration_overlaps_eval: bool
+    calibration_source: str  # "x_calib" or "x"
+
+
+@dataclass(frozen=True)
+class Latency:
+    median: float
+    p90: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class ClassMetrics:
+    label: int
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Classification quality of one variant on the evaluation data."""
+
+    accuracy: float
+    precision: float  # macro average
+    recall: float
+    f1: float
+    balanced_accuracy: float
+    cohen_kappa: float
+    agreement_with_float: Optional[float]
+    per_class: list[ClassMetrics]
+    confusion_matrix: list[list[int]]
+
+
+@dataclass(frozen=True)
+class OutputError:
+    """For models whose output is not class scores: error against the float variant's output."""
+
+    mse: float
+    max_abs_error: float
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    name: str
+    status: str  # "ok" or "failed"
+    error: Optional[str] = None
+    size_bytes: Optional[int] = None
+    ops: dict[str, int] = field(default_factory=dict)
+    tensor_types: dict[str, int] = field(default_factory=dict)
+    latency_ms: Optional[Latency] = None
+    metrics: Optional[Metrics] = None
+    output_error: Optional[OutputError] = None
+    # Only for the selective model: (selective - fiq) / (float - fiq) accuracy.
+    accuracy_gap_recovered: Optional[float] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass(frozen=True)
+class LayerStat:
+    """One row of the quantization debugger's layer statistics, plus derived columns."""
+
+    index: int
+    op_name: str
+    tensor_name: str
+    tensor_idx: int
+    num_elements: float
+    stddev: float
+    mean_error: float
+    max_abs_error: float
+    mean_squared_error: float
+    scale: float
+    zero_point: int
+    range: float
+    rmse_over_scale: float
+    suspect: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    threshold: float
+    first_layers: int
+    denylisted_nodes: list[str]
+    code: str
+    summary: str  # one sentence on what was found and what the selective model achieved
+    selective: Optional[VariantResult] = None
+    size_cost_bytes: Optional[int] = None  # selective size - FIQ size
+
+
+@dataclass(frozen=True)
+class Report:
+    schema_version: int
+    generated_at: str
+    tool_version: str
+    tensorflow_version: str
+    model: ModelInfo
+    dataset: DatasetInfo
+    variants: list[VariantResult]
+    layers: list[LayerStat]
+    recommendation: Optional[Recommendation]
+    timings_s: dict[str, float]
+    settings: dict[str, Any]
+    debugger_error: Optional[str] = None
+
+    def variant(self, name: str) -> Optional[VariantResult]:
+        """The variant called `name`, the selective model included, or None."""
+        for v in self.variants:
+            if v.name == name:
+                return v
+        if name == "selective" and self.recommendation:
+            return self.recommendation.selective
+        return None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Report":
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"report schema_version {version!r} is not supported (this tool reads {SCHEMA_VERSION})"
+            )
+        return _build(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Report":
+        return cls.from_dict(json.loads(text))
+
+
+def _build(tp, value):
+    """Builds a value of type `tp` (a dataclass, list, dict or Optional of them) from JSON data."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(inner[0], value)
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp) or (str, Any)
+        return {k: _build(item, v) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = set(value) - names
+        if unknown:
+            raise ValueError(f"unknown keys in {tp.__name__}: {', '.join(sorted(unknown))}")
+        return tp(**{k: _build(hints[k], v) for k, v in value.items()})
+    return value

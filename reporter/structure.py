@@ -1,0 +1,66 @@
+"""Model structure, read from the TFLite flatbuffer itself: tensor types, ops, and the Analyzer's text."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections import Counter
+
+TENSOR_TYPE_KEYS = ("int8", "int16", "int32", "float32", "other", "total")
+
+
+def _model_object(model: bytes):
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+
+
+def _enum_names(enum_cls) -> dict[int, str]:
+    return {v: k for k, v in vars(enum_cls).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def tensor_types(model: bytes) -> dict[str, int]:
+    """Counts tensors by element type over every subgraph of the model."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = _enum_names(schema.TensorType)
+    counts = Counter()
+    for subgraph in _model_object(model).subgraphs or []:
+        for tensor in subgraph.tensors or []:
+            name = names.get(tensor.type, "OTHER").lower()
+            counts[name if name in TENSOR_TYPE_KEYS else "other"] += 1
+    result = {k: counts.get(k, 0) for k in TENSOR_TYPE_KEYS[:-1]}
+    result["total"] = sum(result.values())
+    return result
+
+
+def ops(model: bytes) -> dict[str, int]:
+    """Counts operators by type (builtin name, or the custom op's code) over every subgraph."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = _enum_names(schema.BuiltinOperator)
+    obj = _model_object(model)
+    op_names = []
+    for code in obj.operatorCodes or []:
+        # Old files keep the code in deprecatedBuiltinCode; new ones in builtinCode.
+        builtin = max(code.builtinCode, code.deprecatedBuiltinCode)
+        if names.get(builtin) == "CUSTOM" and code.customCode:
+            custom = code.customCode
+            op_names.append(custom.decode() if isinstance(custom, bytes) else str(custom))
+        else:
+            op_names.append(names.get(builtin, f"OP_{builtin}"))
+    counts = Counter()
+    for subgraph in obj.subgraphs or []:
+        for op in subgraph.operators or []:
+            counts[op_names[op.opcodeIndex]] += 1
+    return dict(sorted(counts.items()))
+
+
+def analyzer_text(model: bytes) -> str:
+    """The TFLite Analyzer's own report on the model, as text."""
+    import tensorflow as tf
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        tf.lite.experimental.Analyzer.analyze(model_content=model)
+    return buf.getvalue()
