@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
 
-BATCH = 512  # samples per invoke: large enough to amortise the call, small enough for memory
+# Input bytes per invoke: one invoke for a typical evaluation set, bounded memory for a large one.
+BATCH_BYTES = 32 * 1024 * 1024
 
 
 def _interpreter(model: bytes, num_threads=None):
@@ -49,11 +51,12 @@ def predict(model: bytes, x: np.ndarray) -> np.ndarray:
     Models with a fixed batch dimension (like a tf_keras LSTM built with batch_size=1) cannot be
     resized; they run one sample per invoke.
     """
-    it = _interpreter(model)
+    it = _interpreter(model, num_threads=os.cpu_count())
     inp = it.get_input_details()[0]
     sig = inp.get("shape_signature")
     fixed_batch = sig is not None and len(sig) > 0 and sig[0] != -1
-    batch = int(inp["shape"][0]) if fixed_batch else BATCH
+    sample_bytes = max(1, int(np.prod(x.shape[1:])) * 4)
+    batch = int(inp["shape"][0]) if fixed_batch else max(1, BATCH_BYTES // sample_bytes)
     if not fixed_batch:
         it.resize_tensor_input(inp["index"], [min(batch, len(x)), *x.shape[1:]])
     it.allocate_tensors()

@@ -53,14 +53,16 @@ class Progress:
         sys.stderr.flush()
         saved_out, saved_err = os.dup(1), os.dup(2)
         self._fd = saved_err
-        log = open(log_path, "ab")
+        log = open(log_path, "a", encoding="utf-8", errors="replace", buffering=1)
+        py_out, py_err = sys.stdout, sys.stderr
         try:
             os.dup2(log.fileno(), 1)
             os.dup2(log.fileno(), 2)
+            sys.stdout = sys.stderr = log  # Python-level writers too, even when sys.std* are not fds 1/2
             yield
         finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            sys.stdout, sys.stderr = py_out, py_err
+            log.flush()
             os.dup2(saved_out, 1)
             os.dup2(saved_err, 2)
             os.close(saved_out)

@@ -1,0 +1,42 @@
+"""Shared fixtures: the demo is trained and reported once per test session and reused by every test."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+DEMO_MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory):
+    """Trained demo models, cached on disk for the session (QUANT_REPORT_CACHE wins if set)."""
+    if not os.environ.get("QUANT_REPORT_CACHE"):
+        os.environ["QUANT_REPORT_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    return Path(os.environ["QUANT_REPORT_CACHE"])
+
+
+@pytest.fixture(scope="session")
+def demo_reports(demo_cache, tmp_path_factory):
+    """The output folder of one `quant-report demo` run over the three demo models."""
+    from reporter.cli import main
+
+    out = tmp_path_factory.mktemp("demo_out")
+    assert main(["demo", "--out", str(out), "--quiet", "--latency-runs", "5"]) == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def mlp_files(demo_reports):
+    """The breast-cancer demo model and its data: a small, real, quickly converted model."""
+    from reporter import demo
+
+    return demo.ensure_model("breast_cancer_mlp")
+
+
+def load_report(folder: Path):
+    from reporter.report import Report
+
+    return Report.from_json((folder / "report.json").read_text())
