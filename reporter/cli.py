@@ -38,6 +38,8 @@ def _add_run_options(p: argparse.ArgumentParser):
                    help="also keep the first N debugged layers in float (default: 0; the seed notebook uses 5)")
     p.add_argument("--latency-runs", type=int, default=50, metavar="N",
                    help="timed single-sample invokes per variant (default: 50)")
+    p.add_argument("--formats", type=_variant_list, default=("html", "pdf", "md", "json"),
+                   help="comma-separated: html, pdf, md, json (default: all)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
 
@@ -57,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="report name (default: the model file's name)")
     _add_run_options(run)
 
+    render = sub.add_parser("render", help="re-render a saved report.json (TensorFlow not needed)")
+    render.add_argument("report", help="a report.json written by quant-report")
+    render.add_argument("--format", required=True, choices=("html", "pdf", "md", "json"))
+    render.add_argument("--out", help="output file (default: report.html, report.pdf or summary.md beside it)")
+    render.add_argument("--debug", action="store_true", help="show tracebacks")
+
     demo = sub.add_parser("demo", help="train (once) and report on the three built-in demo models")
     demo.add_argument("--models", type=_variant_list, default=None,
                       help="comma-separated subset of: digits_cnn, digits_lstm, breast_cancer_mlp")
@@ -71,6 +79,8 @@ def main(argv=None) -> int:
             return _run(args)
         if args.command == "demo":
             return _demo(args)
+        if args.command == "render":
+            return _render(args)
     except KeyboardInterrupt:
         print("quant-report: interrupted", file=sys.stderr)
         return FAILED
@@ -90,6 +100,7 @@ def _settings(args, model, data, name):
         suspect_threshold=args.suspect_threshold,
         first_layers=args.first_layers,
         latency_runs=args.latency_runs,
+        formats=args.formats,
         quiet=args.quiet,
     )
 
@@ -147,4 +158,35 @@ def _demo(args) -> int:
         print(f"quant-report: {len(failed)} of {len(names)} demo models failed: {', '.join(failed)}",
               file=sys.stderr)
         return FAILED
+    return OK
+
+
+def _render(args) -> int:
+    """Re-renders a saved report; imports no TensorFlow."""
+    import json
+    from pathlib import Path
+
+    from reporter import render
+    from reporter.report import Report
+
+    src = Path(args.report)
+    try:
+        report = Report.from_json(src.read_text(encoding="utf-8"))
+        out = Path(args.out) if args.out else src.parent / render.FILE_NAMES[args.format]
+        render.write_atomic(out, render.render(report, args.format))
+    except FileNotFoundError:
+        print(f"quant-report: error: {src}: no such file", file=sys.stderr)
+        return FAILED
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        print(f"quant-report: error: {src}: not a JSON file ({exc})", file=sys.stderr)
+        return FAILED
+    except (ValueError, TypeError, KeyError) as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"quant-report: error: {src}: not a quant-report report.json ({exc})", file=sys.stderr)
+        return FAILED
+    except OSError as exc:
+        print(f"quant-report: error: {exc.filename or out}: cannot write ({exc.strerror})", file=sys.stderr)
+        return FAILED
+    print(out)
     return OK

@@ -14,7 +14,7 @@ import numpy as np
 
 from reporter import __version__
 from reporter import convert as conv
-from reporter import debugger, evaluate, inputs, recommend, structure
+from reporter import debugger, evaluate, inputs, recommend, render, structure
 from reporter import metrics as qmetrics
 from reporter.errors import InputError, QuantReportError
 from reporter.output import folder_name, staged_folder
@@ -35,6 +35,7 @@ class RunSettings:
     suspect_threshold: float = 0.7
     first_layers: int = 0
     latency_runs: int = 50
+    formats: tuple = ("html", "pdf", "md", "json")
     quiet: bool = False
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
 
@@ -73,6 +74,9 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     variants = check_variants(settings.variants)
     if settings.suspect_threshold <= 0:
         raise QuantReportError("--suspect-threshold must be above 0")
+    bad_formats = [f for f in settings.formats if f not in render.FORMATS]
+    if bad_formats:
+        raise QuantReportError(f"unknown format(s) {', '.join(bad_formats)}: choose from {', '.join(render.FORMATS)}")
     if settings.first_layers < 0:
         raise QuantReportError("--first-layers must be 0 or more")
     name = settings.display_name
@@ -80,9 +84,10 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     with staged_folder(settings.out, name) as folder:
         with progress.capture(folder / "run.log"):
             report = _run_in(folder, settings, variants, progress)
-        (folder / "report.json").write_text(report.to_json(), encoding="utf-8")
+        with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
+            written = render.write_reports(report, folder, settings.formats)
     final = Path(settings.out) / folder_name(name)
-    progress.say(f"report written to {final / 'report.json'}")
+    progress.say("written: " + ", ".join(str(final / p.name) for p in written))
     return report, final
 
 
@@ -171,7 +176,8 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, out
     (folder / f"{variant}.tflite").write_bytes(tflite)
     t0 = time.perf_counter()
     with progress.stage("analyze"):
-        (folder / f"analyzer_{variant}.txt").write_text(structure.analyzer_text(tflite), encoding="utf-8")
+        analyzer = structure.analyzer_text(tflite)
+        (folder / f"analyzer_{variant}.txt").write_text(analyzer, encoding="utf-8")
         ops = structure.ops(tflite)
         types = structure.tensor_types(tflite)
     with progress.stage("evaluate"):
@@ -199,6 +205,7 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, out
         latency_ms=Latency(median=median, p90=p90, runs=runs),
         metrics=metrics,
         output_error=output_error,
+        analyzer_text=analyzer,
     )
 
 

@@ -93,6 +93,8 @@ class VariantResult:
     output_error: Optional[OutputError] = None
     # Only for the selective model: (selective - fiq) / (float - fiq) accuracy.
     accuracy_gap_recovered: Optional[float] = None
+    # The TFLite Analyzer's text, kept here so that every format renders from report.json alone.
+    analyzer_text: str = ""
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,162 @@
+"""Rendering: report.json into HTML, PDF, Markdown and JSON, through the Jinja templates.
+
+Nothing here imports TensorFlow, so `quant-report render report.json` works without it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+
+from reporter import plots
+from reporter.report import Report
+from reporter.view import SHORT_NAMES, ReportView
+
+FORMATS = ("html", "pdf", "md", "json")
+FILE_NAMES = {"html": "report.html", "pdf": "report.pdf", "md": "summary.md", "json": "report.json"}
+
+ANALYZER_MAX_LINES = 400  # per variant in the appendix; the full text is in analyzer_<variant>.txt
+
+
+def templates_dir() -> Path:
+    """The templates: inside the installed package, or the repository's top-level templates/."""
+    packaged = Path(__file__).parent / "templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parent.parent / "templates"
+
+
+def _environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = md_cell
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["truncate_lines"] = truncate_lines
+    return env
+
+
+def md_cell(value) -> str:
+    """Text safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    return text.replace("<", "&lt;").replace(">", "&gt;").replace("`", "\\`")
+
+
+def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
+    lines = text.splitlines()
+    if len(lines) <= limit:
+        return text
+    return "\n".join(lines[:limit]) + f"\n… {len(lines) - limit} more lines in the analyzer_*.txt file"
+
+
+def render_html(report: Report) -> bytes:
+    view = ReportView(report)
+    images = {
+        "confusion": plots.confusion_matrices(report, SHORT_NAMES) if view.is_classification else "",
+        "ranges": plots.layer_ranges(report) if report.layers else "",
+        "rmse": plots.layer_rmse(report) if report.layers else "",
+    }
+    css = (templates_dir() / "report.css").read_text(encoding="utf-8")
+    html = _environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css)
+    return html.encode("utf-8")
+
+
+def render_md(report: Report) -> bytes:
+    view = ReportView(report)
+    return _environment(False).get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")
+
+
+def render_json(report: Report) -> bytes:
+    return report.to_json().encode("utf-8")
+
+
+def render_pdf(report: Report, html: bytes = None) -> bytes:
+    """The HTML report through WeasyPrint, which may fetch nothing but data: URIs."""
+    import logging
+
+    import weasyprint
+
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    html = html if html is not None else render_html(report)
+    document = weasyprint.HTML(string=html.decode("utf-8"), url_fetcher=DataOnlyFetcher(), base_url=None)
+    return document.write_pdf(pdf_identifier=b"quant-report", uncompressed_pdf=False)
+
+
+def _data_only_fetcher_class():
+    from weasyprint.urls import URLFetcher
+
+    class _DataOnlyFetcher(URLFetcher):
+        """Refuses every URL that is not a data: URI, so a report can read no file and no network."""
+
+        refused: list = []
+
+        def __init__(self):
+            super().__init__(allowed_protocols={"data"}, allow_redirects=False)
+            self.refused = []
+
+        def fetch(self, url, headers=None):
+            if not url.lower().startswith("data:"):
+                self.refused.append(url)
+                raise ValueError(f"quant-report refuses to fetch {url[:80]!r}: only data: URIs are allowed")
+            return super().fetch(url, headers)
+
+    return _DataOnlyFetcher
+
+
+def DataOnlyFetcher():  # noqa: N802 - reads like the class it builds
+    return _data_only_fetcher_class()()
+
+
+RENDERERS: dict[str, Callable[[Report], bytes]] = {
+    "html": render_html,
+    "pdf": render_pdf,
+    "md": render_md,
+    "json": render_json,
+}
+
+
+def render(report: Report, fmt: str) -> bytes:
+    if fmt not in RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}: choose from {', '.join(FORMATS)}")
+    return RENDERERS[fmt](report)
+
+
+def write_atomic(path: Path, data: bytes):
+    """Writes to a temporary file beside `path`, then renames: a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_reports(report: Report, folder: Path, formats=FORMATS) -> list[Path]:
+    """Renders `report` into each format inside `folder`; the HTML is made once for HTML and PDF."""
+    written = []
+    html = None
+    for fmt in FORMATS:
+        if fmt not in formats:
+            continue
+        if fmt in ("html", "pdf") and html is None:
+            html = render_html(report)
+        data = html if fmt == "html" else render_pdf(report, html) if fmt == "pdf" else render(report, fmt)
+        path = Path(folder) / FILE_NAMES[fmt]
+        write_atomic(path, data)
+        written.append(path)
+    return written
