@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import jinja2
+import markupsafe
 
 from reporter import plots
 from reporter.report import Report
@@ -65,7 +66,8 @@ def render_html(report: Report) -> bytes:
         "ranges": plots.layer_ranges(report) if report.layers else "",
         "rmse": plots.layer_rmse(report) if report.layers else "",
     }
-    css = (templates_dir() / "report.css").read_text(encoding="utf-8")
+    # Our own stylesheet, not data: it must not be escaped (quotes and '>' are CSS syntax).
+    css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))
     html = _environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css)
     return html.encode("utf-8")
 
@@ -89,7 +91,16 @@ def render_pdf(report: Report, html: bytes = None) -> bytes:
     logging.getLogger("fontTools").setLevel(logging.ERROR)
     html = html if html is not None else render_html(report)
     document = weasyprint.HTML(string=html.decode("utf-8"), url_fetcher=DataOnlyFetcher(), base_url=None)
-    return document.write_pdf(pdf_identifier=b"quant-report", uncompressed_pdf=False)
+    # fontTools stamps the embedded font subsets with the current time unless SOURCE_DATE_EPOCH is set.
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        return document.write_pdf(pdf_identifier=b"quant-report")
+    finally:
+        if saved is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = saved
 
 
 def _data_only_fetcher_class():
@@ -97,8 +108,6 @@ def _data_only_fetcher_class():
 
     class _DataOnlyFetcher(URLFetcher):
         """Refuses every URL that is not a data: URI, so a report can read no file and no network."""
-
-        refused: list = []
 
         def __init__(self):
             super().__init__(allowed_protocols={"data"}, allow_redirects=False)

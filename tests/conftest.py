@@ -40,3 +40,7 @@ def load_report(folder: Path):
     from reporter.report import Report
 
     return Report.from_json((folder / "report.json").read_text())
+
+
+def pytest_addoption(parser):
+    parser.addoption("--refresh-gold", action="store_true", help="rewrite tests/gold/ from the current output")

@@ -1,0 +1,34 @@
+"""An installed (non-editable) copy finds its templates and renders reports."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_carries_templates_and_renders(tmp_path):
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q",
+         "-w", str(tmp_path / "dist")],
+        capture_output=True, text=True,
+    )
+    assert build.returncode == 0, build.stderr
+    wheel = next((tmp_path / "dist").glob("quant_report-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "reporter/templates/report.html.j2" in names
+    assert "reporter/templates/summary.md.j2" in names
+    assert "reporter/templates/report.css" in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); sys.modules['tensorflow'] = None\n"
+        "import reporter.render as r; from reporter.report import Report\n"
+        "assert r.templates_dir() == __import__('pathlib').Path(sys.argv[1]) / 'reporter' / 'templates'\n"
+        "html = r.render(Report.from_json(open(sys.argv[2]).read()), 'html')\n"
+        "assert b'Quantization report' in html\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(site), str(ROOT / "tests" / "fixtures" / "report.json")],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr

@@ -1,0 +1,213 @@
+"""Rendering from report.json alone: golden files, HTML structure, hostile names, PDF, no TensorFlow.
+
+Refresh the gold files after an intended change:  python -m pytest tests/test_render.py --refresh-gold
+"""
+
+import dataclasses
+import io
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from reporter import render
+from reporter.report import Report
+from reporter.view import ReportView
+
+HERE = Path(__file__).parent
+FIXTURE = HERE / "fixtures" / "report.json"
+GOLD = HERE / "gold"
+
+
+@pytest.fixture()
+def report():
+    return Report.from_json(FIXTURE.read_text())
+
+
+def _scrub(text: str) -> str:
+    """Images depend on the matplotlib/freetype build; the gold compares everything else."""
+    return re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "data:image/png;base64,SCRUBBED", text)
+
+
+@pytest.mark.parametrize("fmt,gold", [("html", "report.html"), ("md", "summary.md")])
+def test_golden_files(report, request, fmt, gold):
+    actual = _scrub(render.render(report, fmt).decode("utf-8"))
+    path = GOLD / gold
+    if request.config.getoption("--refresh-gold"):
+        path.write_text(actual, encoding="utf-8")
+    assert path.exists(), f"no gold file {path}: run with --refresh-gold"
+    assert actual == path.read_text(encoding="utf-8"), f"{gold} differs from the gold: see the diff above"
+
+
+class _Collector(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags = []  # (tag, attrs dict)
+        self.tables = {}  # id -> list of rows, each a (row attrs, [cell texts])
+        self._table = None
+        self._row = None
+        self._cell = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append((tag, attrs))
+        if tag == "table":
+            self._table = attrs.get("id")
+            self.tables[self._table] = []
+        elif tag == "tr" and self._table is not None:
+            self._row = (attrs, [])
+            self.tables[self._table].append(self._row)
+        elif tag in ("td", "th") and self._row is not None:
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if tag in ("td", "th") and self._cell is not None:
+            self._row[1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "table":
+            self._table = None
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _parse(html: bytes) -> _Collector:
+    c = _Collector()
+    c.feed(html.decode("utf-8"))
+    return c
+
+
+def test_html_structure(report):
+    doc = _parse(render.render(report, "html"))
+    view = ReportView(report)
+    names = [view.short(v.name) for v in view.ok_columns]
+    assert names == ["Float", "DRQ", "FIQ", "Selective"]
+    for table in ("tensor-types", "metrics", "size-latency", "ops"):
+        assert doc.tables[table][0][1][1:] == names, table  # one column per variant
+    metrics = {row[1][0]: row[1][1:] for row in doc.tables["metrics"][1:]}
+    fiq = report.variant("fiq").metrics
+    assert metrics["Accuracy"][2].startswith(f"{fiq.accuracy:.3f}")
+    assert metrics["Accuracy"][2].endswith("↓↓")
+    layer_rows = doc.tables["layer-table"][1:]
+    assert len(layer_rows) == len(report.layers)
+    suspect_rows = [r for r in layer_rows if r[0].get("class") == "suspect"]
+    assert [r[1][2] for r in suspect_rows] == [layer.tensor_name for layer in report.layers if layer.suspect]
+    assert all("SUSPECT" in r[1][-1] for r in suspect_rows)
+    assert len(doc.tables["before-after"]) == 1 + 6
+    section_ids = [a.get("id") for t, a in doc.tags if t == "section"]
+    assert section_ids == ["structure", "quality", "layers", "recommendation", "appendix"]
+
+
+def test_html_is_self_contained(report):
+    doc = _parse(render.render(report, "html"))
+    images = [a["src"] for t, a in doc.tags if t == "img"]
+    assert len(images) == 3  # confusion matrices, RMSE/scale and range charts
+    assert all(src.startswith("data:image/png;base64,") for src in images)
+    for tag, attrs in doc.tags:
+        assert tag not in ("script", "link", "iframe", "object", "embed"), tag
+        for key in ("src", "href", "srcset", "action", "poster", "data"):
+            if key in attrs:
+                assert attrs[key].startswith(("data:", "#")), (tag, key, attrs[key][:60])
+    css = re.search(r"<style>(.*?)</style>", render.render(report, "html").decode(), re.S).group(1)
+    assert "url(" not in css and "@import" not in css
+
+
+def _hostile(report):
+    layers = [dataclasses.replace(layer, tensor_name=f"<script>alert({i})</script>|`x`") for i, layer in
+              enumerate(report.layers)]
+    return dataclasses.replace(
+        report, model=dataclasses.replace(report.model, name="<img src=x onerror=alert(1)>"), layers=layers
+    )
+
+
+def test_hostile_names_render_as_text(report):
+    hostile = _hostile(report)
+    html = render.render(hostile, "html").decode()
+    assert "<img src=x" not in html and "<script>" not in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    doc = _parse(html.encode())
+    assert [t for t, _ in doc.tags if t == "script"] == []
+    md = render.render(hostile, "md").decode()
+    assert "<script>" not in md and "<img" not in md
+    assert "&lt;script&gt;" in md and "\\|" in md  # pipes escaped, so the table keeps its columns
+    pdf = render.render(hostile, "pdf")
+    assert pdf.startswith(b"%PDF")
+
+
+def test_pdf_pages_and_text(report):
+    from pypdf import PdfReader
+
+    pdf = PdfReader(io.BytesIO(render.render(report, "pdf")))
+    assert 3 <= len(pdf.pages) <= 15
+    text = "\n".join(page.extract_text() for page in pdf.pages)
+    for title in ("Model structure", "Quantization metrics", "Per-layer errors", "Recommendation", "Appendix",
+                  "page 1 of"):
+        assert title in text, title
+    fiq = report.variant("fiq").metrics
+    assert f"{fiq.accuracy:.3f}" in text
+    assert f"{report.recommendation.selective.metrics.accuracy:.3f}" in text
+
+
+def test_pdf_fetches_nothing_but_data_uris(tmp_path):
+    import weasyprint
+
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"not really a png")
+    fetcher = render.DataOnlyFetcher()
+    html = f'<p>x</p><img src="file://{secret}"><img src="http://example.invalid/a.png">'
+    weasyprint.HTML(string=html, url_fetcher=fetcher).write_pdf()
+    assert fetcher.refused == [f"file://{secret}", "http://example.invalid/a.png"]
+
+
+def test_output_is_reproducible(report):
+    for fmt in ("html", "md", "pdf", "json"):
+        assert render.render(report, fmt) == render.render(report, fmt), fmt
+
+
+def test_markdown_summary_fits_a_pr_comment(report):
+    md = render.render(report, "md").decode()
+    assert len(md.splitlines()) < 60
+    view = ReportView(report)
+    for line in view.verdicts:
+        assert line in md
+    assert "| Accuracy |" in md and "| Int8 |" in md
+    assert report.recommendation.denylisted_nodes[0] in md
+
+
+def test_json_round_trip(report):
+    again = Report.from_json(render.render(report, "json").decode())
+    assert again == report
+    assert again.to_json() == FIXTURE.read_text()
+
+
+def test_render_command_works_without_tensorflow(tmp_path):
+    """`quant-report render` in a process where importing TensorFlow fails."""
+    code = (
+        "import sys; sys.modules['tensorflow'] = None; sys.modules['keras'] = None\n"
+        "from reporter.cli import main\n"
+        f"rc = main(['render', {str(FIXTURE)!r}, '--format', 'md', '--out', {str(tmp_path / 's.md')!r}])\n"
+        "assert 'sklearn' not in sys.modules\n"
+        "sys.exit(rc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "s.md").read_text().startswith("## Quantization report")
+
+
+@pytest.mark.parametrize("content,needle", [(None, "no such file"), ("{nope", "not a JSON file"),
+                                            ('{"schema_version": 99}', "schema_version")])
+def test_render_command_bad_input(tmp_path, capsys, content, needle):
+    from reporter.cli import main
+
+    src = tmp_path / "report.json"
+    if content is not None:
+        src.write_text(content)
+    assert main(["render", str(src), "--format", "html"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(src) in err[0] and needle in err[0]
+    assert not (tmp_path / "report.html").exists()

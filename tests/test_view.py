@@ -1,0 +1,57 @@
+"""The arrows, colours and number formats the reports use."""
+
+import pytest
+
+from reporter import view
+
+
+@pytest.mark.parametrize("value,ref,arrow", [
+    (5, 5, "~"), (6, 5, "↑"), (10, 5, "↑"), (11, 5, "↑↑"), (1, 0, "↑↑"), (4, 5, "↓"), (2, 5, "↓↓"), (0, 3, "↓↓"),
+    (None, 5, ""),
+])
+def test_count_arrow(value, ref, arrow):
+    assert view.count_arrow(value, ref) == arrow
+
+
+def test_latency_arrow_ignores_small_noise():
+    assert view.count_arrow(1.05, 1.0, same_ratio=0.10) == "~"
+    assert view.count_arrow(1.2, 1.0, same_ratio=0.10) == "↑"
+
+
+@pytest.mark.parametrize("value,ref,arrow", [
+    (0.900, 0.900, "~"), (0.904, 0.900, "~"), (0.896, 0.900, "~"), (0.910, 0.900, "↑"), (0.950, 0.900, "↑"),
+    (0.951, 0.900, "↑↑"), (0.890, 0.900, "↓"), (0.849, 0.900, "↓↓"), (0.5, None, ""),
+])
+def test_metric_arrow(value, ref, arrow):
+    assert view.metric_arrow(value, ref) == arrow
+
+
+def test_tone_follows_direction_of_good():
+    assert view.tone("↓↓", higher_is_better=True) == "bad"
+    assert view.tone("↓", higher_is_better=False) == "good"
+    assert view.tone("~", higher_is_better=True) == "neutral"
+
+
+@pytest.mark.parametrize("func,arg,text", [
+    (view.fmt_bytes, 900, "900 B"), (view.fmt_bytes, 9424, "9.2 KB"), (view.fmt_bytes, 3 * 1024**2, "3.0 MB"),
+    (view.fmt_signed_bytes, 240, "+240 B"), (view.fmt_signed_bytes, -2048, "−2.0 KB"),
+    (view.fmt_ms, 0.000852, "0.852 µs"), (view.fmt_ms, 12.345, "12.3 ms"),
+    (view.fmt_percent, 0.7297, "73.0 %"), (view.fmt_points, -0.325, "−32.5"), (view.fmt_points, 0.0001, "±0.0"),
+    (view.fmt_number, 2157.9, "2158"), (view.fmt_number, 0.0000123, "1.230e-05"), (view.fmt_number, 0, "0"),
+])
+def test_formats(func, arg, text):
+    assert func(arg) == text
+
+
+def test_verdicts_tell_the_breast_cancer_story():
+    from pathlib import Path
+
+    from reporter.report import Report
+
+    report = Report.from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    v = view.ReportView(report)
+    fiq = next(line for line in v.verdicts if line.startswith("FIQ"))
+    assert "−32.5 accuracy points" in fiq and "1 suspect layer" in fiq and "recovers 73 % of the gap" in fiq
+    drq = next(line for line in v.verdicts if line.startswith("DRQ"))
+    assert "same size as float" in drq
+    assert "SUB" in v.widest_range_note  # the layer the rmse/scale rule misses
