@@ -96,7 +96,8 @@ def _layer_bars(report: Report, values, ylabel: str, title: str, lines=(), log=F
     handles = [plt.Rectangle((0, 0), 1, 1, color=NORMAL), plt.Rectangle((0, 0), 1, 1, color=SUSPECT, hatch="////")]
     labels = ["layer", "suspect"]
     line_handles, line_labels = ax.get_legend_handles_labels()
-    ax.legend(handles + line_handles, labels + line_labels, fontsize=7, frameon=False, loc="upper right")
+    ax.legend(handles + line_handles, labels + line_labels, fontsize=7, frameon=False, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return _data_uri(fig)
 

@@ -49,8 +49,11 @@ def summary(n_suspects: int, threshold: float, selective: Optional[VariantResult
         return f"{layers} found; the selective model could not be built or measured."
     gap = selective.accuracy_gap_recovered
     if gap is None:
-        cost = f" at {size_cost:+,} bytes" if size_cost is not None else ""
-        return f"{layers} left in float{cost}; FIQ showed no accuracy gap to recover."
+        cost = f" It would cost {size_cost:+,} bytes against FIQ." if size_cost is not None else ""
+        return (
+            f"The debugger flags {layers}, but FIQ is as accurate as float on this data, so there is no gap"
+            f" to recover: keeping the flagged layers in float is not needed.{cost}"
+        )
     return (
         f"Leaving {layers} in float recovers {gap:.0%} of the float-to-FIQ accuracy gap"
         f" at {size_cost:+,} bytes against FIQ."

@@ -273,6 +273,8 @@ class ReportView:
                         f"the selective model recovers {fmt_percent(sel.accuracy_gap_recovered, 0)} of the gap"
                         f" at {fmt_signed_bytes(rec.size_cost_bytes)}"
                     )
+                elif sel and sel.ok and n:
+                    parts.append("no accuracy gap to recover, so the selective model is not needed")
                 elif sel and not sel.ok:
                     parts.append(f"the selective model failed: {sel.error}")
             lines.append(f"{self.short(v.name)}: " + ", ".join(parts))
