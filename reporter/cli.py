@@ -12,7 +12,8 @@ from reporter import __version__
 # Exit codes.
 OK = 0
 FAILED = 1  # bad input, or a model of the batch failed
-USAGE = 2  # argparse's own code for bad flags
+GATE_FAILED = 2  # every model reported, but one lost more accuracy than the gate allows
+USAGE = 2  # argparse's own code for bad flags (it exits before any model runs)
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -57,7 +58,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--data", required=True,
                      help="an .npz with x, y and optional x_calib, or package.module:function returning them")
     run.add_argument("--name", help="report name (default: the model file's name)")
+    run.add_argument("--max-accuracy-drop", type=float, metavar="D",
+                     help="gate: exit with code 2 when the gate variant loses more than D accuracy (0..1) vs float")
+    run.add_argument("--gate-variant", default="fiq", help="the variant the gate checks (default: fiq)")
     _add_run_options(run)
+
+    batch = sub.add_parser("batch", help="run many models from a TOML config, in parallel, with an index")
+    batch.add_argument("config", help="a TOML file with [defaults], optional [gate] and [[model]] entries")
+    batch.add_argument("--out", default="reports", help="output folder (default: reports)")
+    batch.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+                       help="models run at once, each in its own process (default: number of cores)")
+    batch.add_argument("--resume", action="store_true",
+                       help="skip models whose complete report exists and whose inputs have not changed")
+    batch.add_argument("--quiet", action="store_true", help="no progress display")
 
     render = sub.add_parser("render", help="re-render a saved report.json (TensorFlow not needed)")
     render.add_argument("report", help="a report.json written by quant-report")
@@ -81,6 +94,8 @@ def main(argv=None) -> int:
             return _demo(args)
         if args.command == "render":
             return _render(args)
+        if args.command == "batch":
+            return _batch(args)
     except KeyboardInterrupt:
         print("quant-report: interrupted", file=sys.stderr)
         return FAILED
@@ -105,14 +120,14 @@ def _settings(args, model, data, name):
     )
 
 
-def _run_one(settings, debug: bool) -> bool:
-    """Runs one model; prints a one-line error (traceback with --debug) and returns False on failure."""
+def _run_one(settings, debug: bool):
+    """Runs one model; prints a one-line error (traceback with --debug) and returns None on failure."""
     from reporter.errors import QuantReportError
     from reporter.pipeline import run
 
     try:
-        run(settings)
-        return True
+        report, _ = run(settings)
+        return report
     except QuantReportError as exc:
         if debug:
             traceback.print_exc()
@@ -123,11 +138,31 @@ def _run_one(settings, debug: bool) -> bool:
         print(f"quant-report: error: {settings.model}: unexpected {type(exc).__name__}: "
               f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} (rerun with --debug)",
               file=sys.stderr)
-    return False
+    return None
 
 
 def _run(args) -> int:
-    return OK if _run_one(_settings(args, args.model, args.data, args.name), args.debug) else FAILED
+    from reporter.config import GATE_KEYS, Gate
+
+    gate = None
+    if args.max_accuracy_drop is not None:
+        for key, value in (("max_accuracy_drop", args.max_accuracy_drop), ("variant", args.gate_variant)):
+            check, what = GATE_KEYS[key]
+            if not check(value):
+                print(f"quant-report: error: --{key.replace('_', '-')} must be {what}, not {value!r}",
+                      file=sys.stderr)
+                return FAILED
+        gate = Gate(args.max_accuracy_drop, args.gate_variant)
+    report = _run_one(_settings(args, args.model, args.data, args.name), args.debug)
+    if report is None:
+        return FAILED
+    if gate is None:
+        return OK
+    from reporter.gate import check
+
+    result = check(report, gate)
+    print(f"quant-report: gate {'passed' if result.passed else 'FAILED'}: {result.message}", file=sys.stderr)
+    return OK if result.passed else GATE_FAILED
 
 
 def _demo(args) -> int:
@@ -152,7 +187,7 @@ def _demo(args) -> int:
             print(f"quant-report: error: demo model {name} could not be trained: {exc}", file=sys.stderr)
             failed.append(name)
             continue
-        if not _run_one(_settings(args, model_path, data_path, name), args.debug):
+        if _run_one(_settings(args, model_path, data_path, name), args.debug) is None:
             failed.append(name)
     if failed:
         print(f"quant-report: {len(failed)} of {len(names)} demo models failed: {', '.join(failed)}",
@@ -190,3 +225,31 @@ def _render(args) -> int:
         return FAILED
     print(out)
     return OK
+
+
+def _batch(args) -> int:
+    """Runs the models of a config file in worker processes and writes the index."""
+    from reporter import index
+    from reporter.batch import Display, run_batch
+    from reporter.config import ConfigError, load
+
+    try:
+        config = load(args.config)
+    except ConfigError as exc:
+        for line in exc.problems:
+            print(f"quant-report: error: {line}", file=sys.stderr)
+        return FAILED
+    if args.jobs < 1:
+        print("quant-report: error: --jobs must be 1 or more", file=sys.stderr)
+        return FAILED
+    display = Display(len(config.models), quiet=args.quiet)
+    result = run_batch(config, args.out, args.jobs, args.resume, display)
+    idx = index.build(config, args.out, result)
+    written = index.write(idx, args.out)
+    for row in idx.failed:
+        print(f"quant-report: {row.name} failed at {row.stage}: {row.error}", file=sys.stderr)
+    for row in idx.gate_failures:
+        print(f"quant-report: gate FAILED for {row.name}: {row.gate['message']}", file=sys.stderr)
+    if not args.quiet:
+        print(f"quant-report: {index.IndexView(idx).summary}; index: {written[1]}", file=sys.stderr)
+    return idx.exit_code

@@ -61,6 +61,10 @@ def load_model(path) -> LoadedModel:
 
     suffix = path.suffix.lower()
     if suffix == ".keras":
+        import zipfile
+
+        if not zipfile.is_zipfile(path):
+            raise InputError(path, "not a Keras 3 .keras file (a .keras file is a zip archive; this one is not)")
         import keras
 
         model = _load(path, lambda: keras.saving.load_model(str(path), compile=False), "Keras 3 .keras")

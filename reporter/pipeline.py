@@ -8,7 +8,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -37,6 +37,8 @@ class RunSettings:
     latency_runs: int = 50
     formats: tuple = ("html", "pdf", "md", "json")
     quiet: bool = False
+    listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
+    failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
 
     @property
@@ -80,12 +82,18 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     if settings.first_layers < 0:
         raise QuantReportError("--first-layers must be 0 or more")
     name = settings.display_name
-    progress = Progress(name, quiet=settings.quiet)
+    progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name) as folder:
-        with progress.capture(folder / "run.log"):
-            report = _run_in(folder, settings, variants, progress)
-        with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
-            written = render.write_reports(report, folder, settings.formats)
+        try:
+            with progress.capture(folder / "run.log"):
+                report = _run_in(folder, settings, variants, progress)
+            with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
+                written = render.write_reports(report, folder, settings.formats)
+        except BaseException:
+            if settings.failure_log and (folder / "run.log").exists():
+                with open(settings.failure_log, "ab") as log:
+                    log.write((folder / "run.log").read_bytes())
+            raise
     final = Path(settings.out) / folder_name(name)
     progress.say("written: " + ", ".join(str(final / p.name) for p in written))
     return report, final
@@ -98,7 +106,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     with progress.stage("load", "model and data loaded"):
         model = inputs.load_model(s.model)
         data = inputs.load_data(s.data, s.calibration_samples)
-    with progress.stage("convert"):
+    with progress.stage("convert", detail="float"):
         try:
             float_model = conv.convert(model.make_converter, "float", data.x_calib)
         except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
@@ -161,7 +169,7 @@ def _variant(variant, folder, model, data, s, progress, num_classes, outputs, pr
     """Converts (unless given the flatbuffer) and measures one variant; a failure is recorded, not raised."""
     try:
         if prebuilt is None:
-            with progress.stage("convert"):
+            with progress.stage("convert", detail=variant):
                 prebuilt = conv.convert(model.make_converter, variant, data.x_calib)
         return _measure(variant, prebuilt, folder, data, s, progress, num_classes, outputs)
     except QuantReportError:
@@ -175,12 +183,12 @@ def _variant(variant, folder, model, data, s, progress, num_classes, outputs, pr
 def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, outputs) -> VariantResult:
     (folder / f"{variant}.tflite").write_bytes(tflite)
     t0 = time.perf_counter()
-    with progress.stage("analyze"):
+    with progress.stage("analyze", detail=variant):
         analyzer = structure.analyzer_text(tflite)
         (folder / f"analyzer_{variant}.txt").write_text(analyzer, encoding="utf-8")
         ops = structure.ops(tflite)
         types = structure.tensor_types(tflite)
-    with progress.stage("evaluate"):
+    with progress.stage("evaluate", detail=variant):
         out = evaluate.predict(tflite, data.x)
         outputs[variant] = out
         metrics = output_error = None
@@ -190,7 +198,7 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, out
             metrics = qmetrics.classification(data.y, preds, num_classes, float_preds)
         elif variant != "float" and "float" in outputs:
             output_error = qmetrics.output_error(out, outputs["float"])
-    with progress.stage("latency"):
+    with progress.stage("latency", detail=variant):
         median, p90, runs = evaluate.latency_ms(tflite, data.x[:1], runs=s.latency_runs)
     quality = f"accuracy {metrics.accuracy:.1%}" if metrics else (
         f"output MSE vs float {output_error.mse:.3g}" if output_error else "reference output")

@@ -11,12 +11,14 @@ import time
 class Progress:
     """Prints one short line per stage to the user's terminal, even while output is captured."""
 
-    def __init__(self, name: str, stream=None, quiet: bool = False):
+    def __init__(self, name: str, stream=None, quiet: bool = False, listener=None):
         self.name = name
         self.quiet = quiet
         self._fd = None
         self._stream = stream
         self.timings: dict[str, float] = {}
+        self.listener = listener  # called with "stage" or "stage detail" as each stage starts
+        self.current = ""
 
     def _write(self, text: str):
         if self.quiet:
@@ -32,8 +34,11 @@ class Progress:
         self._write(f"[{self.name}] {text}\n")
 
     @contextlib.contextmanager
-    def stage(self, key: str, text: str = ""):
+    def stage(self, key: str, text: str = "", detail: str = ""):
         """Times a stage under `key` (adding up repeats); prints `text` and the duration if given."""
+        self.current = f"{key} {detail}".strip()
+        if self.listener:
+            self.listener(self.current)
         t0 = time.perf_counter()
         try:
             yield

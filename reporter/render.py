@@ -31,7 +31,7 @@ def templates_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "templates"
 
 
-def _environment(autoescape: bool) -> jinja2.Environment:
+def environment(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         autoescape=autoescape,
@@ -68,13 +68,13 @@ def render_html(report: Report) -> bytes:
     }
     # Our own stylesheet, not data: it must not be escaped (quotes and '>' are CSS syntax).
     css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))
-    html = _environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css)
+    html = environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css)
     return html.encode("utf-8")
 
 
 def render_md(report: Report) -> bytes:
     view = ReportView(report)
-    return _environment(False).get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")
+    return environment(False).get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")
 
 
 def render_json(report: Report) -> bytes:

@@ -1,0 +1,298 @@
+"""The batch runner: many models from one config file, each in its own worker process.
+
+A worker that crashes or runs out of memory takes down only its own model. Reports are written
+atomically by the pipeline, so an interrupted batch leaves complete reports only; `resume` skips
+the models whose report is complete and whose inputs have not changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import queue as queue_mod
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from reporter import __version__
+from reporter.config import BatchConfig, ModelEntry
+from reporter.output import folder_name
+
+FINGERPRINT_KEY = "inputs_sha256"
+
+
+@dataclass
+class Outcome:
+    """What became of one model in the batch."""
+
+    name: str
+    status: str  # "ok", "failed" or "skipped" (complete and unchanged, with --resume)
+    folder: str  # the report folder's name inside the output folder
+    stage: str = ""  # for a failure: the stage it failed in
+    error: str = ""
+    log: str = ""  # for a failure: the log file, relative to the output folder
+    seconds: float = 0.0
+    peak_rss_mb: Optional[float] = None
+
+
+def fingerprint(entry: ModelEntry) -> str:
+    """A hash of everything a report depends on: model bytes, data bytes, settings, tool version."""
+    h = hashlib.sha256()
+    h.update(f"quant-report {__version__}\n".encode())
+    h.update(json.dumps(entry.options, sort_keys=True).encode())
+    paths = [entry.path] if entry.path.is_file() else sorted(p for p in entry.path.rglob("*") if p.is_file())
+    for p in paths:
+        h.update(str(p.relative_to(entry.path) if p != entry.path else p.name).encode())
+        h.update(_file_digest(p))
+    data = Path(entry.data)
+    if data.is_file():
+        h.update(_file_digest(data))
+    else:  # package.module:function: the spec is all we can know without running it
+        h.update(entry.data.encode())
+    return h.hexdigest()
+
+
+def _file_digest(path: Path) -> bytes:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.digest()
+
+
+def is_complete(out: Path, entry: ModelEntry, fp: str) -> bool:
+    """True when out/NAME/ holds a report made from exactly these inputs."""
+    report = out / folder_name(entry.name) / "report.json"
+    try:
+        settings = json.loads(report.read_text(encoding="utf-8")).get("settings", {})
+    except (OSError, ValueError):
+        return False
+    return settings.get(FINGERPRINT_KEY) == fp
+
+
+def clean_stale(out: Path) -> list[Path]:
+    """Removes the temporary folders an interrupted run left behind (never a complete report)."""
+    removed = []
+    if out.is_dir():
+        for p in out.iterdir():
+            if p.name.startswith(".") and (".partial-" in p.name or ".old-" in p.name):
+                shutil.rmtree(p, ignore_errors=True)
+                removed.append(p)
+    return removed
+
+
+def _worker(job: dict, messages) -> None:
+    """Runs one model in a fresh process; reports stages and the outcome through `messages`."""
+    import resource
+    import traceback
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.path.insert(0, job["config_dir"])  # so that data = "mypkg.data:load" finds mypkg beside the config
+    log_path = Path(job["log"])
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "a", buffering=1, encoding="utf-8")
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    name = job["name"]
+    last = {"stage": "start"}
+
+    def listener(stage):
+        last["stage"] = stage
+        messages.put(("stage", name, stage))
+
+    from reporter.errors import QuantReportError
+    from reporter.pipeline import RunSettings, run
+
+    t0 = time.perf_counter()
+    outcome = {"status": "ok", "stage": "", "error": ""}
+    try:
+        run(RunSettings(model=job["model"], data=job["data"], out=job["out"], name=name, quiet=True,
+                        listener=listener, failure_log=str(log_path), extra={FINGERPRINT_KEY: job["fingerprint"]},
+                        **job["options"]))
+    except QuantReportError as exc:
+        outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}
+        print(f"error: {exc}")
+    except Exception as exc:  # noqa: BLE001 - every failure becomes an entry, not a crash
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        outcome = {"status": "failed", "stage": last["stage"], "error": f"{type(exc).__name__}: {text}"[:300]}
+        traceback.print_exc()
+    outcome["seconds"] = round(time.perf_counter() - t0, 2)
+    outcome["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    log.flush()
+    messages.put(("done", name, outcome))
+
+
+class Display:
+    """Which model is at which stage, how many are done, elapsed time.
+
+    On a terminal one status line is redrawn in place; otherwise (CI logs) plain lines are printed
+    when a model starts a new stage and when it ends.
+    """
+
+    def __init__(self, total: int, stream=None, quiet: bool = False):
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.quiet = quiet
+        self.total = total
+        self.done = 0
+        self.failed = 0
+        self.stages: dict[str, str] = {}
+        self.t0 = time.monotonic()
+
+    def _elapsed(self) -> str:
+        s = int(time.monotonic() - self.t0)
+        return f"{s // 60:02d}:{s % 60:02d}"
+
+    def _line(self, text: str):
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + text + "\n")
+            self._status()
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def _status(self):
+        if self.quiet or not self.tty:
+            return
+        running = ", ".join(f"{n}: {s}" for n, s in self.stages.items())
+        text = f"[{self._elapsed()}] {self.done}/{self.total} done" + (f", {self.failed} failed" if self.failed else "")
+        self.stream.write("\r\x1b[2K" + (text + (" | " + running if running else ""))[:200])
+        self.stream.flush()
+
+    # In plain-line mode only these stages get a line; the measuring sub-steps would flood a CI log.
+    MAJOR = ("starting", "load", "convert", "debug", "selective", "render")
+
+    def stage(self, name: str, stage: str):
+        self.stages[name] = stage
+        if not self.tty and stage.split(" ")[0] in self.MAJOR:
+            self._line(f"[{self._elapsed()}] {name}: {stage}")
+        else:
+            self._status()
+
+    def finish(self, outcome: Outcome):
+        self.stages.pop(outcome.name, None)
+        self.done += 1
+        if outcome.status == "failed":
+            self.failed += 1
+            text = f"FAILED at {outcome.stage}: {outcome.error} (log: {outcome.log})"
+        elif outcome.status == "skipped":
+            text = "unchanged, report kept (--resume)"
+        else:
+            text = f"done in {outcome.seconds:.1f} s"
+        self._line(f"[{self._elapsed()}] {outcome.name}: {text}  ({self.done}/{self.total})")
+
+    def close(self):
+        if self.tty and not self.quiet:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+
+@dataclass
+class BatchResult:
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Display) -> BatchResult:
+    """Runs every model of `config` with at most `jobs` worker processes at once."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    clean_stale(out)
+    logs = out / "logs"
+    t0 = time.perf_counter()
+    outcomes: dict[str, Outcome] = {}
+    pending = []
+    for entry in config.models:
+        fp = fingerprint(entry)
+        folder = folder_name(entry.name)
+        if resume and is_complete(out, entry, fp):
+            outcomes[entry.name] = Outcome(entry.name, "skipped", folder)
+            display.finish(outcomes[entry.name])
+            continue
+        log = logs / f"{folder}.log"
+        log.unlink(missing_ok=True)
+        pending.append({
+            "name": entry.name, "model": str(entry.path), "data": entry.data, "out": str(out),
+            "options": _run_options(entry.options), "fingerprint": fp, "log": str(log),
+            "config_dir": str(config.path.parent.resolve()),
+        })
+
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
+    messages = ctx.Queue()
+    running: dict[str, tuple] = {}
+    results: dict[str, dict] = {}
+    while pending or running:
+        while pending and len(running) < max(1, jobs):
+            job = pending.pop(0)
+            proc = ctx.Process(target=_worker, args=(job, messages), name=f"quant-report:{job['name']}")
+            proc.start()
+            running[job["name"]] = (proc, job)
+            display.stage(job["name"], "starting")
+        _drain(messages, results, display, timeout=0.2)
+        for name, (proc, job) in list(running.items()):
+            if proc.is_alive():
+                continue
+            proc.join()
+            if name not in results:  # the worker may have sent its result just before exiting
+                _drain(messages, results, display, timeout=1.0)
+            outcome = _outcome(job, results.get(name), proc.exitcode, display.stages.get(name, "start"), out)
+            outcomes[name] = outcome
+            del running[name]
+            display.finish(outcome)
+    display.close()
+    messages.close()
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+    return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2))
+
+
+def _run_options(options: dict) -> dict:
+    """Config keys to RunSettings keyword arguments."""
+    mapped = dict(options)
+    for key in ("variants", "formats"):
+        if key in mapped:
+            mapped[key] = tuple(mapped[key])
+    return mapped
+
+
+def _drain(messages, results, display, timeout):
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            kind, name, payload = messages.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue_mod.Empty:
+            return
+        if kind == "stage":
+            display.stage(name, payload)
+        elif kind == "done":
+            results[name] = payload
+
+
+def _outcome(job: dict, result: Optional[dict], exitcode: int, stage: str, out: Path) -> Outcome:
+    folder = folder_name(job["name"])
+    log = Path(job["log"])
+    rel_log = str(log.relative_to(out)) if log.exists() else ""
+    if result is None:
+        how = f"exit code {exitcode}"
+        if exitcode is not None and exitcode < 0:
+            try:
+                how = f"killed by {signal.Signals(-exitcode).name}"
+            except ValueError:
+                pass
+            if exitcode == -signal.SIGKILL:
+                how += ", perhaps out of memory"
+        return Outcome(job["name"], "failed", folder, stage=stage, error=f"worker process died ({how})", log=rel_log)
+    if result["status"] == "ok":
+        log.unlink(missing_ok=True)  # the report folder has its own run.log
+        return Outcome(job["name"], "ok", folder, seconds=result["seconds"], peak_rss_mb=result["peak_rss_mb"])
+    return Outcome(job["name"], "failed", folder, stage=result["stage"], error=result["error"], log=rel_log,
+                   seconds=result["seconds"], peak_rss_mb=result["peak_rss_mb"])

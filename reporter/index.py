@@ -1,0 +1,198 @@
+"""The batch index: one row per model comparing accuracy, size, latency, suspects and the gate.
+
+Written as index.json (the data), index.html (self-contained) and index.md, atomically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import markupsafe
+
+from reporter import __version__
+from reporter.batch import BatchResult, Outcome
+from reporter.config import BatchConfig, Gate
+from reporter.gate import check
+from reporter.render import FILE_NAMES, environment, templates_dir, write_atomic
+from reporter.report import Report
+from reporter.view import fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
+
+INDEX_SCHEMA_VERSION = 1
+
+# Exit codes of a batch.
+OK, FAILED, GATE_FAILED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class IndexRow:
+    name: str
+    status: str  # "ok", "failed" or "skipped" (kept from an earlier run)
+    folder: str
+    links: dict  # format -> relative path, for the files that exist
+    accuracy: dict  # variant -> accuracy (float, drq, fiq, selective)
+    size_bytes: dict
+    latency_ms: dict  # variant -> median
+    accuracy_drop: Optional[float]  # float - gate variant (or FIQ) accuracy
+    suspects: Optional[int]
+    gap_recovered: Optional[float]
+    gate: Optional[dict]  # {passed, variant, limit, drop, message}
+    stage: str = ""
+    error: str = ""
+    log: str = ""
+    seconds: float = 0.0
+    peak_rss_mb: Optional[float] = None
+
+
+def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
+    folder = out / outcome.folder
+    base = dict(name=outcome.name, status=outcome.status, folder=outcome.folder, stage=outcome.stage,
+                error=outcome.error, log=outcome.log, seconds=outcome.seconds, peak_rss_mb=outcome.peak_rss_mb)
+    report = None
+    if outcome.status != "failed" and (folder / "report.json").is_file():
+        try:
+            report = Report.from_json((folder / "report.json").read_text(encoding="utf-8"))
+        except (ValueError, TypeError, KeyError) as exc:
+            base.update(status="failed", stage="index", error=f"report.json unreadable: {exc}")
+    if report is None:
+        return IndexRow(links={}, accuracy={}, size_bytes={}, latency_ms={}, accuracy_drop=None, suspects=None,
+                        gap_recovered=None, gate=None, **base)
+    variants = list(report.variants)
+    if report.recommendation and report.recommendation.selective:
+        variants.append(report.recommendation.selective)
+    ok = [v for v in variants if v.ok]
+    accuracy = {v.name: v.metrics.accuracy for v in ok if v.metrics}
+    target = gate.variant if gate else "fiq"
+    drop = accuracy["float"] - accuracy[target] if "float" in accuracy and target in accuracy else None
+    gate_result = dataclasses.asdict(check(report, gate)) if gate else None
+    sel = report.recommendation.selective if report.recommendation else None
+    return IndexRow(
+        links={fmt: f"{outcome.folder}/{FILE_NAMES[fmt]}" for fmt in FILE_NAMES if (folder / FILE_NAMES[fmt]).is_file()},
+        accuracy=accuracy,
+        size_bytes={v.name: v.size_bytes for v in ok},
+        latency_ms={v.name: v.latency_ms.median for v in ok if v.latency_ms},
+        accuracy_drop=drop,
+        suspects=sum(1 for layer in report.layers if layer.suspect) if report.layers else None,
+        gap_recovered=sel.accuracy_gap_recovered if sel and sel.ok else None,
+        gate=gate_result,
+        **base,
+    )
+
+
+@dataclass(frozen=True)
+class Index:
+    schema_version: int
+    generated_at: str
+    tool_version: str
+    config: str
+    gate: Optional[dict]
+    seconds: float
+    rows: list[IndexRow]
+
+    @property
+    def failed(self) -> list[IndexRow]:
+        return [r for r in self.rows if r.status == "failed"]
+
+    @property
+    def gate_failures(self) -> list[IndexRow]:
+        return [r for r in self.rows if r.status != "failed" and r.gate and not r.gate["passed"]]
+
+    @property
+    def exit_code(self) -> int:
+        if self.failed:
+            return FAILED
+        if self.gate_failures:
+            return GATE_FAILED
+        return OK
+
+    def to_json(self) -> str:
+        data = dataclasses.asdict(self)
+        data["exit_code"] = self.exit_code
+        return json.dumps(data, indent=2) + "\n"
+
+
+def build(config: BatchConfig, out, result: BatchResult) -> Index:
+    out = Path(out)
+    return Index(
+        schema_version=INDEX_SCHEMA_VERSION,
+        generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        tool_version=__version__,
+        config=str(config.path),
+        gate=dataclasses.asdict(config.gate) if config.gate else None,
+        seconds=result.seconds,
+        rows=[_row(out, o, config.gate) for o in result.outcomes],
+    )
+
+
+class IndexView:
+    """Formatted cells for the index templates."""
+
+    VARIANTS = ("float", "drq", "fiq", "selective")
+
+    def __init__(self, index: Index):
+        self.index = index
+
+    @property
+    def rows(self):
+        out = []
+        for r in self.index.rows:
+            gate = ""
+            if r.gate:
+                gate = "pass" if r.gate["passed"] else "FAIL"
+            out.append({
+                "row": r,
+                "accuracy": [fmt_metric(r.accuracy.get(v)) for v in self.VARIANTS],
+                "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],
+                "latency": fmt_ms(r.latency_ms.get("fiq")),
+                "drop": "–" if r.accuracy_drop is None else fmt_points(-r.accuracy_drop),
+                "suspects": "–" if r.suspects is None else str(r.suspects),
+                "gap": fmt_percent(r.gap_recovered, 0),
+                "gate": gate,
+                "gate_message": r.gate["message"] if r.gate else "",
+            })
+        return out
+
+    @property
+    def summary(self) -> str:
+        n = len(self.index.rows)
+        failed = len(self.index.failed)
+        gated = len(self.index.gate_failures)
+        parts = [f"{n} model{'s' if n != 1 else ''}", f"{n - failed} reported"]
+        if failed:
+            parts.append(f"{failed} failed")
+        if self.index.gate:
+            parts.append("gate passed" if not gated else f"{gated} failed the gate")
+        return ", ".join(parts)
+
+    @property
+    def drop_label(self) -> str:
+        variant = self.index.gate["variant"] if self.index.gate else "fiq"
+        return f"{variant.upper()} vs float (points)"
+
+    @property
+    def seconds_text(self) -> str:
+        return f"{self.index.seconds:.1f} s"
+
+    @property
+    def gate_text(self) -> str:
+        g = self.index.gate
+        if not g:
+            return ""
+        return f"{g['variant']} may lose at most {g['max_accuracy_drop'] * 100:.1f} accuracy points against float"
+
+
+def write(index: Index, out) -> list[Path]:
+    out = Path(out)
+    view = IndexView(index)
+    css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))
+    html = environment(True).get_template("index.html.j2").render(v=view, i=index, css=css)
+    md = environment(False).get_template("index.md.j2").render(v=view, i=index)
+    written = []
+    for name, data in (("index.json", index.to_json()), ("index.html", html), ("index.md", md)):
+        write_atomic(out / name, data.encode("utf-8"))
+        written.append(out / name)
+    return written
