@@ -44,7 +44,18 @@ def test_file_that_is_not_a_model(capfd, tmp_path, out, mlp_files):
     bad = tmp_path / "corrupt.keras"
     bad.write_bytes(b"this is not a zip archive")
     code, err = _run(capfd, out, bad, data)
-    _assert_clean_error(code, err, out, "corrupt.keras", "cannot be read")
+    _assert_clean_error(code, err, out, "corrupt.keras", "not a Keras 3 .keras file")
+
+
+def test_zip_that_is_not_a_keras_model(capfd, tmp_path, out, mlp_files):
+    import zipfile
+
+    _, data = mlp_files
+    bad = tmp_path / "other.keras"
+    with zipfile.ZipFile(bad, "w") as z:
+        z.writestr("hello.txt", "not a model")
+    code, err = _run(capfd, out, bad, data)
+    _assert_clean_error(code, err, out, "other.keras", "cannot be read as a Keras 3 .keras model")
 
 
 def test_unsupported_model_format(capfd, tmp_path, out, mlp_files):
