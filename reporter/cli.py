@@ -179,7 +179,8 @@ def _demo(args) -> int:
     for name in names:
         try:
             model_path, data_path = demo.ensure_model(
-                name, say=lambda t: print(t, file=sys.stderr), progress=Progress(name, quiet=args.quiet)
+                name, say=(lambda t: None) if args.quiet else (lambda t: print(t, file=sys.stderr)),
+                progress=Progress(name, quiet=args.quiet),
             )
         except Exception as exc:  # noqa: BLE001 - one demo model failing must not stop the others
             if args.debug:

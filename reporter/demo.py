@@ -67,11 +67,8 @@ def train_digits_cnn(folder: Path) -> tuple[Path, Path]:
         ],
         name="digits_cnn",
     )
-    model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(x_tr, y_tr, epochs=40, batch_size=32, verbose=0)
-    path = folder / "digits_cnn.keras"
-    model.save(path)
-    return path, _save_data(folder / "digits_cnn.npz", x_te, y_te, x_tr)
+    _fit(model, x_tr, y_tr)
+    return _save(folder, model, "digits_cnn.keras", x_te, y_te, x_tr)
 
 
 def train_digits_lstm(folder: Path) -> tuple[Path, Path]:
@@ -90,13 +87,10 @@ def train_digits_lstm(folder: Path) -> tuple[Path, Path]:
         return tf_keras.Model(inp, out, name="digits_lstm")
 
     trainer = build(None)
-    trainer.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-    trainer.fit(x_tr, y_tr, epochs=40, batch_size=32, verbose=0)
+    _fit(trainer, x_tr, y_tr)
     model = build(1)
     model.set_weights(trainer.get_weights())
-    path = folder / "digits_lstm.h5"
-    model.save(path)
-    return path, _save_data(folder / "digits_lstm.npz", x_te, y_te, x_tr)
+    return _save(folder, model, "digits_lstm.h5", x_te, y_te, x_tr)
 
 
 def train_breast_cancer_mlp(folder: Path) -> tuple[Path, Path]:
@@ -117,17 +111,23 @@ def train_breast_cancer_mlp(folder: Path) -> tuple[Path, Path]:
         ],
         name="breast_cancer_mlp",
     )
+    _fit(model, x_tr, y_tr)
+    return _save(folder, model, "breast_cancer_mlp.keras", x_te, y_te, x_tr)
+
+
+def _fit(model, x, y):
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
-    model.fit(x_tr, y_tr, epochs=40, batch_size=32, verbose=0)
-    path = folder / "breast_cancer_mlp.keras"
+    model.fit(x, y, epochs=40, batch_size=32, verbose=0)
+
+
+def _save(folder: Path, model, filename: str, x_eval, y_eval, x_calib) -> tuple[Path, Path]:
+    """Saves the model and its data: evaluation on the held-out split, calibration on training
+    samples, so the two do not overlap."""
+    path = folder / filename
     model.save(path)
-    return path, _save_data(folder / "breast_cancer_mlp.npz", x_te, y_te, x_tr)
-
-
-def _save_data(path: Path, x_eval, y_eval, x_calib) -> Path:
-    """Evaluation on the held-out split; calibration on training samples, so the two do not overlap."""
-    np.savez(path, x=x_eval, y=y_eval, x_calib=x_calib)
-    return path
+    data = folder / (Path(filename).stem + ".npz")
+    np.savez(data, x=x_eval, y=y_eval, x_calib=x_calib)
+    return path, data
 
 
 TRAINERS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
