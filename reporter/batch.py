@@ -165,8 +165,15 @@ class Display:
             return
         running = ", ".join(f"{n}: {s}" for n, s in self.stages.items())
         text = f"[{self._elapsed()}] {self.done}/{self.total} done" + (f", {self.failed} failed" if self.failed else "")
-        self.stream.write("\r\x1b[2K" + (text + (" | " + running if running else ""))[:200])
+        width = shutil.get_terminal_size((120, 20)).columns - 1
+        self.stream.write("\r\x1b[2K" + (text + (" | " + running if running else ""))[:width])
         self.stream.flush()
+        self._last_status = time.monotonic()
+
+    def tick(self):
+        """Keeps the elapsed time moving during long stages (terminal only, once a second)."""
+        if self.tty and time.monotonic() - getattr(self, "_last_status", 0.0) >= 1.0:
+            self._status()
 
     # In plain-line mode only these stages get a line; the measuring sub-steps would flood a CI log.
     MAJOR = ("starting", "load", "convert", "debug", "selective", "render")
@@ -238,6 +245,7 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
             running[job["name"]] = (proc, job)
             display.stage(job["name"], "starting")
         _drain(messages, results, display, timeout=0.2)
+        display.tick()
         for name, (proc, job) in list(running.items()):
             if proc.is_alive():
                 continue

@@ -202,3 +202,23 @@ def test_more_config_errors(tmp_path, capfd, content, needle):
 def test_missing_config_file(tmp_path, capfd):
     assert main(["batch", str(tmp_path / "none.toml")]) == 1
     assert "none.toml: no such file" in capfd.readouterr().err
+
+
+def test_plain_progress_lines_for_ci_logs():
+    import io
+
+    from reporter.batch import Display, Outcome
+
+    stream = io.StringIO()  # not a terminal: plain lines, no control characters
+    d = Display(2, stream=stream)
+    for stage in ("starting", "load", "convert float", "analyze float", "evaluate float", "convert fiq", "debug"):
+        d.stage("m1", stage)
+    d.finish(Outcome("m1", "ok", "m1", seconds=1.5))
+    d.finish(Outcome("m2", "failed", "m2", stage="load", error="x.keras: no such file", log="logs/m2.log"))
+    lines = stream.getvalue().splitlines()
+    assert "\x1b" not in stream.getvalue() and "\r" not in stream.getvalue()
+    assert [line.split("] ", 1)[1] for line in lines] == [
+        "m1: starting", "m1: load", "m1: convert float", "m1: convert fiq", "m1: debug",
+        "m1: done in 1.5 s  (1/2)",
+        "m2: FAILED at load: x.keras: no such file (log: logs/m2.log)  (2/2)",
+    ]
