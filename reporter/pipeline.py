@@ -88,7 +88,11 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
             with progress.capture(folder / "run.log"):
                 report = _run_in(folder, settings, variants, progress)
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
-                written = render.write_reports(report, folder, settings.formats)
+                written, render_errors = render.write_reports(report, folder, settings.formats)
+            for fmt, error in render_errors.items():
+                progress.say(f"could not render {fmt}: {error}")
+                with open(folder / "run.log", "a", encoding="utf-8") as log:
+                    log.write(f"quant-report: could not render {fmt}: {error}\n")
         except BaseException:
             if settings.failure_log and (folder / "run.log").exists():
                 with open(settings.failure_log, "ab") as log:

@@ -155,17 +155,25 @@ def write_atomic(path: Path, data: bytes):
         raise
 
 
-def write_reports(report: Report, folder: Path, formats=FORMATS) -> list[Path]:
-    """Renders `report` into each format inside `folder`; the HTML is made once for HTML and PDF."""
-    written = []
+def write_reports(report: Report, folder: Path, formats=FORMATS) -> tuple[list[Path], dict[str, str]]:
+    """Renders `report` into each format inside `folder`; returns the files written and the errors.
+
+    JSON goes first and a format that fails to render does not stop the others, so the measured
+    result is never lost to a rendering problem. The HTML is made once for both HTML and PDF.
+    """
+    written, errors = [], {}
     html = None
-    for fmt in FORMATS:
+    for fmt in ("json", "md", "html", "pdf"):
         if fmt not in formats:
             continue
-        if fmt in ("html", "pdf") and html is None:
-            html = render_html(report)
-        data = html if fmt == "html" else render_pdf(report, html) if fmt == "pdf" else render(report, fmt)
+        try:
+            if fmt in ("html", "pdf") and html is None:
+                html = render_html(report)
+            data = html if fmt == "html" else render_pdf(report, html) if fmt == "pdf" else render(report, fmt)
+        except Exception as exc:  # noqa: BLE001 - reported per format; the other formats go on
+            errors[fmt] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            continue
         path = Path(folder) / FILE_NAMES[fmt]
         write_atomic(path, data)
         written.append(path)
-    return written
+    return sorted(written, key=lambda p: [FILE_NAMES[f] for f in FORMATS].index(p.name)), errors

@@ -211,3 +211,14 @@ def test_render_command_bad_input(tmp_path, capsys, content, needle):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(src) in err[0] and needle in err[0]
     assert not (tmp_path / "report.html").exists()
+
+
+def test_a_failing_format_does_not_lose_the_others(report, tmp_path, monkeypatch):
+    def broken_pdf(*args, **kwargs):
+        raise RuntimeError("no pango today")
+
+    monkeypatch.setattr(render, "render_pdf", broken_pdf)
+    written, errors = render.write_reports(report, tmp_path)
+    assert errors == {"pdf": "RuntimeError: no pango today"}
+    assert sorted(p.name for p in written) == ["report.html", "report.json", "summary.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.json", "summary.md"]
