@@ -145,6 +145,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             input_shape=in_shape,
             num_classes=num_classes,
             task="classification" if num_classes else "regression",
+            stateful=structure.has_variable_tensors(float_model),
         ),
         dataset=DatasetInfo(
             source=str(s.data),

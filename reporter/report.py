@@ -30,6 +30,7 @@ class ModelInfo:
     input_shape: list  # from the float TFLite model; -1 marks a dynamic dimension
     num_classes: Optional[int]  # None when the output is not class scores
     task: str  # "classification" or "regression"
+    stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,11 @@ def tensor_types(model: bytes) -> dict[str, int]:
     return result
 
 
+def has_variable_tensors(model: bytes) -> bool:
+    """True when the model keeps state between invokes (variable tensors, as fused LSTMs have)."""
+    return any(t.isVariable for sg in _model_object(model).subgraphs or [] for t in sg.tensors or [])
+
+
 def ops(model: bytes) -> dict[str, int]:
     """Counts operators by type (builtin name, or the custom op's code) over every subgraph."""
     from tensorflow.lite.python import schema_py_generated as schema

@@ -291,6 +291,13 @@ class ReportView:
                 f"Calibration used the first {ds.num_calibration} samples of the evaluation data (no x_calib given):"
                 " calibration and evaluation data overlap, so the quantized scores may be optimistic."
             )
+        if self.report.model.stateful and self.report.layers:
+            out.append(
+                "This model keeps state between invokes (variable tensors, as fused LSTM ops have). quant-report"
+                " resets that state before every evaluation sample, but the TF Quantization Debugger does not:"
+                " its per-layer numbers for stateful layers include state carried over from the previous sample,"
+                " so a high RMSE/scale there can be a false alarm. Trust the measured accuracy first."
+            )
         return out
 
     # --- section 2: structure ------------------------------------------------------------

@@ -128,6 +128,8 @@ def test_lstm_demo_has_fused_lstm_ops(demo_reports):
     assert report.model.format == "h5"
     assert report.variant("float").ops.get("UNIDIRECTIONAL_SEQUENCE_LSTM", 0) >= 1
     assert report.variant("fiq").metrics.accuracy > 0.85
+    assert report.model.stateful is True  # fused LSTM state lives in variable tensors
+    assert load_report(demo_reports / "digits_cnn").model.stateful is False
 
 
 @pytest.mark.parametrize("name", DEMO_MODELS)

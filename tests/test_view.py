@@ -55,3 +55,15 @@ def test_verdicts_tell_the_breast_cancer_story():
     drq = next(line for line in v.verdicts if line.startswith("DRQ"))
     assert "same size as float" in drq
     assert "SUB" in v.widest_range_note  # the layer the rmse/scale rule misses
+
+
+def test_stateful_models_get_a_debugger_warning():
+    import dataclasses
+    from pathlib import Path
+
+    from reporter.report import Report
+
+    report = Report.from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    assert not any("keeps state" in w for w in view.ReportView(report).warnings)
+    stateful = dataclasses.replace(report, model=dataclasses.replace(report.model, stateful=True))
+    assert any("keeps state" in w for w in view.ReportView(stateful).warnings)
