@@ -48,9 +48,15 @@ def confusion_matrices(report: Report, short_names: dict) -> str:
         return ""
     n = len(variants)
     k = report.model.num_classes or 1
-    cell = 1.3 if k <= 4 else 2.0
-    fig, axes = plt.subplots(1, n, figsize=(cell * n + 0.4, cell + 0.5), squeeze=False)
-    for ax, v in zip(axes[0], variants):
+    # Few classes: one row of small matrices. Many: two per row, big enough to read the counts.
+    cols = n if k <= 4 else min(n, 2)
+    rows = -(-n // cols)
+    cell = 1.3 if k <= 4 else 2.2
+    fig, axes = plt.subplots(rows, cols, figsize=(cell * cols + 0.4, (cell + 0.5) * rows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.axis("off")
+    for ax, v in zip(flat, variants):
         cm = np.array(v.metrics.confusion_matrix, dtype=float)
         rows = cm.sum(axis=1, keepdims=True)
         share = np.divide(cm, rows, out=np.zeros_like(cm), where=rows > 0)
@@ -60,13 +66,13 @@ def confusion_matrices(report: Report, short_names: dict) -> str:
         ax.set_yticks(range(k))
         ax.tick_params(labelsize=6, length=0)
         ax.set_xlabel("predicted", fontsize=7)
-        if ax is axes[0][0]:
+        if flat.index(ax) % cols == 0:
             ax.set_ylabel("true", fontsize=7)
         if k <= 12:
             for i in range(k):
                 for j in range(k):
                     if cm[i, j]:
-                        ax.text(j, i, f"{int(cm[i, j])}", ha="center", va="center", fontsize=5 if k > 4 else 7,
+                        ax.text(j, i, f"{int(cm[i, j])}", ha="center", va="center", fontsize=6 if k > 4 else 7,
                                 color="white" if share[i, j] > 0.5 else "black")
     fig.tight_layout()
     return _data_uri(fig)
