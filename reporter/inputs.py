@@ -6,6 +6,7 @@ Every problem becomes an InputError naming the file, raised before anything is w
 from __future__ import annotations
 
 import importlib
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -157,6 +158,10 @@ def _read_npz(path: Path) -> dict:
 
 def _call_data_function(spec: str) -> dict:
     module_name, _, func_name = spec.partition(":")
+    # `python -m reporter` puts the current folder on sys.path, the `quant-report` script does not;
+    # both should find a data module that sits where the user runs the command.
+    if "" not in sys.path and str(Path.cwd()) not in sys.path:
+        sys.path.append(str(Path.cwd()))
     try:
         func = getattr(importlib.import_module(module_name), func_name)
     except (ImportError, AttributeError) as exc:
