@@ -17,6 +17,12 @@ def _interpreter(model: bytes, num_threads=None):
     return Interpreter(model_content=model, num_threads=num_threads)
 
 
+def io_counts(model: bytes) -> tuple[int, int]:
+    """How many inputs and outputs the model has."""
+    it = _interpreter(model)
+    return len(it.get_input_details()), len(it.get_output_details())
+
+
 def io_shapes(model: bytes) -> tuple[list[int], list[int]]:
     """The input shape signature (-1 for dynamic dimensions) and output shape of the model."""
     it = _interpreter(model)

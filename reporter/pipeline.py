@@ -115,6 +115,10 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             float_model = conv.convert(model.make_converter, "float", data.x_calib)
         except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
             raise _conversion_error(model.path, exc) from exc
+    n_in, n_out = evaluate.io_counts(float_model)
+    if (n_in, n_out) != (1, 1):
+        raise InputError(model.path, f"the model has {n_in} input(s) and {n_out} output(s); quant-report measures"
+                                     " models with one input and one output")
     in_shape, out_shape = evaluate.io_shapes(float_model)
     num_outputs = int(np.prod(out_shape[1:])) if len(out_shape) > 1 else 1
     num_classes = inputs.check_fit(data, in_shape, num_outputs, model.path)

@@ -124,6 +124,7 @@ def test_keras3_lstm_is_explained(capfd, tmp_path, out, mlp_files):
     path = tmp_path / "k3_lstm.keras"
     model.save(path)
     data = _npz(tmp_path / "seq.npz", x=np.zeros((3, 8, 8), np.float32), y=np.array([0, 1, 0]))
+    capfd.readouterr()  # TensorFlow's start-up lines from building the model here, not from the tool
     code, err = _run(capfd, out, path, data)
     _assert_clean_error(code, err, out, "k3_lstm.keras", "LSTM", "tf_keras", "batch_size=1")
 
@@ -151,3 +152,16 @@ def test_failed_run_keeps_an_earlier_report(capfd, tmp_path, mlp_files):
     assert main(["run", str(model), "--data", str(bad), "--out", str(out), "--name", "m", "--quiet"]) == 1
     assert (out / "m" / "report.json").read_bytes() == before
     assert sorted(p.name for p in out.iterdir()) == ["m"]
+
+
+def test_multi_output_model_is_refused_clearly(capfd, tmp_path, out):
+    import keras
+
+    inp = keras.Input((4,))
+    model = keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(3)(inp)])
+    path = tmp_path / "two_heads.keras"
+    model.save(path)
+    data = _npz(tmp_path / "d.npz", x=np.zeros((3, 4), np.float32), y=np.array([0, 1, 0]))
+    capfd.readouterr()  # TensorFlow's start-up lines from building the model here, not from the tool
+    code, err = _run(capfd, out, path, data)
+    _assert_clean_error(code, err, out, "two_heads.keras", "2 output(s)", "one input and one output")
