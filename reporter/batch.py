@@ -229,7 +229,10 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
         log.unlink(missing_ok=True)
         pending.append({
             "name": entry.name, "model": str(entry.path), "data": entry.data, "out": str(out),
-            "options": _run_options(entry.options), "fingerprint": fp, "log": str(log),
+            "options": {**_run_options(entry.options),
+                        # the gate's limit is also the search's target (the same --max-accuracy-drop as `run`)
+                        **({"max_accuracy_drop": config.gate.max_accuracy_drop} if config.gate else {})},
+            "fingerprint": fp, "log": str(log),
             "config_dir": str(config.path.parent.resolve()),
         })
 
@@ -266,7 +269,7 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
 def _run_options(options: dict) -> dict:
     """Config keys to RunSettings keyword arguments."""
     mapped = dict(options)
-    for key in ("variants", "formats"):
+    for key in ("variants", "formats", "keep_float", "keep_float_ops"):
         if key in mapped:
             mapped[key] = tuple(mapped[key])
     return mapped

@@ -37,6 +37,18 @@ def _add_run_options(p: argparse.ArgumentParser):
                    help="rmse/scale above which a layer is suspect (default: 0.7)")
     p.add_argument("--first-layers", type=int, default=0, metavar="N",
                    help="also keep the first N debugged layers in float (default: 0; the seed notebook uses 5)")
+    p.add_argument("--recommend", choices=("search", "rule"), default="search",
+                   help="search: measure candidate models for the fewest layers to keep in float (default);"
+                        " rule: the seed notebook's rmse/scale rule")
+    p.add_argument("--search-budget", type=int, default=60, metavar="N",
+                   help="candidate models the search may build and measure (default: 60)")
+    p.add_argument("--selection-samples", type=int, default=500, metavar="N",
+                   help="samples the search chooses on: x_calib beyond the calibration samples, else a held-out"
+                        " half of x (default: 500)")
+    p.add_argument("--keep-float", action="append", default=[], metavar="NAME",
+                   help="keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)")
+    p.add_argument("--keep-float-ops", type=_variant_list, action="extend", default=[], metavar="OPS",
+                   help="keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)")
     p.add_argument("--latency-runs", type=int, default=50, metavar="N",
                    help="timed single-sample invokes per variant (default: 50)")
     p.add_argument("--formats", type=_variant_list, default=("html", "pdf", "md", "json"),
@@ -59,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="an .npz with x, y and optional x_calib, or package.module:function returning them")
     run.add_argument("--name", help="report name (default: the model file's name)")
     run.add_argument("--max-accuracy-drop", type=float, metavar="D",
-                     help="gate: exit with code 2 when the gate variant loses more than D accuracy (0..1) vs float")
+                     help="gate: exit with code 2 when the gate variant loses more than D accuracy (0..1) vs float;"
+                          " also the search's target")
     run.add_argument("--gate-variant", default="fiq", help="the variant the gate checks (default: fiq)")
     _add_run_options(run)
 
@@ -116,6 +129,12 @@ def _settings(args, model, data, name):
         first_layers=args.first_layers,
         latency_runs=args.latency_runs,
         formats=args.formats,
+        recommend=args.recommend,
+        search_budget=args.search_budget,
+        selection_samples=args.selection_samples,
+        keep_float=tuple(args.keep_float),
+        keep_float_ops=tuple(args.keep_float_ops),
+        max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
         quiet=args.quiet,
     )
 

@@ -27,6 +27,13 @@ RUN_KEYS = {
     "latency_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
     "formats": (lambda v: isinstance(v, list) and all(x in ("html", "pdf", "md", "json") for x in v),
                 "a list from html, pdf, md, json"),
+    "recommend": (lambda v: v in ("search", "rule"), '"search" or "rule"'),
+    "search_budget": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+    "selection_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 10, "an integer >= 10"),
+    "keep_float": (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
+                   "a list of tensor names"),
+    "keep_float_ops": (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
+                       "a list of op names such as \"MEAN\""),
 }
 MODEL_KEYS = {"name", "path", "data"} | set(RUN_KEYS)
 GATE_KEYS = {

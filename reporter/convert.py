@@ -16,9 +16,10 @@ VARIANT_LABELS = {
     "f16": "Float16",
     "int16x8": "16x8 (int16 activations)",
     "int8_io": "Integer only (int8 I/O)",
-    "selective": "Selective (suspects in float)",
+    "selective": "Selective (recommended layers in float)",
+    "rule": "Selective by the rmse/scale rule",
 }
-ALL_VARIANTS = tuple(v for v in VARIANT_LABELS if v != "selective")
+ALL_VARIANTS = tuple(v for v in VARIANT_LABELS if v not in ("selective", "rule"))
 
 # Variants whose conversion needs a representative data set.
 CALIBRATED = {"fiq", "int16x8", "int8_io"}
@@ -67,20 +68,27 @@ def convert(make_converter: Callable, variant: str, x_calib: np.ndarray) -> byte
     return bytes(configure(make_converter(), variant, x_calib).convert())
 
 
-def reproduction_code(denylisted_nodes: list[str]) -> str:
-    """The Python a user runs to build the selectively quantized model themselves."""
+def reproduction_code(denylisted_nodes: list[str], denylisted_ops: list[str] = (), calibration_samples: int = 0) -> str:
+    """The Python a user runs to build the selectively quantized model themselves.
+
+    It uses the public QuantizationDebugger; quant-report's calibrate-once path gives the same bytes
+    for the same calibration samples (tested).
+    """
     nodes = ",\n".join(f"        {n!r}" for n in denylisted_nodes)
+    ops = ", ".join(repr(o) for o in denylisted_ops)
+    calib = f"the same {calibration_samples} calibration samples" if calibration_samples else "calibration samples"
     return (
         "import tensorflow as tf\n"
         "\n"
         "converter = tf.lite.TFLiteConverter.from_keras_model(model)  # or .from_saved_model(path)\n"
         "converter.optimizations = [tf.lite.Optimize.DEFAULT]\n"
-        "converter.representative_dataset = representative_dataset  # yields [x[i:i+1]]\n"
+        f"converter.representative_dataset = representative_dataset  # yields [x[i:i+1]] over {calib}\n"
         "debug_options = tf.lite.experimental.QuantizationDebugOptions(\n"
         "    denylisted_nodes=[\n"
         f"{nodes}\n"
-        "    ])\n"
-        "debugger = tf.lite.experimental.QuantizationDebugger(\n"
+        "    ]"
+        + (f",\n    denylisted_ops=[{ops}])\n" if denylisted_ops else ")\n")
+        + "debugger = tf.lite.experimental.QuantizationDebugger(\n"
         "    converter=converter,\n"
         "    debug_dataset=representative_dataset,\n"
         "    debug_options=debug_options)\n"

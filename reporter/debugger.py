@@ -1,44 +1,53 @@
-"""The TFLite Quantization Debugger: per-layer error statistics and selectively quantized models."""
+"""The TFLite Quantization Debugger: per-layer error statistics, in two views.
+
+Local (per-layer verify): each quantized op's float twin gets the same quantized input, so the error
+is what that op makes. Propagated (whole-model verify): a float copy of the model runs beside the
+quantized one, so the error is what has piled up by that op. Both debug models come from the one
+calibration in `reporter.quantize`.
+"""
 
 from __future__ import annotations
 
 import io
 import math
-from typing import Callable
+from typing import Optional
 
 import numpy as np
 
-from reporter.convert import configure, representative_dataset
-from reporter.errors import QuantReportError
+from reporter.convert import representative_dataset
+from reporter.quantize import FiqQuantizer
 from reporter.report import LayerStat
 
 
-def _debugger(make_converter: Callable, x_calib: np.ndarray, denylisted_nodes=None):
+def _statistics(debug_model: bytes, x_calib: np.ndarray):
+    """The debugger's CSV dump of one debug model, as a pandas frame and as text."""
+    import pandas as pd
     import tensorflow as tf
 
-    converter = configure(make_converter(), "fiq", x_calib)
-    options = None
-    if denylisted_nodes:
-        options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=list(denylisted_nodes))
-    return tf.lite.experimental.QuantizationDebugger(
-        converter=converter, debug_dataset=representative_dataset(x_calib), debug_options=options
-    )
-
-
-def layer_statistics(make_converter: Callable, x_calib: np.ndarray) -> tuple[list[LayerStat], str]:
-    """Runs the debugger on the FIQ conversion; returns one LayerStat per layer and the raw CSV."""
-    import pandas as pd
-
-    debugger = _debugger(make_converter, x_calib)
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        quant_debug_model_content=debug_model, debug_dataset=representative_dataset(x_calib))
     debugger.run()
     buf = io.StringIO()
     debugger.layer_statistics_dump(buf)
-    csv_text = buf.getvalue()
-    frame = pd.read_csv(io.StringIO(csv_text))
+    return pd.read_csv(io.StringIO(buf.getvalue()))
+
+
+def _rmse_over_scale(mse: float, scale: float) -> float:
+    return math.sqrt(mse) / scale if scale > 0 else 0.0
+
+
+def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray) -> tuple[list[LayerStat], str]:
+    """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv."""
+    frame = _statistics(quantizer.debug_model(whole_model=False), x_calib)
+    propagated: dict[str, tuple[float, float]] = {}
+    whole = quantizer.debug_model(whole_model=True)
+    if whole is not None:
+        for row in _statistics(whole, x_calib).itertuples(index=False):
+            propagated[str(row.tensor_name)] = (float(row.mean_squared_error), float(row.scale))
     layers = []
     for i, row in enumerate(frame.itertuples(index=False)):
-        scale = float(row.scale)
-        mse = float(row.mean_squared_error)
+        scale, mse = float(row.scale), float(row.mean_squared_error)
+        prop = propagated.get(str(row.tensor_name))
         layers.append(
             LayerStat(
                 index=i,
@@ -53,26 +62,28 @@ def layer_statistics(make_converter: Callable, x_calib: np.ndarray) -> tuple[lis
                 scale=scale,
                 zero_point=int(row.zero_point),
                 range=255.0 * scale,
-                rmse_over_scale=math.sqrt(mse) / scale if scale > 0 else 0.0,
+                rmse_over_scale=_rmse_over_scale(mse, scale),
+                propagated_mean_squared_error=prop[0] if prop else None,
+                propagated_rmse_over_scale=_rmse_over_scale(prop[0], scale) if prop else None,
             )
         )
-    return layers, _with_derived_columns(frame)
+    return layers, _csv(frame, propagated)
 
 
-def _with_derived_columns(frame) -> str:
-    """layer_stats.csv: every column of the debugger's dump plus range and rmse_over_scale."""
+def _csv(frame, propagated: dict) -> str:
+    """layer_stats.csv: every column of the debugger's dump, range, both rmse/scale views."""
     frame = frame.copy()
     frame["range"] = 255.0 * frame["scale"]
     frame["rmse_over_scale"] = np.sqrt(frame["mean_squared_error"]) / frame["scale"]
+    if propagated:
+        frame["propagated_mean_squared_error"] = [propagated.get(str(n), (np.nan, 0))[0] for n in frame["tensor_name"]]
+        frame["propagated_rmse_over_scale"] = np.sqrt(frame["propagated_mean_squared_error"]) / frame["scale"]
     return frame.to_csv(index=False)
 
 
-def selective_model(make_converter: Callable, x_calib: np.ndarray, denylisted_nodes: list[str], all_nodes) -> bytes:
-    """The FIQ model with `denylisted_nodes` left in float."""
-    if set(all_nodes) <= set(denylisted_nodes):
-        raise QuantReportError(
-            "every debugged layer is suspect, so nothing would stay quantized; the TF debugger refuses this"
-            " ('Please check if the quantized model is in debug mode'): raise --suspect-threshold or lower"
-            " --first-layers"
-        )
-    return bytes(_debugger(make_converter, x_calib, denylisted_nodes).get_nondebug_quantized_model())
+def check_not_everything(nodes: list[str], all_nodes: list[str]) -> Optional[str]:
+    """Why a denylist cannot be built (every debugged layer in it), or None."""
+    if all_nodes and set(all_nodes) <= set(nodes):
+        return ("every debugged layer would stay in float, so nothing would stay quantized; the TF debugger"
+                " refuses this ('Please check if the quantized model is in debug mode')")
+    return None

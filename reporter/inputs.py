@@ -38,6 +38,7 @@ class Dataset:
     x_calib: np.ndarray
     calibration_source: str  # "x_calib" or "x"
     labels_are_classes: bool
+    x_pool: Optional[np.ndarray] = None  # every x_calib sample, beyond the calibration cap (for the search)
 
     @property
     def calibration_overlaps_eval(self) -> bool:
@@ -136,10 +137,11 @@ def load_data(spec: str, calibration_samples: int) -> Dataset:
         calib_source = "x_calib"
     else:
         x_calib, calib_source = x, "x"
+    x_pool = x_calib if calib_source == "x_calib" else None
     x_calib = x_calib[:calibration_samples]
-    if not (np.isfinite(x).all() and np.isfinite(x_calib).all()):
+    if not (np.isfinite(x).all() and np.isfinite(x_calib if x_pool is None else x_pool).all()):
         raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
-    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes)
+    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool)
 
 
 def _is_callable_spec(spec: str) -> bool:

@@ -14,12 +14,15 @@ import numpy as np
 
 from reporter import __version__
 from reporter import convert as conv
-from reporter import debugger, evaluate, inputs, recommend, render, structure
+from reporter import debugger, evaluate, inputs, judgement, recommend, render, structure
 from reporter import metrics as qmetrics
+from reporter import search as srch
+from reporter.quantize import FiqQuantizer
 from reporter.errors import InputError, QuantReportError
 from reporter.output import folder_name, staged_folder
 from reporter.progress import Progress
-from reporter.report import SCHEMA_VERSION, DatasetInfo, Latency, ModelInfo, Recommendation, Report, VariantResult
+from reporter.report import (SCHEMA_VERSION, DatasetInfo, GapStatus, Latency, ModelInfo, Recommendation, Report,
+                             RuleResult, VariantResult)
 
 
 @dataclass
@@ -36,6 +39,12 @@ class RunSettings:
     first_layers: int = 0
     latency_runs: int = 50
     formats: tuple = ("html", "pdf", "md", "json")
+    recommend: str = "search"  # "search" (measured) or "rule" (the seed notebook's rmse/scale rule)
+    search_budget: int = 60  # candidate models the search may build and measure
+    selection_samples: int = 500  # samples the search chooses on
+    keep_float: tuple = ()  # tensor names always kept in float
+    keep_float_ops: tuple = ()  # op types always kept in float (e.g. MEAN)
+    max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     quiet: bool = False
     listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
     failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
@@ -53,6 +62,12 @@ class RunSettings:
             "suspect_threshold": self.suspect_threshold,
             "first_layers": self.first_layers,
             "latency_runs": self.latency_runs,
+            "recommend": self.recommend,
+            "search_budget": self.search_budget,
+            "selection_samples": self.selection_samples,
+            "keep_float": list(self.keep_float),
+            "keep_float_ops": list(self.keep_float_ops),
+            "max_accuracy_drop": self.max_accuracy_drop,
             **self.extra,
         }
 
@@ -81,6 +96,10 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
         raise QuantReportError(f"unknown format(s) {', '.join(bad_formats)}: choose from {', '.join(render.FORMATS)}")
     if settings.first_layers < 0:
         raise QuantReportError("--first-layers must be 0 or more")
+    if settings.recommend not in ("search", "rule"):
+        raise QuantReportError("--recommend must be 'search' or 'rule'")
+    if settings.search_budget < 1 or settings.selection_samples < 10:
+        raise QuantReportError("--search-budget must be 1 or more and --selection-samples 10 or more")
     name = settings.display_name
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name) as folder:
@@ -123,18 +142,32 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     num_outputs = int(np.prod(out_shape[1:])) if len(out_shape) > 1 else 1
     num_classes = inputs.check_fit(data, in_shape, num_outputs, model.path)
 
+    quantizer, calibration_error = None, None
+    if "fiq" in variants:
+        try:
+            with progress.stage("calibrate", "calibrated once (FIQ, debugger, search)"):
+                quantizer = FiqQuantizer(model.make_converter, data.x_calib)
+        except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
+            traceback.print_exc()
+            calibration_error = _one_line(exc)
+            progress.say(f"calibration FAILED: {calibration_error}")
+        if quantizer is not None:
+            _check_forced(quantizer, float_model, s, model.path)
+
     results: dict[str, VariantResult] = {}
     outputs: dict[str, np.ndarray] = {}
     for variant in variants:
-        results[variant] = _variant(
-            variant, folder, model, data, s, progress, num_classes, outputs,
-            prebuilt=float_model if variant == "float" else None,
-        )
+        build = None
+        if variant == "float":
+            build = lambda: float_model  # noqa: E731
+        elif variant == "fiq" and quantizer is not None:
+            build = lambda: quantizer.quantize([])  # noqa: E731
+        results[variant] = _variant(variant, folder, model, data, s, progress, num_classes, outputs, build)
 
-    layers, recommendation, debugger_error = [], None, None
-    if "fiq" in variants:
+    layers, recommendation, debugger_error = [], None, calibration_error
+    if quantizer is not None and results["fiq"].ok:
         layers, recommendation, debugger_error = _debug_and_recommend(
-            folder, model, data, s, progress, num_classes, outputs, results
+            folder, data, s, progress, num_classes, outputs, results, quantizer, float_model
         )
 
     return Report(
@@ -174,13 +207,12 @@ def _conversion_error(path, exc) -> InputError:
     return InputError(path, f"the model does not convert to TFLite: {_one_line(exc)}")
 
 
-def _variant(variant, folder, model, data, s, progress, num_classes, outputs, prebuilt=None) -> VariantResult:
-    """Converts (unless given the flatbuffer) and measures one variant; a failure is recorded, not raised."""
+def _variant(variant, folder, model, data, s, progress, num_classes, outputs, build=None) -> VariantResult:
+    """Converts (or builds with `build`) and measures one variant; a failure is recorded, not raised."""
     try:
-        if prebuilt is None:
-            with progress.stage("convert", detail=variant):
-                prebuilt = conv.convert(model.make_converter, variant, data.x_calib)
-        return _measure(variant, prebuilt, folder, data, s, progress, num_classes, outputs)
+        with progress.stage("convert", detail=variant):
+            tflite = build() if build else conv.convert(model.make_converter, variant, data.x_calib)
+        return _measure(variant, tflite, folder, data, s, progress, num_classes, outputs)
     except QuantReportError:
         raise
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
@@ -226,10 +258,26 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, out
     )
 
 
-def _debug_and_recommend(folder, model, data, s, progress, num_classes, outputs, results):
+def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, model_path):
+    """--keep-float names must be tensors of the model and --keep-float-ops its op types: TF would
+    silently ignore a name that matches nothing."""
+    from reporter.quantize import UnknownNodeError
+
     try:
-        with progress.stage("debug", "quantization debugger run on FIQ"):
-            layers, csv_text = debugger.layer_statistics(model.make_converter, data.x_calib)
+        quantizer.check_nodes(s.keep_float)
+    except UnknownNodeError as exc:
+        raise InputError(model_path, f"--keep-float: {exc}") from None
+    present = structure.ops(float_model)
+    unknown = [op for op in s.keep_float_ops if op not in present]
+    if unknown:
+        raise InputError(model_path, f"--keep-float-ops: the model has no {', '.join(unknown)} op"
+                                     f" (its ops: {', '.join(sorted(present))})")
+
+
+def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, results, quantizer, float_model):
+    try:
+        with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
+            layers, csv_text = debugger.layer_statistics(quantizer, data.x_calib)
             (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
         traceback.print_exc()
@@ -237,37 +285,97 @@ def _debug_and_recommend(folder, model, data, s, progress, num_classes, outputs,
         return [], None, _one_line(exc)
 
     layers = recommend.mark_suspects(layers, s.suspect_threshold, s.first_layers)
-    nodes = recommend.denylist(layers)
+    rule_nodes = recommend.denylist(layers)
+    classification = bool(num_classes)
+    y = data.y if classification else None
+    preds = {k: v.argmax(axis=1) for k, v in outputs.items()} if classification else {}
+    gap = judgement.fiq_gap(y, preds.get("float"), preds.get("fiq"), s.max_accuracy_drop)
+    all_nodes = [layer.tensor_name for layer in layers]
+    base = dict(threshold=s.suspect_threshold, first_layers=s.first_layers, method=s.recommend,
+                denylisted_ops=list(s.keep_float_ops), forced_nodes=list(s.keep_float),
+                quantizer=quantizer.method, quantizer_note=quantizer.note)
+    rule = RuleResult(s.suspect_threshold, s.first_layers, rule_nodes)
+    gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap.drop, gap.reason)
+    if gap.status == "no_gap":
+        return layers, Recommendation(
+            denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
+            summary=recommend.summary(s.recommend, gap, 0, None, None), **base), None
+
+    sel = recommend.selection(data, s.calibration_samples, s.selection_samples)
+    float_sel = evaluate.predict(float_model, sel.x)
+    candidates = recommend.Candidates(quantizer, s.keep_float_ops, sel, float_sel, classification)
+    pol, target_text = recommend.policy(s.max_accuracy_drop, classification, s.search_budget)
+    forced = frozenset(s.keep_float)
+    search_result, target_met = None, None
+    if s.recommend == "search":
+        with progress.stage("search"):
+            flow = structure.dataflow(quantizer.calibrated or float_model)
+            trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
+        chosen = recommend.in_model_order(trace.chosen.nodes, layers)
+        with progress.stage("search", f"searched {trace.evaluations} candidates in {trace.seconds:.1f} s:"
+                                      f" {len(chosen)} layer(s) in float"):
+            steps = recommend.steps_on_evaluation(trace, candidates, layers, data, outputs["float"],
+                                                  classification, max(3, s.latency_runs // 10))
+        search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
+        target_met = trace.target_met
+    else:
+        chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
+
     selective, size_cost = None, None
-    if nodes:
-        try:
-            with progress.stage("selective", f"selective model built with {len(nodes)} layer(s) in float"):
-                tflite = debugger.selective_model(
-                    model.make_converter, data.x_calib, nodes, [layer.tensor_name for layer in layers]
-                )
-            selective = _measure("selective", tflite, folder, data, s, progress, num_classes, outputs)
-        except Exception as exc:  # noqa: BLE001 - record and go on
-            traceback.print_exc()
-            progress.say(f"selective model FAILED: {_one_line(exc)}")
-            selective = VariantResult(name="selective", status="failed", error=_one_line(exc))
-        fiq = results.get("fiq")
-        if selective.ok:
-            selective = dataclasses.replace(
-                selective,
-                accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), fiq, selective),
-            )
-            if fiq is not None and fiq.ok:
-                size_cost = selective.size_bytes - fiq.size_bytes
+    fiq = results.get("fiq")
+    if chosen or s.keep_float_ops:
+        selective = _build_measured("selective", chosen, all_nodes, candidates, folder, data, s, progress,
+                                    num_classes, outputs, results)
+        if selective.ok and fiq is not None and fiq.ok:
+            size_cost = selective.size_bytes - fiq.size_bytes
+    if selective is not None and selective.ok and classification:
+        gap = judgement.after_fix(gap, y, preds["float"], outputs["selective"].argmax(axis=1), s.max_accuracy_drop)
+        gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap_status.fiq_drop, gap.reason)
+    if search_result is not None and sel.heldout is not None and classification and selective is not None \
+            and selective.ok:
+        held = {k: float(np.mean(preds_k[sel.heldout] == y[sel.heldout])) for k, preds_k in
+                (("float", preds["float"]), ("fiq", preds["fiq"]), ("selective", outputs["selective"].argmax(1)))}
+        search_result = dataclasses.replace(
+            search_result, selection_data=dataclasses.replace(search_result.selection_data, heldout_accuracy=held))
+
+    if s.recommend == "search" and rule_nodes:
+        rule = _measure_rule(rule, set(rule_nodes) | forced, all_nodes, candidates, folder, data, s, progress,
+                             num_classes, outputs, results)
     rec = Recommendation(
-        threshold=s.suspect_threshold,
-        first_layers=s.first_layers,
-        denylisted_nodes=nodes,
-        code=conv.reproduction_code(nodes) if nodes else "",
-        summary=recommend.summary(len(nodes), s.suspect_threshold, selective, size_cost),
-        selective=selective,
-        size_cost_bytes=size_cost,
+        denylisted_nodes=chosen,
+        code=conv.reproduction_code(chosen, list(s.keep_float_ops), len(data.x_calib)) if selective else "",
+        summary=recommend.summary(s.recommend, gap, len(chosen), selective, size_cost, target_met, rule),
+        selective=selective, size_cost_bytes=size_cost, gap=gap_status, search=search_result, rule=rule, **base,
     )
     return layers, rec, None
+
+
+def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progress, num_classes, outputs, results):
+    """Builds the FIQ model with `nodes` in float and measures it like every variant."""
+    why_not = debugger.check_not_everything(nodes, all_nodes)
+    if why_not:
+        return VariantResult(name=name, status="failed", error=why_not)
+    try:
+        with progress.stage("selective", f"{name} model built with {len(nodes)} layer(s) in float"):
+            tflite = candidates.build(nodes)
+        result = _measure(name, tflite, folder, data, s, progress, num_classes, outputs)
+    except Exception as exc:  # noqa: BLE001 - record and go on
+        traceback.print_exc()
+        progress.say(f"{name} model FAILED: {_one_line(exc)}")
+        return VariantResult(name=name, status="failed", error=_one_line(exc))
+    return dataclasses.replace(
+        result, accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), results.get("fiq"), result))
+
+
+def _measure_rule(rule, nodes, all_nodes, candidates, folder, data, s, progress, num_classes, outputs, results):
+    """The seed rule's pick, built and measured beside the search's, for comparison."""
+    measured = _build_measured("rule", recommend.in_model_order(nodes, []), all_nodes, candidates, folder, data, s,
+                               progress, num_classes, outputs, results)
+    score = None
+    if measured.ok:
+        score = candidates(frozenset(nodes)).score
+    return dataclasses.replace(rule, selective=measured, selection_score=score,
+                               accuracy_gap_recovered=measured.accuracy_gap_recovered, error=measured.error)
 
 
 def _one_line(exc: BaseException) -> str:

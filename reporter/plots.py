@@ -127,3 +127,55 @@ def layer_rmse(report: Report) -> str:
                (threshold, "--", f"threshold {threshold:g}")),
         log=spread > 20,
     )
+
+
+def tradeoff(report: Report) -> str:
+    """The search's candidates: accuracy (or output error) against size and against float layers,
+    the Pareto front joined, the chosen model and the rmse/scale rule's pick marked."""
+    rec = report.recommendation
+    if not rec or not rec.search or not rec.search.steps:
+        return ""
+    classification = report.model.num_classes is not None
+    unique = {}
+    for step in rec.search.steps:
+        unique.setdefault(tuple(step.denylisted_nodes), step)
+    steps = list(unique.values())
+    quality = [s.accuracy if classification else s.output_mse for s in steps]
+    if any(q is None for q in quality):
+        return ""
+    ylabel = "accuracy (evaluation data)" if classification else "output MSE vs float (evaluation data)"
+    fig, axes = plt.subplots(1, 2, figsize=(8.6, 2.8), sharey=True)
+    for ax, xs, xlabel in (
+        (axes[0], [s.size_bytes / 1024 for s in steps], "model size (KB)"),
+        (axes[1], [len(s.denylisted_nodes) for s in steps], "layers kept in float"),
+    ):
+        ax.scatter(xs, quality, s=14, color=NORMAL, alpha=0.7, label="candidate", zorder=2)
+        front = sorted((x, q) for x, q, s in zip(xs, quality, steps) if s.pareto)
+        if front:
+            ax.plot([p[0] for p in front], [p[1] for p in front], color=NORMAL, linewidth=1, label="Pareto front",
+                    zorder=1)
+        chosen = [(x, q) for x, q, s in zip(xs, quality, steps) if s.chosen]
+        if chosen:
+            ax.scatter(*chosen[0], s=90, marker="*", color="#2e7d32", edgecolor="black", linewidth=0.5,
+                       label="recommended", zorder=4)
+        rule = rec.rule
+        if rule and rule.selective and rule.selective.ok:
+            rq = (rule.selective.metrics.accuracy if classification and rule.selective.metrics else
+                  rule.selective.output_error.mse if rule.selective.output_error else None)
+            if rq is not None:
+                rx = rule.selective.size_bytes / 1024 if xlabel.startswith("model") else len(rule.denylisted_nodes)
+                ax.scatter(rx, rq, s=40, marker="X", color=SUSPECT, label="rmse/scale rule", zorder=3)
+        for name, style in (("float", ":"), ("fiq", "--")):
+            v = report.variant(name)
+            if v and v.ok and classification and v.metrics:
+                ax.axhline(v.metrics.accuracy, linestyle=style, color="black", linewidth=0.7,
+                           label=f"{'float' if name == 'float' else 'FIQ'} {v.metrics.accuracy:.3f}")
+        ax.set_xlabel(xlabel)
+    if not classification and all(q > 0 for q in quality):
+        axes[0].set_yscale("log")
+    axes[0].set_ylabel(ylabel)
+    axes[0].set_title("Search: accuracy against size and float layers", fontsize=9, loc="left")
+    handles, labels = axes[1].get_legend_handles_labels()
+    axes[1].legend(handles, labels, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    return _data_uri(fig)

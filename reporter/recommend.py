@@ -1,13 +1,23 @@
-"""Recommendation: which layers to keep in float, and what doing so achieved."""
+"""The recommendation: which layers to keep in float, chosen by measuring (the search) or by the
+seed notebook's rule, then built and proved on the evaluation data.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from dataclasses import dataclass
+from typing import Callable, Optional
 
-from reporter.report import LayerStat, VariantResult
+import numpy as np
+
+from reporter import evaluate, judgement
+from reporter import search as srch
+from reporter.report import LayerStat, SearchResult, SearchStep, SelectionData, VariantResult
+
+SELECTION_SEED = 0
 
 
+# --- the seed rule ------------------------------------------------------------------------------
 def mark_suspects(layers: list[LayerStat], threshold: float, first_layers: int) -> list[LayerStat]:
     """Marks layers whose rmse/scale exceeds `threshold`, and the first `first_layers` layers."""
     marked = []
@@ -26,6 +36,11 @@ def denylist(layers: list[LayerStat]) -> list[str]:
     return list(dict.fromkeys(layer.tensor_name for layer in layers if layer.suspect))
 
 
+def in_model_order(nodes, layers: list[LayerStat]) -> list[str]:
+    order = {layer.tensor_name: layer.index for layer in layers}
+    return sorted(set(nodes), key=lambda n: (order.get(n, len(order)), n))
+
+
 def gap_recovered(float_v: VariantResult, fiq_v: VariantResult, selective_v: VariantResult) -> Optional[float]:
     """Share of the float-to-FIQ accuracy gap that the selective model wins back (1.0 = all of it).
 
@@ -40,21 +55,177 @@ def gap_recovered(float_v: VariantResult, fiq_v: VariantResult, selective_v: Var
     return (s - q) / (f - q)
 
 
-def summary(n_suspects: int, threshold: float, selective: Optional[VariantResult], size_cost: Optional[int]) -> str:
-    """One sentence on what the recommendation found and achieved."""
-    if n_suspects == 0:
-        return f"No layer has rmse/scale above {threshold:g}: nothing to keep in float, no selective model built."
-    layers = "1 suspect layer" if n_suspects == 1 else f"{n_suspects} suspect layers"
-    if selective is None or not selective.ok:
-        return f"{layers} found; the selective model could not be built or measured."
-    gap = selective.accuracy_gap_recovered
-    if gap is None:
-        cost = f" It would cost {size_cost:+,} bytes against FIQ." if size_cost is not None else ""
-        return (
-            f"The debugger flags {layers}, but FIQ is as accurate as float on this data, so there is no gap"
-            f" to recover: keeping the flagged layers in float is not needed.{cost}"
-        )
-    return (
-        f"Leaving {layers} in float recovers {gap:.0%} of the float-to-FIQ accuracy gap"
-        f" at {size_cost:+,} bytes against FIQ."
+# --- selection data --------------------------------------------------------------------------------
+@dataclass
+class Selection:
+    """The samples the search chooses on, and the float model's outputs on them."""
+
+    x: np.ndarray
+    info: SelectionData
+    heldout: Optional[np.ndarray]  # indices of evaluation samples the search did not see
+
+
+def selection(data, calibration_samples: int, max_samples: int) -> Selection:
+    """Unlabelled x_calib samples when there are any (after those used to calibrate, if enough
+    remain); otherwise a seeded half of the evaluation data, the other half held out."""
+    pool = data.x_pool
+    score = "agreement with the float model's predictions" if data.labels_are_classes else \
+        "1 - output MSE / variance of the float model's output"
+    if pool is not None and len(pool):
+        fresh = pool[calibration_samples:]
+        x = fresh if len(fresh) >= min(max_samples, 100) else pool
+        x = x[:max_samples]
+        return Selection(x, SelectionData("x_calib", int(len(x)), score, False), None)
+    rng = np.random.default_rng(SELECTION_SEED)
+    order = rng.permutation(len(data.x))
+    n = max(1, min(max_samples, len(data.x) // 2))
+    chosen, heldout = np.sort(order[:n]), np.sort(order[n:])
+    info = SelectionData("x", int(n), score, True, heldout_num=int(len(heldout)))
+    return Selection(data.x[chosen], info, heldout)
+
+
+def scorer(float_out: np.ndarray, classification: bool) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """Selection score of a candidate's outputs: agreement with float, or 1 - MSE / variance."""
+    if classification:
+        ref = float_out.argmax(axis=1)
+
+        def score(out):
+            agree = out.argmax(axis=1) == ref
+            return float(agree.mean()), agree
+        return score
+    var = float(np.var(float_out)) or 1.0
+
+    def score_reg(out):
+        err = np.mean((out.astype(np.float64) - float_out) ** 2, axis=1)
+        return float(1.0 - err.mean() / var), err
+    return score_reg
+
+
+# --- the search, wired to real models ---------------------------------------------------------------
+def search_layers(layers: list[LayerStat], flow: list[tuple[list[str], list[str]]]) -> list[srch.Layer]:
+    """The debugger's layers with their producers and consumers from the model's dataflow."""
+    names = {layer.tensor_name for layer in layers}
+    inputs: dict[str, list[str]] = {n: [] for n in names}
+    consumers: dict[str, list[str]] = {n: [] for n in names}
+    for ins, outs in flow:
+        out = next((o for o in outs if o in names), None)
+        if out is None:
+            continue
+        for i in ins:
+            if i in names and i != out:
+                inputs[out].append(i)
+                consumers[i].append(out)
+    return [
+        srch.Layer(layer.tensor_name, layer.op_name, layer.rmse_over_scale, layer.propagated_rmse_over_scale,
+                   layer.range, tuple(dict.fromkeys(inputs[layer.tensor_name])),
+                   tuple(dict.fromkeys(consumers[layer.tensor_name])))
+        for layer in layers
+    ]
+
+
+class Candidates:
+    """Builds candidate models from one calibration and measures them on the selection data."""
+
+    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out: np.ndarray, classification: bool):
+        self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
+        self.score = scorer(float_sel_out, classification)
+
+    def build(self, nodes) -> bytes:
+        return self.quantizer.quantize(sorted(nodes), self.ops)
+
+    def __call__(self, nodes: frozenset) -> srch.Evaluation:
+        model = self.build(nodes)
+        value, per_sample = self.score(evaluate.predict(model, self.sel.x))
+        return srch.Evaluation(frozenset(nodes), value, per_sample, len(model))
+
+
+def pareto(points: list[tuple[int, float]]) -> list[bool]:
+    """For (size, quality) points: True where no other point is at most as large and better, or smaller
+    and as good."""
+    flags = []
+    for i, (size, q) in enumerate(points):
+        dominated = any((s <= size and v > q) or (s < size and v >= q)
+                        for j, (s, v) in enumerate(points) if j != i)
+        flags.append(not dominated)
+    return flags
+
+
+def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
+                        float_eval_out: np.ndarray, classification: bool, latency_runs: int) -> list[SearchStep]:
+    """Every step of the search, measured on the evaluation data as well (same model, other samples)."""
+    cache: dict[frozenset, tuple] = {}
+    rows = []
+    for step in trace.steps:
+        nodes = step.evaluation.nodes
+        if nodes not in cache:
+            model = candidates.build(nodes)
+            out = evaluate.predict(model, data.x)
+            acc = float(np.mean(out.argmax(axis=1) == data.y)) if classification else None
+            mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
+            latency = evaluate.latency_ms(model, data.x[:1], runs=latency_runs)[0] if latency_runs else None
+            cache[nodes] = (acc, mse, latency)
+        acc, mse, latency = cache[nodes]
+        rows.append(SearchStep(
+            denylisted_nodes=in_model_order(nodes, layers), size_bytes=step.evaluation.size_bytes,
+            selection_score=step.evaluation.score, phase=step.phase, change=step.change,
+            accepted=step.accepted, accuracy=acc, output_mse=mse, latency_ms=latency,
+            chosen=trace.chosen is not None and nodes == trace.chosen.nodes,
+        ))
+    quality = [(r.size_bytes, r.accuracy if classification else -(r.output_mse or 0.0)) for r in rows]
+    return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, pareto(quality))]
+
+
+def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, target_text: str,
+                  budget: int, layers: list[LayerStat]) -> SearchResult:
+    order = {layer.tensor_name: layer.index for layer in layers}
+    return SearchResult(
+        steps=steps,
+        evaluations=trace.evaluations,
+        seconds=round(trace.seconds, 3),
+        seconds_per_candidate=round(trace.seconds / max(trace.evaluations, 1), 4),
+        selection_data=sel.info,
+        target=trace.target,
+        target_text=target_text,
+        target_met=trace.target_met,
+        stop_reason=trace.stop_reason,
+        budget=budget,
+        necessity={n: trace.necessity[n] for n in sorted(trace.necessity, key=lambda n: order.get(n, 0))},
     )
+
+
+def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int) -> tuple[srch.Policy, str]:
+    target, text = judgement.selection_target(max_accuracy_drop, classification)
+    return srch.Policy(target=target, target_is_hard=max_accuracy_drop is not None and classification,
+                       budget=budget, higher_is_better=True), text
+
+
+# --- words --------------------------------------------------------------------------------------------
+def summary(method: str, gap, n_nodes: int, selective: Optional[VariantResult], size_cost: Optional[int],
+            target_met: Optional[bool] = None, rule=None) -> str:
+    """One sentence on what the recommendation found and achieved."""
+    if gap is not None and gap.status == "no_gap":
+        return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
+    if n_nodes == 0:
+        return ("The search found no layer whose float version helps measurably; FIQ stays as it is."
+                if method == "search" else "No layer is flagged by the rule: nothing to keep in float.")
+    layers = "1 layer" if n_nodes == 1 else f"{n_nodes} layers"
+    if selective is None or not selective.ok:
+        return f"Keeping {layers} in float was chosen, but that model could not be built or measured."
+    how = "The search keeps" if method == "search" else "The rmse/scale rule keeps"
+    cost = f" at {size_cost:+,} bytes against FIQ" if size_cost is not None else ""
+    gap_share = selective.accuracy_gap_recovered
+    if gap_share is not None:
+        text = f"{how} {layers} in float and recovers {gap_share:.0%} of the float-to-FIQ accuracy gap{cost}"
+    else:
+        err = selective.output_error
+        text = f"{how} {layers} in float{cost}" + (
+            f"; output MSE against float {err.mse:.3g}" if err is not None else "")
+    if gap is not None and gap.status in ("recovered", "open"):
+        text += f" ({gap.reason})"
+    if target_met is False:
+        text += "; the search's target was not reached"
+    if rule is not None and rule.accuracy_gap_recovered is not None and method == "search":
+        n = len(rule.denylisted_nodes)
+        text += (f". The rmse/scale rule would keep {n} layer{'s' if n != 1 else ''} and recover"
+                 f" {rule.accuracy_gap_recovered:.0%}")
+    return text + "."

@@ -65,6 +65,7 @@ def render_html(report: Report) -> bytes:
         "confusion": plots.confusion_matrices(report, SHORT_NAMES) if view.is_classification else "",
         "ranges": plots.layer_ranges(report) if report.layers else "",
         "rmse": plots.layer_rmse(report) if report.layers else "",
+        "tradeoff": plots.tradeoff(report),
     }
     # Our own stylesheet, not data: it must not be escaped (quotes and '>' are CSS syntax).
     css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))

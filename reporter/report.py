@@ -5,6 +5,13 @@ it, so this module must not import TensorFlow.
 
 Format history (SCHEMA_VERSION):
   1: first version.
+  2: the recommendation is measured: `recommendation.method` ("search" or "rule"), `.search` (every
+     step with its float layers, size, selection score, accuracy, latency; evaluations, seconds,
+     selection data, target, target_met), `.rule` (the seed rule's denylist and its measured model),
+     `.gap` (no_gap / gap / recovered / open / not_measurable, with the McNemar p-value),
+     `.denylisted_ops`, `.forced_nodes`, `.quantizer`; `layers[].propagated_*` (whole-model verify).
+     `recommendation.denylisted_nodes` is the final pick and selective.tflite that model.
+     Version-1 files are migrated when read (`migrate`).
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
 RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
@@ -119,8 +126,77 @@ class LayerStat:
     zero_point: int
     range: float
     rmse_over_scale: float
+    # Whole-model verify: the error accumulated by this op (a float copy of the model runs beside).
+    propagated_mean_squared_error: Optional[float] = None
+    propagated_rmse_over_scale: Optional[float] = None
     suspect: bool = False
     reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GapStatus:
+    """Whether FIQ lost accuracy beyond noise, and whether the recommended model won it back."""
+
+    status: str  # "no_gap", "gap" (not fixed), "recovered", "open" (partly fixed), "not_measurable"
+    drop: Optional[float] = None  # float - model accuracy: FIQ's, or the recommended model's once fixed
+    p_value: Optional[float] = None  # exact McNemar test of that drop
+    fiq_drop: Optional[float] = None  # float - FIQ accuracy
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SelectionData:
+    """The samples the search chose on: never the evaluation samples without saying so."""
+
+    source: str  # "x_calib" or "x" (a held-out part of the evaluation data)
+    num_samples: int
+    score: str  # what the selection score measures
+    overlaps_evaluation: bool
+    heldout_num: Optional[int] = None  # evaluation samples the search did not see (when it overlaps)
+    heldout_accuracy: dict = field(default_factory=dict)  # float / fiq / selective accuracy on them
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    denylisted_nodes: list[str]
+    size_bytes: int
+    selection_score: float
+    phase: str  # "fiq", "probe", "add", "drop", "rule"
+    change: str
+    accepted: bool
+    accuracy: Optional[float] = None  # on the evaluation data (classification)
+    output_mse: Optional[float] = None  # on the evaluation data, against float (regression)
+    latency_ms: Optional[float] = None
+    pareto: bool = False  # no other step is both smaller and more accurate
+    chosen: bool = False
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    steps: list[SearchStep]
+    evaluations: int
+    seconds: float
+    seconds_per_candidate: float
+    selection_data: SelectionData
+    target: float  # the selection score aimed at
+    target_text: str
+    target_met: bool
+    stop_reason: str
+    budget: int
+    necessity: dict[str, float] = field(default_factory=dict)  # node -> selection score lost without it
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """The seed notebook's rule (rmse/scale above a threshold, plus the first N layers), measured."""
+
+    threshold: float
+    first_layers: int
+    denylisted_nodes: list[str]
+    selection_score: Optional[float] = None
+    selective: Optional["VariantResult"] = None
+    accuracy_gap_recovered: Optional[float] = None
+    error: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +208,14 @@ class Recommendation:
     summary: str  # one sentence on what was found and what the selective model achieved
     selective: Optional[VariantResult] = None
     size_cost_bytes: Optional[int] = None  # selective size - FIQ size
+    method: str = "rule"  # "search" or "rule"
+    denylisted_ops: list[str] = field(default_factory=list)
+    forced_nodes: list[str] = field(default_factory=list)  # --keep-float
+    gap: Optional[GapStatus] = None
+    search: Optional[SearchResult] = None
+    rule: Optional[RuleResult] = None
+    quantizer: str = ""  # "calibrate-once" or "public-debugger"
+    quantizer_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,6 +250,7 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
+        data = migrate(data)
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
             raise ValueError(
@@ -176,6 +261,17 @@ class Report:
     @classmethod
     def from_json(cls, text: str) -> "Report":
         return cls.from_dict(json.loads(text))
+
+
+def migrate(data: dict) -> dict:
+    """Brings an older report.json up to SCHEMA_VERSION, so that every saved report still renders."""
+    if data.get("schema_version") == 1:
+        data = json.loads(json.dumps(data))  # a deep copy: the caller's dict stays as it was
+        data["schema_version"] = 2
+        rec = data.get("recommendation")
+        if rec is not None:
+            rec.setdefault("method", "rule")
+    return data
 
 
 def _build(tp, value):

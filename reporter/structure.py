@@ -69,3 +69,28 @@ def analyzer_text(model: bytes) -> str:
     with contextlib.redirect_stdout(buf):
         tf.lite.experimental.Analyzer.analyze(model_content=model)
     return buf.getvalue()
+
+
+def _name(tensor) -> str:
+    name = tensor.name
+    return name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+
+
+def tensor_names(model: bytes) -> list[str]:
+    """Names of every tensor over every subgraph, in file order."""
+    return [_name(t) for sg in _model_object(model).subgraphs or [] for t in sg.tensors or []]
+
+
+def dataflow(model: bytes) -> list[tuple[list[str], list[str]]]:
+    """The main subgraph's operators as (input tensor names, output tensor names), in execution order."""
+    obj = _model_object(model)
+    if not obj.subgraphs:
+        return []
+    sg = obj.subgraphs[0]
+    names = [_name(t) for t in sg.tensors or []]
+    flow = []
+    for op in sg.operators or []:
+        ins = [names[i] for i in (op.inputs if op.inputs is not None else []) if i >= 0]
+        outs = [names[i] for i in (op.outputs if op.outputs is not None else []) if i >= 0]
+        flow.append((ins, outs))
+    return flow

@@ -19,7 +19,8 @@ SHORT_NAMES = {
     "f16": "Float16",
     "int16x8": "16x8",
     "int8_io": "Int8 I/O",
-    "selective": "Selective",
+    "selective": "Recommended",
+    "rule": "Rule",
 }
 LONG_NAMES = {
     "float": "Float TFLite (reference)",
@@ -28,7 +29,8 @@ LONG_NAMES = {
     "f16": "Float16 weights",
     "int16x8": "16-bit activations, 8-bit weights",
     "int8_io": "Integer only (int8 input and output)",
-    "selective": "FIQ with the suspect layers left in float",
+    "selective": "FIQ with the recommended layers left in float",
+    "rule": "FIQ with the rmse/scale rule's layers left in float",
 }
 
 METRICS = (
@@ -66,9 +68,14 @@ LEGEND = (
     ("Range", "255 x scale: the span of float values the tensor's int8 grid covers."),
     ("RMSE/scale", "root-mean-square error between float and quantized output, in quantization steps;"
                    f" about {RMSE_OVER_SCALE_IDEAL:.3f} (1/sqrt(12)) when the error is pure rounding."),
-    ("Suspect", "a layer with RMSE/scale above the threshold, or among the first N layers if asked;"
-                " the selective model keeps these in float."),
-    ("Gap recovered", "(selective - FIQ) / (float - FIQ) accuracy: 100 % means the selective model is as"
+    ("Propagated RMSE/scale", "the same error measured against a float copy of the whole model (whole-model"
+                              " verify): where error piles up, while RMSE/scale shows where it is made."),
+    ("Flagged by the rule", "a layer with RMSE/scale above the threshold, or among the first N layers if asked:"
+                            " the seed notebook's rule, shown for comparison with the measured search."),
+    ("Selection score", "what the search chooses on: agreement with the float model's predictions on the"
+                        " selection samples (or 1 - output MSE / variance for a regression output)."),
+    ("Pareto", "a candidate that no other candidate beats on both size and accuracy."),
+    ("Gap recovered", "(recommended - FIQ) / (float - FIQ) accuracy: 100 % means the recommended model is as"
                       " accurate as float."),
 )
 
@@ -189,6 +196,33 @@ class LayerRow:
     rmse_over_scale: str
     max_abs_error: str
     reasons: str
+    propagated: str = "–"
+    kept: bool = False  # in the recommended model's float layers
+
+
+@dataclass(frozen=True)
+class KeptRow:
+    """One layer of the recommendation, with why it is there."""
+
+    index: str
+    op: str
+    tensor: str
+    rmse_over_scale: str
+    range: str
+    why: str
+
+
+@dataclass(frozen=True)
+class TradeoffRow:
+    float_layers: int
+    change: str
+    size: str
+    selection: str
+    accuracy: str
+    latency: str
+    pareto: bool
+    chosen: bool
+    rule: bool = False
 
 
 class ReportView:
@@ -265,18 +299,18 @@ class ReportView:
                     text += " (no weight tensor was big enough to quantize: DRQ skips those under 1,024 elements)"
                 parts.append(text)
             if v.name == "fiq" and rec is not None:
-                n = len(self.suspects)
-                parts.append("no suspect layer" if n == 0 else f"{n} suspect layer{'s' if n != 1 else ''}")
                 sel = rec.selective
-                if sel and sel.ok and sel.accuracy_gap_recovered is not None:
+                n = len(rec.denylisted_nodes)
+                if rec.gap is not None and rec.gap.status == "no_gap":
+                    parts.append(f"no fix needed ({rec.gap.reason})")
+                elif sel and sel.ok and sel.accuracy_gap_recovered is not None:
                     parts.append(
-                        f"the selective model recovers {fmt_percent(sel.accuracy_gap_recovered, 0)} of the gap"
-                        f" at {fmt_signed_bytes(rec.size_cost_bytes)}"
+                        f"keeping {n} layer{'s' if n != 1 else ''} in float recovers"
+                        f" {fmt_percent(sel.accuracy_gap_recovered, 0)} of the gap"
+                        f" at {fmt_signed_bytes(rec.size_cost_bytes)} (measured)"
                     )
-                elif sel and sel.ok and n:
-                    parts.append("no accuracy gap to recover, so the selective model is not needed")
                 elif sel and not sel.ok:
-                    parts.append(f"the selective model failed: {sel.error}")
+                    parts.append(f"the recommended model failed: {sel.error}")
             lines.append(f"{self.short(v.name)}: " + ", ".join(parts))
         if self.report.debugger_error:
             lines.append(f"Debugger: failed: {self.report.debugger_error}")
@@ -407,9 +441,138 @@ class ReportView:
                 rmse_over_scale=f"{layer.rmse_over_scale:.3f}",
                 max_abs_error=fmt_number(layer.max_abs_error),
                 reasons="; ".join(layer.reasons),
+                propagated="–" if layer.propagated_rmse_over_scale is None else f"{layer.propagated_rmse_over_scale:.3f}",
+                kept=layer.tensor_name in self.kept_names,
             )
             for layer in self.report.layers
         ]
+
+    @cached_property
+    def kept_names(self) -> set:
+        rec = self.report.recommendation
+        return set(rec.denylisted_nodes) if rec and rec.selective else set()
+
+    @cached_property
+    def kept_rows(self) -> list[KeptRow]:
+        """The recommended float layers, with the measured reason each one is needed."""
+        rec = self.report.recommendation
+        if not rec or not rec.selective:
+            return []
+        by_name = {layer.tensor_name: layer for layer in self.report.layers}
+        necessity = rec.search.necessity if rec.search else {}
+        rows = []
+        for name in rec.denylisted_nodes:
+            layer = by_name.get(name)
+            why = []
+            if name in rec.forced_nodes:
+                why.append("asked for (--keep-float)")
+            if name in necessity:
+                why.append(f"without it, agreement on the selection data drops {necessity[name] * 100:.1f} points")
+            if layer is not None and layer.reasons:
+                why.append("rule: " + "; ".join(layer.reasons))
+            rows.append(KeptRow(
+                index=str(layer.index) if layer else "–", op=layer.op_name if layer else "–", tensor=name,
+                rmse_over_scale=f"{layer.rmse_over_scale:.3f}" if layer else "–",
+                range=fmt_number(layer.range) if layer else "–", why="; ".join(why) or "–"))
+        return rows
+
+    # --- the search's trade-off --------------------------------------------------------------------
+    @property
+    def search(self):
+        rec = self.report.recommendation
+        return rec.search if rec else None
+
+    @cached_property
+    def tradeoff_rows(self) -> list[TradeoffRow]:
+        """Each distinct candidate the search measured, fewest float layers first, then the rule's pick."""
+        search = self.search
+        if not search:
+            return []
+        unique = {}
+        for step in search.steps:
+            key = tuple(step.denylisted_nodes)
+            if key not in unique or step.chosen:
+                unique[key] = step
+        steps = sorted(unique.values(), key=lambda st: (len(st.denylisted_nodes), st.size_bytes))
+        rows = [self._tradeoff_row(st.denylisted_nodes, st.change if st.phase != "fiq" else "FIQ (nothing in float)",
+                                   st.size_bytes, st.selection_score, st.accuracy, st.output_mse, st.latency_ms,
+                                   st.pareto, st.chosen) for st in steps]
+        rule = self.report.recommendation.rule
+        if rule and rule.selective and rule.selective.ok:
+            sel = rule.selective
+            rows.append(self._tradeoff_row(
+                rule.denylisted_nodes, "the rmse/scale rule's pick", sel.size_bytes, rule.selection_score,
+                sel.metrics.accuracy if sel.metrics else None, sel.output_error.mse if sel.output_error else None,
+                sel.latency_ms.median if sel.latency_ms else None, False, False, rule=True))
+        return rows
+
+    def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
+        return TradeoffRow(
+            float_layers=len(nodes), change=change, size=fmt_bytes(size),
+            selection="–" if selection is None else f"{selection:.3f}",
+            accuracy=fmt_metric(accuracy) if self.is_classification else fmt_number(mse),
+            latency=fmt_ms(latency), pareto=pareto, chosen=chosen, rule=rule)
+
+    @property
+    def search_facts(self) -> list[tuple[str, str]]:
+        """The search's settings and outcome, as term and text."""
+        search = self.search
+        if not search:
+            return []
+        sd = search.selection_data
+        where = ("x_calib (unlabelled; not evaluation samples)" if sd.source == "x_calib" else
+                 f"a seeded half of the evaluation data ({sd.heldout_num:,} samples held out)")
+        facts = [
+            ("Chosen on", f"{sd.num_samples:,} samples of {where}; score: {sd.score}"),
+            ("Reported on", f"the {self.report.dataset.num_eval:,} evaluation samples"),
+            ("Target", f"{search.target_text}: {'met' if search.target_met else 'NOT met'}"),
+            ("Stopped because", search.stop_reason or "–"),
+            ("Cost", f"{search.evaluations} candidate models (budget {search.budget}) in {search.seconds:.2f} s,"
+                     f" {search.seconds_per_candidate * 1000:.0f} ms each"),
+        ]
+        if sd.overlaps_evaluation and sd.heldout_accuracy:
+            h = sd.heldout_accuracy
+            facts.append(("Held-out check", f"on the {sd.heldout_num:,} evaluation samples the search did not see:"
+                                            f" float {fmt_metric(h.get('float'))}, FIQ {fmt_metric(h.get('fiq'))},"
+                                            f" recommended {fmt_metric(h.get('selective'))}"))
+        rec = self.report.recommendation
+        if rec.quantizer_note:
+            facts.append(("Note", rec.quantizer_note))
+        return facts
+
+    @property
+    def search_line(self) -> str:
+        """One line on the search for the Markdown summary."""
+        search = self.search
+        if not search:
+            return ""
+        sd = search.selection_data
+        where = "x_calib" if sd.source == "x_calib" else "held-out evaluation"
+        return (f"Search: {search.evaluations} candidate models in {search.seconds:.2f} s, chosen on"
+                f" {sd.num_samples:,} {where} samples, reported on {self.report.dataset.num_eval:,} evaluation"
+                f" samples; target ({search.target_text}) {'met' if search.target_met else 'NOT met'}.")
+
+    @property
+    def rule_comparison(self) -> str:
+        """"the rmse/scale rule: 3 layers, -37 % of the gap; the search: 2 layers, 100 %"."""
+        rec = self.report.recommendation
+        if not rec or not rec.rule or not rec.selective or rec.method != "search":
+            return ""
+        rule = rec.rule
+        n_rule, n = len(rule.denylisted_nodes), len(rec.denylisted_nodes)
+
+        def result(v, share):
+            if v is None or not v.ok:
+                return "not built" if v is None else f"failed ({v.error})"
+            if share is not None:
+                return f"{fmt_percent(share, 0)} of the gap, {fmt_bytes(v.size_bytes)}"
+            return fmt_bytes(v.size_bytes)
+
+        if n_rule == 0:
+            return f"The rmse/scale rule (threshold {rule.threshold:g}) flags no layer; the search keeps {n}."
+        return (f"The rmse/scale rule: {n_rule} layer{'s' if n_rule != 1 else ''},"
+                f" {result(rule.selective, rule.accuracy_gap_recovered)}; the search: {n} layer{'s' if n != 1 else ''},"
+                f" {result(rec.selective, rec.selective.accuracy_gap_recovered)}.")
 
     MD_SUSPECT_ROWS = 10  # keeps the Markdown summary short enough for a PR comment
 
@@ -435,8 +598,9 @@ class ReportView:
     @property
     def widest_range_note(self) -> str:
         layer = self.widest_range_layer
-        if layer is None:
-            return ""
+        rec = self.report.recommendation
+        if layer is None or (rec is not None and rec.method == "search"):
+            return ""  # the search measures range problems; the hint is for the rule only
         return (
             f"Layer {layer.index} ({layer.op_name}) has by far the widest range ({fmt_number(layer.range)}) but"
             f" an RMSE/scale of {layer.rmse_over_scale:.3f}, so the rule does not flag it. A wide range spreads"

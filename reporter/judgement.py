@@ -1,0 +1,107 @@
+"""Judgement: when a difference is real, what counts as a gap, what the search aims at.
+
+Every threshold and statistical test the pipeline and the search use lives here, typed and tested,
+so that no other module decides what a number means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+ALPHA = 0.05  # significance level for paired tests
+DEFAULT_TARGET_AGREEMENT = 0.99  # no --max-accuracy-drop: aim at 99 % agreement with float
+DEFAULT_TARGET_R2 = 0.99  # regression: 1 - MSE / variance of the float output
+RECOVERED_SHARE = 0.99  # share of the accuracy gap that counts as recovered in full
+
+
+def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact McNemar test on paired booleans (e.g. "correct" per sample): two-sided p-value."""
+    from scipy.stats import binomtest
+
+    a, b = np.asarray(a, bool), np.asarray(b, bool)
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    if only_a + only_b == 0:
+        return 1.0
+    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> bool:
+    """True when `candidate` is worse than `reference` beyond noise, per sample and paired.
+
+    Booleans (agreement with float): exact McNemar. Numbers (squared error): Wilcoxon signed rank.
+    """
+    candidate, reference = np.asarray(candidate), np.asarray(reference)
+    if candidate.dtype == bool:
+        if higher_is_better and candidate.sum() >= reference.sum():
+            return False
+        if not higher_is_better and candidate.sum() <= reference.sum():
+            return False
+        return mcnemar_p(candidate, reference) < ALPHA
+    diff = candidate.astype(np.float64) - reference.astype(np.float64)
+    mean = diff.mean()
+    if (mean <= 0 if not higher_is_better else mean >= 0) or not np.any(diff):
+        return False
+    from scipy.stats import wilcoxon
+
+    return float(wilcoxon(diff).pvalue) < ALPHA
+
+
+def paired_better(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> bool:
+    return paired_worse(reference, candidate, higher_is_better)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Whether FIQ lost accuracy against float on the evaluation data, beyond noise."""
+
+    status: str  # "gap", "no_gap" or "not_measurable" (before the fix); "recovered" / "open" after
+    drop: Optional[float] = None  # float accuracy - FIQ accuracy
+    p_value: Optional[float] = None  # exact McNemar, float vs FIQ correctness
+    reason: str = ""
+
+
+def fiq_gap(y, float_pred, fiq_pred, max_accuracy_drop: Optional[float]) -> Gap:
+    """`gap` when FIQ is less accurate than float beyond noise (and beyond the allowed drop)."""
+    if y is None or float_pred is None or fiq_pred is None:
+        return Gap("not_measurable", reason="the model's output is not class scores, so there is no accuracy")
+    f_ok, q_ok = float_pred == y, fiq_pred == y
+    drop = float(f_ok.mean() - q_ok.mean())
+    p = mcnemar_p(f_ok, q_ok)
+    if drop <= 0:
+        return Gap("no_gap", drop, p, "FIQ is at least as accurate as float")
+    if max_accuracy_drop is not None and drop <= max_accuracy_drop + 1e-12:
+        return Gap("no_gap", drop, p, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
+    if p >= ALPHA:
+        return Gap("no_gap", drop, p, f"the drop is within noise (McNemar p = {p:.2g})")
+    return Gap("gap", drop, p, f"FIQ loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
+
+
+def after_fix(gap: Gap, y, float_pred, fixed_pred, max_accuracy_drop: Optional[float]) -> Gap:
+    """The gap's status once the recommended model is measured: `recovered` or `open`."""
+    if gap.status != "gap" or fixed_pred is None:
+        return gap
+    f_ok, s_ok = float_pred == y, fixed_pred == y
+    drop = float(f_ok.mean() - s_ok.mean())
+    p = mcnemar_p(f_ok, s_ok)
+    share = 1 - drop / gap.drop if gap.drop else None
+    if drop <= 0 or (share is not None and share >= RECOVERED_SHARE):
+        return Gap("recovered", drop, p, "the recommended model is as accurate as float")
+    if max_accuracy_drop is not None and drop <= max_accuracy_drop + 1e-12:
+        return Gap("recovered", drop, p, f"within --max-accuracy-drop {max_accuracy_drop:g} of float")
+    if p >= ALPHA:
+        return Gap("recovered", drop, p, f"within noise of float (McNemar p = {p:.2g})")
+    return Gap("open", drop, p, f"the recommended model still loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
+
+
+def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
+    """The selection score the search aims at, and how the report words it."""
+    if not classification:
+        return DEFAULT_TARGET_R2, f"output within {1 - DEFAULT_TARGET_R2:.0%} of the float output's variance"
+    if max_accuracy_drop is not None:
+        # Disagreeing with float on a share d of samples bounds the accuracy drop by d.
+        return 1.0 - max_accuracy_drop, f"agree with float on at least {1 - max_accuracy_drop:.1%} of samples" \
+                                        f" (--max-accuracy-drop {max_accuracy_drop:g})"
+    return DEFAULT_TARGET_AGREEMENT, f"agree with float on at least {DEFAULT_TARGET_AGREEMENT:.0%} of samples"

@@ -1,0 +1,123 @@
+"""Full-integer quantization from one calibration: the FIQ model, the debug models and every
+selectively quantized candidate.
+
+This is the only module that uses TensorFlow's private quantization API
+(`converter._experimental_calibrate_only` and `tensorflow.lite.python.convert.mlir_quantize`), the
+same calls the public QuantizationDebugger makes internally. Calibrating once and quantizing many
+times turns each candidate of the search into milliseconds instead of a new conversion. If the
+private API is missing (a TensorFlow release may move it), every model is built through the public
+QuantizationDebugger instead, slower but equal, and `note` says so for the report.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Callable, Iterable, Optional
+
+import numpy as np
+
+from reporter.convert import configure, representative_dataset
+from reporter.errors import QuantReportError
+
+CALIBRATE_ONCE = "calibrate-once"
+PUBLIC_DEBUGGER = "public-debugger"
+
+
+class UnknownNodeError(QuantReportError):
+    """A name asked to stay in float matches no tensor of the model (TF would ignore it silently)."""
+
+
+class FiqQuantizer:
+    """Calibrates the model once, then quantizes it with any denylist.
+
+    `quantize([])` is the FIQ model; `quantize(nodes, ops)` keeps those op outputs (tensor names, as
+    the debugger's `tensor_name` column spells them) or op types in float.
+    """
+
+    def __init__(self, make_converter: Callable, x_calib: np.ndarray, force_public: bool = False):
+        self._make_converter = make_converter
+        self._x_calib = x_calib
+        self.method = PUBLIC_DEBUGGER
+        self.note = ""
+        self.calibrated: Optional[bytes] = None
+        self._mlir_quantize = None
+        if not force_public:
+            try:
+                from tensorflow.lite.python import convert as _convert
+
+                mlir_quantize = _convert.mlir_quantize
+                converter = configure(make_converter(), "fiq", x_calib)
+                if not hasattr(converter, "_experimental_calibrate_only"):
+                    raise AttributeError("_experimental_calibrate_only")
+                converter.experimental_mlir_quantizer = True
+                converter._experimental_calibrate_only = True
+                self.calibrated = bytes(converter.convert())
+                self._mlir_quantize = mlir_quantize
+                self.method = CALIBRATE_ONCE
+            except (ImportError, AttributeError) as exc:
+                self.note = (
+                    f"TensorFlow's private calibrate-once API is not available ({exc}); every quantized model"
+                    " was built through the public QuantizationDebugger instead (same models, slower)."
+                )
+        if force_public and not self.note:
+            self.note = "Built through the public QuantizationDebugger (calibrate-once switched off)."
+        self._names: Optional[set] = None
+
+    # --- models --------------------------------------------------------------------------------
+    def quantize(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> bytes:
+        """The FIQ model with the given op outputs and op types kept in float."""
+        nodes, ops = list(denylisted_nodes), list(denylisted_ops)
+        self.check_nodes(nodes)
+        if self._mlir_quantize is not None:
+            return bytes(self._mlir_quantize(
+                self.calibrated, disable_per_channel=False, fully_quantize=False,
+                denylisted_ops=ops or None, denylisted_nodes=nodes or None,
+            ))
+        return bytes(self._public_debugger(nodes, ops).get_nondebug_quantized_model())
+
+    def debug_model(self, whole_model: bool = False) -> Optional[bytes]:
+        """The model the QuantizationDebugger reads: NumericVerify ops after each quantized op.
+
+        Per-layer (local) verify feeds each float twin the quantized input; whole-model verify runs a
+        float copy of the model beside the quantized one, so errors accumulate. None when the
+        whole-model view needs the private API and it is missing.
+        """
+        if self._mlir_quantize is not None:
+            return bytes(self._mlir_quantize(
+                self.calibrated, disable_per_channel=False, fully_quantize=False,
+                enable_numeric_verify=True, enable_whole_model_verify=whole_model,
+            ))
+        if whole_model:
+            return None
+        return bytes(self._public_debugger([], []).quant_model)
+
+    def _public_debugger(self, nodes, ops):
+        import tensorflow as tf
+
+        converter = configure(self._make_converter(), "fiq", self._x_calib)
+        options = tf.lite.experimental.QuantizationDebugOptions(
+            denylisted_nodes=nodes or None, denylisted_ops=ops or None)
+        return tf.lite.experimental.QuantizationDebugger(
+            converter=converter, debug_dataset=representative_dataset(self._x_calib), debug_options=options)
+
+    # --- names ---------------------------------------------------------------------------------
+    @property
+    def tensor_names(self) -> set:
+        """Every tensor name of the calibrated (float) model, where denylisted names must come from."""
+        if self._names is None:
+            from reporter.structure import tensor_names
+
+            model = self.calibrated if self.calibrated is not None else self.debug_model()
+            self._names = set(tensor_names(model))
+        return self._names
+
+    def check_nodes(self, nodes: Iterable[str]):
+        """Raises UnknownNodeError for a name that is no tensor of the model, with the closest names."""
+        unknown = [n for n in nodes if n not in self.tensor_names]
+        if not unknown:
+            return
+        name = unknown[0]
+        close = difflib.get_close_matches(name, sorted(self.tensor_names), n=3, cutoff=0.5)
+        hint = f"; closest: {', '.join(repr(c) for c in close)}" if close else ""
+        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+        raise UnknownNodeError(f"no tensor named {name!r} in the model{more}{hint}")
