@@ -144,7 +144,9 @@ def tradeoff(report: Report) -> str:
     if any(q is None for q in quality):
         return ""
     ylabel = "accuracy (evaluation data)" if classification else "output MSE vs float (evaluation data)"
-    fig, axes = plt.subplots(1, 2, figsize=(8.6, 2.8), sharey=True)
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.0), sharey=True)
     for ax, xs, xlabel in (
         (axes[0], [s.size_bytes / 1024 for s in steps], "model size (KB)"),
         (axes[1], [len(s.denylisted_nodes) for s in steps], "layers kept in float"),
@@ -171,11 +173,13 @@ def tradeoff(report: Report) -> str:
                 ax.axhline(v.metrics.accuracy, linestyle=style, color="black", linewidth=0.7,
                            label=f"{'float' if name == 'float' else 'FIQ'} {v.metrics.accuracy:.3f}")
         ax.set_xlabel(xlabel)
+    axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
     if not classification and all(q > 0 for q in quality):
         axes[0].set_yscale("log")
     axes[0].set_ylabel(ylabel)
-    axes[0].set_title("Search: accuracy against size and float layers", fontsize=9, loc="left")
+    fig.suptitle("Search: accuracy against size and against layers kept in float", fontsize=9, x=0.01,
+                 ha="left")
     handles, labels = axes[1].get_legend_handles_labels()
-    axes[1].legend(handles, labels, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    fig.legend(handles, labels, fontsize=7, frameon=False, loc="lower center", ncol=min(len(labels), 6))
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     return _data_uri(fig)

@@ -23,6 +23,13 @@ CALIBRATE_ONCE = "calibrate-once"
 PUBLIC_DEBUGGER = "public-debugger"
 
 
+def _private_mlir_quantize():
+    """TensorFlow's private quantizer entry point; AttributeError or ImportError if it has moved."""
+    from tensorflow.lite.python import convert as _convert
+
+    return _convert.mlir_quantize
+
+
 class UnknownNodeError(QuantReportError):
     """A name asked to stay in float matches no tensor of the model (TF would ignore it silently)."""
 
@@ -43,9 +50,7 @@ class FiqQuantizer:
         self._mlir_quantize = None
         if not force_public:
             try:
-                from tensorflow.lite.python import convert as _convert
-
-                mlir_quantize = _convert.mlir_quantize
+                mlir_quantize = _private_mlir_quantize()
                 converter = configure(make_converter(), "fiq", x_calib)
                 if not hasattr(converter, "_experimental_calibrate_only"):
                     raise AttributeError("_experimental_calibrate_only")

@@ -158,6 +158,10 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         nodes = current.nodes | move.nodes
         if nodes == current.nodes:
             continue
+        if policy.budget - trace.evaluations <= len(nodes - forced):
+            # keep enough budget to check every kept layer: an unchecked layer may be one that never helps
+            reason = "the budget ran out (the rest was kept to check each float layer)"
+            break
         ev = measure(nodes)
         if ev is None:
             reason = "the budget ran out" if trace.evaluations >= policy.budget else reason

@@ -91,6 +91,9 @@ def test_layer_table_is_the_debugger_csv_with_derived_columns(demo_reports, name
         assert layer.range == pytest.approx(255 * row.scale)
         assert layer.rmse_over_scale == pytest.approx(math.sqrt(row.mean_squared_error) / row.scale)
         assert layer.suspect == (layer.rmse_over_scale > report.recommendation.threshold)
+        if layer.propagated_rmse_over_scale is not None:
+            assert layer.propagated_rmse_over_scale == pytest.approx(
+                math.sqrt(row.propagated_mean_squared_error) / row.scale)
     for column in ("op_name", "tensor_idx", "num_elements", "stddev", "mean_error", "max_abs_error",
                    "mean_squared_error", "scale", "zero_point", "tensor_name", "range", "rmse_over_scale"):
         assert column in frame.columns
@@ -105,22 +108,34 @@ def test_digits_cnn_quantizes_well(demo_reports):
     assert report.variant("fiq").tensor_types["int8"] > report.variant("float").tensor_types["int8"]
 
 
-def test_breast_cancer_fiq_fails_and_selective_recovers(demo_reports):
-    report = load_report(demo_reports / "breast_cancer_mlp")
+def test_breast_cancer_fiq_fails_and_the_search_recovers_the_whole_gap(demo_reports, mlp_files):
+    from independent import check_recommendation
+
+    folder = demo_reports / "breast_cancer_mlp"
+    report = load_report(folder)
     f, fiq = report.variant("float").metrics.accuracy, report.variant("fiq").metrics.accuracy
     assert f > 0.9 and f - fiq > 0.2  # FIQ collapses
-    suspects = [layer for layer in report.layers if layer.suspect]
-    assert any(layer.op_name == "MUL" and "normalization" in layer.tensor_name for layer in suspects)
     rec = report.recommendation
-    assert rec.denylisted_nodes == [layer.tensor_name for layer in suspects]
-    sel = rec.selective
-    assert sel.ok and sel.metrics.accuracy > fiq + 0.1
-    assert sel.accuracy_gap_recovered == pytest.approx((sel.metrics.accuracy - fiq) / (f - fiq))
-    assert rec.size_cost_bytes == sel.size_bytes - report.variant("fiq").size_bytes
-    assert "QuantizationDebugOptions" in rec.code
+    assert rec.method == "search" and rec.quantizer == "calibrate-once"
+    check_recommendation(report, folder, mlp_files[0])
+    # The normalization's SUB (the wide-range tensor) and MUL must stay float together.
+    ops = {layer.op_name for layer in report.layers if layer.tensor_name in rec.denylisted_nodes}
+    assert ops == {"SUB", "MUL"}
+    assert rec.gap.status == "recovered" and rec.gap.fiq_drop == pytest.approx(f - fiq)
+    # The search chose on x_calib, not on the evaluation samples, and says so.
+    sd = rec.search.selection_data
+    assert sd.source == "x_calib" and not sd.overlaps_evaluation
+    assert rec.search.target_met and rec.search.evaluations <= rec.search.budget
+    assert sum(s.chosen for s in rec.search.steps) >= 1 and any(s.pareto for s in rec.search.steps if s.chosen)
+    # The rule is measured beside it: it keeps only the MUL and recovers less.
+    rule = rec.rule
+    assert [layer.op_name for layer in report.layers if layer.tensor_name in rule.denylisted_nodes] == ["MUL"]
+    assert rule.accuracy_gap_recovered < rec.selective.accuracy_gap_recovered
+    assert (folder / "rule.tflite").is_file()
+    assert rec.size_cost_bytes == rec.selective.size_bytes - report.variant("fiq").size_bytes
     for node in rec.denylisted_nodes:
         assert repr(node) in rec.code
-    assert f"{sel.accuracy_gap_recovered:.0%}" in rec.summary
+    assert "100%" in rec.summary and "rmse/scale rule" in rec.summary
 
 
 def test_lstm_demo_has_fused_lstm_ops(demo_reports):

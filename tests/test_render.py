@@ -3,6 +3,7 @@
 Refresh the gold files after an intended change:  python -m pytest tests/test_render.py --refresh-gold
 """
 
+import json
 import dataclasses
 import io
 import re
@@ -85,7 +86,7 @@ def test_html_structure(report):
     doc = _parse(render.render(report, "html"))
     view = ReportView(report)
     names = [view.short(v.name) for v in view.ok_columns]
-    assert names == ["Float", "DRQ", "FIQ", "Selective"]
+    assert names == ["Float", "DRQ", "FIQ", "Recommended"]
     for table in ("tensor-types", "metrics", "size-latency", "ops"):
         assert doc.tables[table][0][1][1:] == names, table  # one column per variant
     metrics = {row[1][0]: row[1][1:] for row in doc.tables["metrics"][1:]}
@@ -94,9 +95,20 @@ def test_html_structure(report):
     assert metrics["Accuracy"][2].endswith("↓↓")
     layer_rows = doc.tables["layer-table"][1:]
     assert len(layer_rows) == len(report.layers)
-    suspect_rows = [r for r in layer_rows if r[0].get("class") == "suspect"]
-    assert [r[1][2] for r in suspect_rows] == [layer.tensor_name for layer in report.layers if layer.suspect]
-    assert all("SUSPECT" in r[1][-1] for r in suspect_rows)
+    kept_rows = [r for r in layer_rows if r[0].get("class") == "suspect"]
+    rec = report.recommendation
+    assert [r[1][2] for r in kept_rows] == rec.denylisted_nodes
+    assert all("KEEP FLOAT" in r[1][-1] for r in kept_rows)
+    assert [r[1][2] for r in doc.tables["kept"][1:]] == rec.denylisted_nodes
+    # The trade-off: one row per distinct candidate, plus the rule's pick; the recommended one marked.
+    distinct = {tuple(s.denylisted_nodes) for s in rec.search.steps}
+    tradeoff = doc.tables["tradeoff"][1:]
+    assert len(tradeoff) == len(distinct) + 1
+    chosen = [r for r in tradeoff if r[0].get("class") == "chosen"]
+    assert len(chosen) == 1 and "RECOMMENDED" in chosen[0][1][-1]
+    assert chosen[0][1][0] == str(len(rec.denylisted_nodes))
+    assert chosen[0][1][4] == f"{rec.selective.metrics.accuracy:.3f}"
+    assert [r for r in tradeoff if r[0].get("class") == "rule"][0][1][4] == f"{rec.rule.selective.metrics.accuracy:.3f}"
     assert len(doc.tables["before-after"]) == 1 + 6
     section_ids = [a.get("id") for t, a in doc.tags if t == "section"]
     assert section_ids == ["structure", "quality", "layers", "recommendation", "appendix"]
@@ -105,7 +117,7 @@ def test_html_structure(report):
 def test_html_is_self_contained(report):
     doc = _parse(render.render(report, "html"))
     images = [a["src"] for t, a in doc.tags if t == "img"]
-    assert len(images) == 3  # confusion matrices, RMSE/scale and range charts
+    assert len(images) == 4  # confusion matrices, RMSE/scale and range charts, the search's trade-off
     assert all(src.startswith("data:image/png;base64,") for src in images)
     for tag, attrs in doc.tags:
         assert tag not in ("script", "link", "iframe", "object", "embed"), tag
@@ -117,10 +129,13 @@ def test_html_is_self_contained(report):
 
 
 def _hostile(report):
-    layers = [dataclasses.replace(layer, tensor_name=f"<script>alert({i})</script>|`x`") for i, layer in
-              enumerate(report.layers)]
+    names = {layer.tensor_name: f"<script>alert({i})</script>|`x`" for i, layer in enumerate(report.layers)}
+    layers = [dataclasses.replace(layer, tensor_name=names[layer.tensor_name]) for layer in report.layers]
+    rec = dataclasses.replace(report.recommendation,
+                              denylisted_nodes=[names[n] for n in report.recommendation.denylisted_nodes])
     return dataclasses.replace(
-        report, model=dataclasses.replace(report.model, name="<img src=x onerror=alert(1)>"), layers=layers
+        report, model=dataclasses.replace(report.model, name="<img src=x onerror=alert(1)>"), layers=layers,
+        recommendation=rec,
     )
 
 
@@ -183,6 +198,22 @@ def test_json_round_trip(report):
     again = Report.from_json(render.render(report, "json").decode())
     assert again == report
     assert again.to_json() == FIXTURE.read_text()
+
+
+def test_a_version_1_report_still_renders():
+    """report.json files written before the search (schema 1) are migrated when read."""
+    v1_text = (HERE / "fixtures" / "report_v1.json").read_text()
+    assert json.loads(v1_text)["schema_version"] == 1
+    old = Report.from_json(v1_text)
+    assert old.schema_version == 2 and old.recommendation.method == "rule"
+    assert old.recommendation.search is None and old.layers[0].propagated_rmse_over_scale is None
+    html = render.render(old, "html").decode()
+    md = render.render(old, "md").decode()
+    for layer in old.layers:
+        if layer.tensor_name in old.recommendation.denylisted_nodes:
+            assert layer.tensor_name in html and layer.tensor_name in md
+    assert old.recommendation.summary in md
+    assert render.render(old, "pdf").startswith(b"%PDF")
 
 
 def test_render_command_works_without_tensorflow(tmp_path):

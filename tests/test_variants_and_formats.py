@@ -106,19 +106,19 @@ def test_denylisting_every_layer_is_refused_clearly(tmp_path, mlp_files):
     model, data = mlp_files
     out = tmp_path / "out"
     assert main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2",
-                 "--first-layers", "99"]) == 0
+                 "--first-layers", "99", "--recommend", "rule"]) == 0
     report = load_report(out / "breast_cancer_mlp")
     assert all(layer.suspect for layer in report.layers)
     sel = report.recommendation.selective
     assert sel.status == "failed"
-    assert "every debugged layer is suspect" in sel.error
+    assert "every debugged layer would stay in float" in sel.error
 
 
 def test_first_layers_are_marked_with_their_reason(tmp_path, mlp_files):
     model, data = mlp_files
     out = tmp_path / "out"
     assert main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2",
-                 "--variants", "float,fiq", "--first-layers", "2"]) == 0
+                 "--variants", "float,fiq", "--first-layers", "2", "--recommend", "rule"]) == 0
     report = load_report(out / "breast_cancer_mlp")
     first_two = report.layers[:2]
     assert all("one of the first 2 layers" in layer.reasons for layer in first_two)

@@ -51,10 +51,14 @@ def test_verdicts_tell_the_breast_cancer_story():
     report = Report.from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
     v = view.ReportView(report)
     fiq = next(line for line in v.verdicts if line.startswith("FIQ"))
-    assert "−32.5 accuracy points" in fiq and "1 suspect layer" in fiq and "recovers 73 % of the gap" in fiq
+    assert "−32.5 accuracy points" in fiq and "keeping 2 layers in float recovers 100 % of the gap" in fiq
     drq = next(line for line in v.verdicts if line.startswith("DRQ"))
     assert "same size as float" in drq
-    assert "SUB" in v.widest_range_note  # the layer the rmse/scale rule misses
+    assert v.widest_range_note == ""  # the search measured the range problem: no hint needed
+    rule_report = Report.from_json((Path(__file__).parent / "fixtures" / "report_v1.json").read_text())
+    assert "SUB" in view.ReportView(rule_report).widest_range_note  # the layer the rmse/scale rule misses
+    assert v.rule_comparison == ("The rmse/scale rule: 1 layer, 73 % of the gap, 6.8 KB; the search: 2 layers,"
+                                 " 100 % of the gap, 6.6 KB.")
 
 
 def test_stateful_models_get_a_debugger_warning():

@@ -1,0 +1,62 @@
+"""Independent checks of a recommendation: the public TF path and plain LiteRT + scikit-learn, none of
+quant-report's own code for building or measuring models."""
+
+import numpy as np
+from sklearn import metrics as skm
+
+
+def accuracy(tflite: bytes, x, y) -> float:
+    """One sample per invoke, with the plain LiteRT interpreter, scored by scikit-learn."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=tflite)
+    it.allocate_tensors()
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    preds = []
+    for i in range(len(x)):
+        it.reset_all_variables()
+        it.set_tensor(inp["index"], x[i : i + 1].astype(np.float32))
+        it.invoke()
+        preds.append(int(np.argmax(it.get_tensor(out["index"])[0])))
+    return float(skm.accuracy_score(y, preds))
+
+
+def public_selective(model_path, x_calib, nodes) -> bytes:
+    """The selective model as the seed notebook builds it: the public QuantizationDebugger."""
+    import keras
+    import tensorflow as tf
+
+    model = keras.saving.load_model(str(model_path), compile=False)
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+
+    def rep():
+        for i in range(len(x_calib)):
+            yield [x_calib[i : i + 1]]
+
+    converter.representative_dataset = rep
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=list(nodes) or None)
+    debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=rep,
+                                                         debug_options=options)
+    return bytes(debugger.get_nondebug_quantized_model())
+
+
+def check_recommendation(report, folder, model_path, min_share=0.99, min_samples_lost=2):
+    """The recommended model recovers at least `min_share` of the float-to-FIQ gap on the evaluation
+    data, equals the model the public path builds from the same denylist, and every float layer in it
+    is needed: without any one of them, at least `min_samples_lost` evaluation samples go wrong."""
+    data = np.load(report.dataset.source)
+    x, y = data["x"], data["y"]
+    x_calib = (data["x_calib"] if "x_calib" in data.files else x)[: report.dataset.num_calibration]
+    acc = {name: accuracy((folder / f"{name}.tflite").read_bytes(), x, y) for name in ("float", "fiq", "selective")}
+    rec = report.recommendation
+    assert rec.selective.metrics.accuracy == acc["selective"]
+    share = (acc["selective"] - acc["fiq"]) / (acc["float"] - acc["fiq"])
+    assert share >= min_share, (acc, rec.denylisted_nodes)
+    assert rec.selective.accuracy_gap_recovered == share
+    nodes = rec.denylisted_nodes
+    assert public_selective(model_path, x_calib, nodes) == (folder / "selective.tflite").read_bytes()
+    for node in nodes:
+        without = accuracy(public_selective(model_path, x_calib, [n for n in nodes if n != node]), x, y)
+        assert (acc["selective"] - without) * len(y) >= min_samples_lost, (node, acc["selective"], without)
+    return acc

@@ -1,0 +1,68 @@
+"""The search on models where FIQ collapses, one per failure mode (tests/collapse_fixtures.py): the
+recommended model recovers the gap on the evaluation data, and every layer it keeps in float is
+needed, checked with the public TF path and plain LiteRT + scikit-learn (tests/independent.py)."""
+
+import pytest
+
+from conftest import load_report
+from reporter.cli import main
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="session")
+def collapse_reports(demo_cache, tmp_path_factory):
+    import collapse_fixtures
+
+    out = tmp_path_factory.mktemp("collapse_out")
+    files = {}
+    for name in collapse_fixtures.FIXTURES:
+        model, data = collapse_fixtures.ensure(name, demo_cache)
+        files[name] = model
+        assert main(["run", str(model), "--data", str(data), "--out", str(out), "--name", name, "--quiet",
+                     "--latency-runs", "3", "--formats", "json,md"]) == 0, name
+    return out, files
+
+
+@pytest.mark.parametrize("name", ["wine_offset", "outlier_channel", "rule_worse", "mobilenet_offset"])
+def test_the_recommended_model_recovers_the_gap_with_needed_layers_only(collapse_reports, name):
+    from independent import check_recommendation
+
+    out, files = collapse_reports
+    report = load_report(out / name)
+    rec = report.recommendation
+    assert rec.gap.status == "recovered", rec.gap
+    assert rec.search.target_met
+    acc = check_recommendation(report, out / name, files[name])
+    assert acc["float"] - acc["fiq"] >= 0.2  # the fixture does collapse
+
+
+def test_outlier_channel_keeps_producer_and_consumer_together(collapse_reports):
+    out, _ = collapse_reports
+    report = load_report(out / "outlier_channel")
+    kept = [layer for layer in report.layers if layer.tensor_name in report.recommendation.denylisted_nodes]
+    assert len(kept) == 2
+    producer, consumer = kept
+    flow_names = {layer.tensor_name for layer in report.layers}
+    assert producer.range > 10 * consumer.range and producer.tensor_name in flow_names
+
+
+def test_the_rule_makes_fiq_worse_and_the_report_says_so(collapse_reports):
+    out, _ = collapse_reports
+    report = load_report(out / "rule_worse")
+    rule = report.recommendation.rule
+    assert rule.selective.metrics.accuracy < report.variant("fiq").metrics.accuracy
+    assert rule.accuracy_gap_recovered < 0
+    from reporter.view import ReportView
+
+    text = ReportView(report).rule_comparison
+    assert f"{rule.accuracy_gap_recovered * 100:.0f} % of the gap" in text.replace("−", "-")
+
+
+def test_deep_model_search_is_a_small_part_of_the_run(collapse_reports):
+    out, _ = collapse_reports
+    report = load_report(out / "mobilenet_offset")
+    assert len(report.layers) >= 100
+    search = report.recommendation.search
+    assert search.evaluations <= search.budget
+    assert search.seconds < 0.1 * sum(report.timings_s.values())

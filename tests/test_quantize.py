@@ -1,0 +1,90 @@
+"""Calibrate once: the private-API path gives the models the public debugger path gives, the fallback
+works when the private API is gone, and names that match no tensor are refused."""
+
+import numpy as np
+import pytest
+
+from conftest import load_report
+from reporter.cli import main
+
+
+@pytest.fixture(scope="module")
+def mlp(mlp_files):
+    from reporter import inputs
+
+    model_path, data_path = mlp_files
+    return inputs.load_model(model_path), inputs.load_data(str(data_path), 100), model_path
+
+
+def test_calibrate_once_gives_the_public_debuggers_models(mlp):
+    from independent import public_selective
+    from reporter.debugger import layer_statistics
+    from reporter.quantize import CALIBRATE_ONCE, FiqQuantizer
+
+    model, data, path = mlp
+    q = FiqQuantizer(model.make_converter, data.x_calib)
+    assert q.method == CALIBRATE_ONCE and not q.note
+    layers, _ = layer_statistics(q, data.x_calib)
+    names = [layer.tensor_name for layer in layers]
+    for nodes in ([], names[:1], names[:2], [names[3]]):
+        assert q.quantize(nodes) == public_selective(path, data.x_calib, nodes), nodes
+    # Whole-model verify: error piles up after the broken normalization, so it exceeds the local one.
+    assert layers[2].propagated_rmse_over_scale > 10 * layers[2].rmse_over_scale
+
+
+def test_public_fallback_builds_the_same_models(mlp):
+    from reporter.quantize import PUBLIC_DEBUGGER, FiqQuantizer
+
+    model, data, _ = mlp
+    fast = FiqQuantizer(model.make_converter, data.x_calib)
+    slow = FiqQuantizer(model.make_converter, data.x_calib, force_public=True)
+    assert slow.method == PUBLIC_DEBUGGER and slow.note
+    nodes = sorted(fast.tensor_names & {n for n in fast.tensor_names if "normalization" in n})[:1]
+    assert slow.quantize(nodes) == fast.quantize(nodes)
+    assert slow.debug_model(whole_model=True) is None  # the propagated view needs the private API
+
+
+def test_unknown_names_are_refused_with_the_closest_ones(mlp):
+    from reporter.quantize import FiqQuantizer, UnknownNodeError
+
+    model, data, _ = mlp
+    q = FiqQuantizer(model.make_converter, data.x_calib)
+    real = next(n for n in q.tensor_names if n.endswith("normalization_1/Sub"))
+    with pytest.raises(UnknownNodeError, match="closest"):
+        q.quantize([real + "x"])
+
+
+def test_run_falls_back_to_the_public_path_and_says_so(tmp_path, monkeypatch, mlp_files):
+    from reporter import quantize
+
+    def moved():
+        raise AttributeError("module 'tensorflow.lite.python.convert' has no attribute 'mlir_quantize'")
+
+    monkeypatch.setattr(quantize, "_private_mlir_quantize", moved)
+    model, data = mlp_files
+    out = tmp_path / "out"
+    assert main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2",
+                 "--formats", "json,md", "--search-budget", "8"]) == 0
+    report = load_report(out / "breast_cancer_mlp")
+    rec = report.recommendation
+    assert rec.quantizer == "public-debugger" and "not available" in rec.quantizer_note
+    assert all(layer.propagated_rmse_over_scale is None for layer in report.layers)
+    assert rec.selective.ok and rec.search.evaluations <= 8
+
+
+def test_keep_float_names_and_ops_are_checked_and_kept(tmp_path, mlp_files, capfd):
+    model, data = mlp_files
+    out = tmp_path / "out"
+    args = ["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2",
+            "--formats", "json"]
+    assert main(args + ["--keep-float", "breast_cancer_mlp_1/normalization_1/Subb"]) == 1
+    err = capfd.readouterr().err
+    assert "breast_cancer_mlp.keras" in err and "--keep-float" in err and "normalization_1/Sub'" in err
+    assert main(args + ["--keep-float-ops", "MEAN"]) == 1
+    assert "no MEAN op" in capfd.readouterr().err
+    assert not out.exists() or not any(out.iterdir())  # nothing half-written
+    dense = "breast_cancer_mlp_1/dense_3_1/MatMul;breast_cancer_mlp_1/dense_3_1/BiasAdd"
+    assert main(args + ["--keep-float", dense]) == 0
+    rec = load_report(out / "breast_cancer_mlp").recommendation
+    assert dense in rec.denylisted_nodes and dense in rec.forced_nodes
+    assert all(dense in step.denylisted_nodes for step in rec.search.steps)

@@ -1,0 +1,148 @@
+"""The search algorithm on simulated models (no TensorFlow): pairs that only help together, layers that
+never help, the budget, the target, and the significance rules it relies on."""
+
+import numpy as np
+import pytest
+
+from reporter import judgement
+from reporter import search as srch
+
+N = 400  # selection samples
+
+
+def _layers(n, wide=(), bad=()):
+    """A chain of n layers L0 -> L1 -> ...; `wide` have a huge range, `bad` a high local rmse/scale."""
+    names = [f"L{i}" for i in range(n)]
+    return [
+        srch.Layer(
+            name, "OP", local=5.0 if name in bad else 0.3, propagated=None,
+            range=5000.0 if name in wide else 5.0,
+            inputs=(names[i - 1],) if i else (), consumers=(names[i + 1],) if i + 1 < n else (),
+        )
+        for i, name in enumerate(names)
+    ]
+
+
+class Simulated:
+    """Agreement with float per sample as a function of which layers are in float."""
+
+    def __init__(self, rules, base_wrong=200, seed=0):
+        self.rules = rules  # list of (set of layers that must all be float, samples it fixes)
+        rng = np.random.default_rng(seed)
+        self.wrong = rng.permutation(N)[:base_wrong]
+        self.calls = 0
+
+    def __call__(self, nodes):
+        self.calls += 1
+        agree = np.ones(N, bool)
+        agree[self.wrong] = False
+        start = 0
+        for needed, fixes in self.rules:
+            idx = self.wrong[start : start + fixes]
+            if needed <= nodes:
+                agree[idx] = True
+            start += fixes
+        return srch.Evaluation(frozenset(nodes), float(agree.mean()), agree, 1000 + 100 * len(nodes))
+
+
+def _policy(**kw):
+    return srch.Policy(**{"target": 0.99, "target_is_hard": False, **kw})
+
+
+def test_a_pair_that_only_helps_together_is_found_and_nothing_else():
+    layers = _layers(8, wide={"L2"}, bad={"L3", "L6"})  # L6 is a false alarm of the rmse/scale rule
+    ev = Simulated([({"L2", "L3"}, 200)])  # only L2 and L3 together fix it
+    trace = srch.search(layers, ev, _policy())
+    assert trace.chosen.nodes == {"L2", "L3"}
+    assert trace.target_met
+    assert trace.necessity["L2"] > 0.4 and trace.necessity["L3"] > 0.4
+
+
+def test_a_layer_that_never_helps_is_dropped_even_when_the_ranking_puts_it_first():
+    layers = _layers(6, bad={"L0", "L4"})
+    ev = Simulated([({"L4"}, 150), ({"L1"}, 50)])  # L0 looks worst but fixes nothing
+    small = srch.search(layers, ev, _policy(budget=6))  # too little budget to probe everything
+    assert small.chosen.nodes == {"L4"} and not small.target_met
+    full = srch.search(layers, Simulated([({"L4"}, 150), ({"L1"}, 50)]), _policy())
+    assert full.chosen.nodes == {"L4", "L1"} and full.target_met
+
+
+def test_a_one_sample_gain_is_not_worth_a_float_layer():
+    layers = _layers(5, bad={"L1", "L3"})
+    ev = Simulated([({"L1"}, 195), ({"L3"}, 1)], base_wrong=200)
+    trace = srch.search(layers, ev, _policy(target=1.0))
+    assert trace.chosen.nodes == {"L1"}  # L3 wins back one sample: noise, not a reason to keep it
+
+
+def test_a_hard_target_keeps_only_what_it_needs():
+    layers = _layers(5, bad={"L1", "L3"})
+    ev = Simulated([({"L1"}, 180), ({"L3"}, 18)], base_wrong=200)
+    lenient = srch.search(layers, ev, _policy(target=0.9, target_is_hard=True))
+    assert lenient.chosen.nodes == {"L1"} and lenient.target_met  # 95.5 % agreement meets 90 %
+    strict = srch.search(layers, Simulated([({"L1"}, 180), ({"L3"}, 18)]), _policy(target=0.99, target_is_hard=True))
+    assert strict.chosen.nodes == {"L1", "L3"} and strict.target_met
+
+
+def test_the_budget_bounds_the_evaluations_and_an_unmet_target_is_said():
+    layers = _layers(30, bad={f"L{i}" for i in range(30)})
+    ev = Simulated([(set(f"L{i}" for i in range(25)), 200)])  # needs 25 layers: beyond a budget of 10
+    trace = srch.search(layers, ev, _policy(budget=10))
+    assert trace.evaluations == ev.calls <= 10
+    assert not trace.target_met
+    assert trace.stop_reason
+
+
+def test_fiq_that_already_meets_the_target_costs_one_evaluation():
+    ev = Simulated([], base_wrong=1)
+    trace = srch.search(_layers(4, bad={"L1"}), ev, _policy())
+    assert trace.chosen.nodes == frozenset() and trace.evaluations == 1 and trace.target_met
+
+
+def test_forced_layers_are_in_every_candidate_and_stay():
+    layers = _layers(5, bad={"L2"})
+    seen = []
+
+    def ev(nodes):
+        seen.append(nodes)
+        return Simulated([({"L2"}, 200)])(nodes)
+
+    trace = srch.search(layers, ev, _policy(), forced=frozenset({"L0"}))
+    assert all("L0" in nodes for nodes in seen)
+    assert trace.chosen.nodes == {"L0", "L2"}
+
+
+def test_never_every_layer_in_float():
+    layers = _layers(2, bad={"L0", "L1"})
+    ev = Simulated([({"L0", "L1"}, 200)])
+    trace = srch.search(layers, ev, _policy())
+    assert all(nodes != {"L0", "L1"} for nodes in (s.evaluation.nodes for s in trace.steps))
+
+
+def test_mcnemar_matches_scipy_binomial_and_noise_is_not_a_change():
+    from scipy.stats import binomtest
+
+    a = np.array([True] * 50 + [False] * 10 + [True] * 3)
+    b = np.array([True] * 50 + [True] * 10 + [False] * 3)
+    assert judgement.mcnemar_p(a, b) == pytest.approx(binomtest(3, 13, 0.5).pvalue)
+    one_sample = np.ones(114, bool)
+    one_less = one_sample.copy()
+    one_less[0] = False
+    assert not judgement.paired_worse(one_less, one_sample, True)  # one sample of 114 is noise
+    many_less = one_sample.copy()
+    many_less[:12] = False
+    assert judgement.paired_worse(many_less, one_sample, True)
+
+
+def test_gap_status():
+    y = np.array([0, 1] * 50)
+    float_pred = y.copy()
+    fiq_pred = y.copy()
+    fiq_pred[:1] = 1 - fiq_pred[:1]
+    assert judgement.fiq_gap(y, float_pred, fiq_pred, None).status == "no_gap"  # one sample: noise
+    fiq_pred[:40] = 0
+    gap = judgement.fiq_gap(y, float_pred, fiq_pred, None)
+    assert gap.status == "gap" and gap.drop == pytest.approx(0.2)
+    assert judgement.fiq_gap(y, float_pred, fiq_pred, 0.25).status == "no_gap"  # within the user's limit
+    assert judgement.fiq_gap(None, None, None, None).status == "not_measurable"
+    assert judgement.after_fix(gap, y, float_pred, float_pred, None).status == "recovered"
+    assert judgement.after_fix(gap, y, float_pred, fiq_pred, None).status == "open"
