@@ -1,0 +1,177 @@
+"""Models on which full-integer quantization collapses, one per failure mode, for the search's tests.
+
+Each is seeded, trained on data that ships with scikit-learn, and cached on disk like the demo
+(`ensure`), with evaluation data (x, y) and training inputs as x_calib (no overlap).
+
+* wine_offset: raw wine features (proline in the hundreds, hue near 1) normalized inside the model:
+  the normalization's wide-range tensor wipes out the small features.
+* outlier_channel: an MLP on digits where one hidden unit is rescaled by 1000 (and the next layer's
+  weights by 1/1000: the float model is unchanged). The wide-range tensor between the first and the
+  second Dense must stay float with both of them; either one alone does nothing.
+* rule_worse: the same construction on the unbalanced breast-cancer data, with the rescaled unit the
+  one that alone predicts worst. FIQ predicts the majority class; the rmse/scale rule keeps the
+  consumer in float, which then listens to that one unit only: worse than FIQ.
+* mobilenet_offset: a 150-layer MobileNetV2 behind a Normalization, on digits upscaled to 32x32x3 and
+  shifted by +100: the quantized input cannot resolve the pixels.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+VERSION = 1
+FIXTURES = ("wine_offset", "outlier_channel", "rule_worse", "mobilenet_offset")
+SCALE = 1000.0
+
+
+def _seed():
+    import keras
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    tf.config.experimental.enable_op_determinism()
+
+
+def _split(x, y, test_size=0.3):
+    from sklearn.model_selection import train_test_split
+
+    return train_test_split(x.astype(np.float32), y.astype(np.int64), test_size=test_size, random_state=0,
+                            stratify=y)
+
+
+def _mlp(x_tr, y_tr, n_classes, hidden=(32, 16), normalize=False, epochs=60):
+    import keras
+
+    _seed()
+    layers = [keras.Input((x_tr.shape[1],))]
+    if normalize:
+        layers.append(keras.layers.Normalization(mean=x_tr.mean(axis=0), variance=x_tr.var(axis=0)))
+    layers += [keras.layers.Dense(h, activation="relu") for h in hidden]
+    layers.append(keras.layers.Dense(n_classes, activation="softmax"))
+    model = keras.Sequential(layers)
+    model.compile(keras.optimizers.Adam(1e-2 if not normalize else 1e-3), "sparse_categorical_crossentropy")
+    model.fit(x_tr, y_tr, epochs=epochs, batch_size=32, verbose=0)
+    return model
+
+
+def _rescale_unit(model, x, unit=None, worst_for=None):
+    """Scales hidden unit `unit` of the first Dense by SCALE and the second Dense's weights from it by
+    1/SCALE (ReLU is positive-homogeneous: the float model computes the same function)."""
+    import keras
+
+    dense = [layer for layer in model.layers if isinstance(layer, keras.layers.Dense)]
+    (w1, b1), (w2, b2) = dense[0].get_weights(), dense[1].get_weights()
+    h = np.maximum(x @ w1 + b1, 0)
+    if unit is None:
+        active = np.where(h.mean(axis=0) > 0)[0]
+        if worst_for is None:
+            unit = int(active[np.argmax(h[:, active].mean(axis=0))])
+        else:  # the unit that, alone, predicts worst through the rest of the model
+            unit = int(min(active, key=lambda k: _alone_accuracy(dense, h, k, worst_for)))
+    w1, b1, w2 = w1.copy(), b1.copy(), w2.copy()
+    w1[:, unit] *= SCALE
+    b1[unit] *= SCALE
+    w2[unit, :] /= SCALE
+    dense[0].set_weights([w1, b1])
+    dense[1].set_weights([w2, b2])
+    return model
+
+
+def _alone_accuracy(dense, h, k, y):
+    only = np.zeros_like(h)
+    only[:, k] = h[:, k]
+    out = only
+    for i, layer in enumerate(dense[1:]):
+        w, b = layer.get_weights()
+        out = out @ w + b
+        if i < len(dense) - 2:
+            out = np.maximum(out, 0)
+    return float(np.mean(out.argmax(axis=1) == y))
+
+
+def build_wine_offset(folder: Path):
+    from sklearn.datasets import load_wine
+
+    x, y = load_wine(return_X_y=True)
+    x_tr, x_te, y_tr, y_te = _split(x, y)
+    model = _mlp(x_tr, y_tr, 3, normalize=True, epochs=80)
+    return _save(folder, model, x_te, y_te, x_tr)
+
+
+def build_outlier_channel(folder: Path):
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x_tr, x_te, y_tr, y_te = _split(x / 16.0, y)
+    model = _rescale_unit(_mlp(x_tr, y_tr, 10, epochs=30), x_tr)
+    return _save(folder, model, x_te, y_te, x_tr)
+
+
+def build_rule_worse(folder: Path):
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = load_breast_cancer(return_X_y=True)
+    x = StandardScaler().fit_transform(x)  # features already scaled: the problem is the outlier unit
+    x_tr, x_te, y_tr, y_te = _split(x, y)
+    model = _rescale_unit(_mlp(x_tr, y_tr, 2, epochs=40), x_tr, worst_for=y_tr)
+    return _save(folder, model, x_te, y_te, x_tr)
+
+
+def build_mobilenet_offset(folder: Path):
+    import keras
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    img = np.kron(x.reshape(-1, 8, 8) / 16.0, np.ones((4, 4)))  # 32x32
+    img = np.repeat(img[..., None], 3, axis=-1) + 100.0  # an offset the model removes itself
+    x_tr, x_te, y_tr, y_te = _split(img, y)
+    _seed()
+    backbone = keras.applications.MobileNetV2(weights=None, alpha=0.35, input_shape=(32, 32, 3), classes=10)
+    model = keras.Sequential([
+        keras.Input((32, 32, 3)),
+        keras.layers.Normalization(mean=x_tr.mean(axis=(0, 1, 2)), variance=x_tr.var(axis=(0, 1, 2))),
+        backbone,
+    ])
+    model.compile(keras.optimizers.Adam(2e-3), "sparse_categorical_crossentropy")
+    model.fit(x_tr, y_tr, epochs=6, batch_size=32, verbose=0)
+    return _save(folder, model, x_te, y_te, x_tr)
+
+
+BUILDERS = {
+    "wine_offset": build_wine_offset,
+    "outlier_channel": build_outlier_channel,
+    "rule_worse": build_rule_worse,
+    "mobilenet_offset": build_mobilenet_offset,
+}
+
+
+def _save(folder: Path, model, x_eval, y_eval, x_calib):
+    path = folder / "model.keras"
+    model.save(path)
+    data = folder / "data.npz"
+    np.savez(data, x=x_eval.astype(np.float32), y=y_eval, x_calib=x_calib.astype(np.float32))
+    return path, data
+
+
+def ensure(name: str, cache_root) -> tuple[Path, Path]:
+    """The cached model and data of fixture `name`, built first if needed."""
+    final = Path(cache_root) / f"collapse-v{VERSION}" / name
+    if (final / "complete").is_file():
+        return final / "model.keras", final / "data.npz"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
+    try:
+        BUILDERS[name](tmp)
+        (tmp / "complete").write_text("ok\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final / "model.keras", final / "data.npz"
