@@ -41,11 +41,12 @@ class Outcome:
     peak_rss_mb: Optional[float] = None
 
 
-def fingerprint(entry: ModelEntry) -> str:
-    """A hash of everything a report depends on: model bytes, data bytes, settings, tool version."""
+def fingerprint(entry: ModelEntry, max_accuracy_drop=None) -> str:
+    """A hash of everything a report depends on: model bytes, data bytes, settings (the gate's limit is
+    the search's target), tool version."""
     h = hashlib.sha256()
     h.update(f"quant-report {__version__}\n".encode())
-    h.update(json.dumps(entry.options, sort_keys=True).encode())
+    h.update(json.dumps({**entry.options, "max_accuracy_drop": max_accuracy_drop}, sort_keys=True).encode())
     paths = [entry.path] if entry.path.is_file() else sorted(p for p in entry.path.rglob("*") if p.is_file())
     for p in paths:
         h.update(str(p.relative_to(entry.path) if p != entry.path else p.name).encode())
@@ -219,7 +220,7 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
     outcomes: dict[str, Outcome] = {}
     pending = []
     for entry in config.models:
-        fp = fingerprint(entry)
+        fp = fingerprint(entry, config.gate.max_accuracy_drop if config.gate else None)
         folder = folder_name(entry.name)
         if resume and is_complete(out, entry, fp):
             outcomes[entry.name] = Outcome(entry.name, "skipped", folder)

@@ -152,7 +152,10 @@ def tradeoff(report: Report) -> str:
         (axes[1], [len(s.denylisted_nodes) for s in steps], "layers kept in float"),
     ):
         ax.scatter(xs, quality, s=14, color=NORMAL, alpha=0.7, label="candidate", zorder=2)
-        front = sorted((x, q) for x, q, s in zip(xs, quality, steps) if s.pareto)
+        from reporter.search import pareto
+
+        better = quality if classification else [-q for q in quality]
+        front = sorted((x, q) for x, q, flag in zip(xs, quality, pareto(list(zip(xs, better)))) if flag)
         if front:
             ax.plot([p[0] for p in front], [p[1] for p in front], color=NORMAL, linewidth=1, label="Pareto front",
                     zorder=1)

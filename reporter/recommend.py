@@ -139,17 +139,6 @@ class Candidates:
         return srch.Evaluation(frozenset(nodes), value, per_sample, len(model))
 
 
-def pareto(points: list[tuple[int, float]]) -> list[bool]:
-    """For (size, quality) points: True where no other point is at most as large and better, or smaller
-    and as good."""
-    flags = []
-    for i, (size, q) in enumerate(points):
-        dominated = any((s <= size and v > q) or (s < size and v >= q)
-                        for j, (s, v) in enumerate(points) if j != i)
-        flags.append(not dominated)
-    return flags
-
-
 def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
                         float_eval_out: np.ndarray, classification: bool, latency_runs: int) -> list[SearchStep]:
     """Every step of the search, measured on the evaluation data as well (same model, other samples)."""
@@ -172,7 +161,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
             chosen=trace.chosen is not None and nodes == trace.chosen.nodes,
         ))
     quality = [(r.size_bytes, r.accuracy if classification else -(r.output_mse or 0.0)) for r in rows]
-    return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, pareto(quality))]
+    return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, srch.pareto(quality))]
 
 
 def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, target_text: str,

@@ -139,10 +139,10 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     if meets(start):
         return _finish(trace, start, True, "FIQ already meets the target", t0)
 
-    # Measure moves alone, best evidence first, with at most half the budget.
+    # Measure moves alone, best evidence first, with at most a third of the budget.
     ranked = moves(layers)
     probes = {}
-    for move in ranked[: max(0, policy.budget // 2)]:
+    for move in ranked[: max(0, policy.budget // 3)]:
         ev = measure(move.nodes)
         if ev is None:
             continue
@@ -209,6 +209,16 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         if ev is not None:
             trace.necessity[node] = current.score - ev.score
     return _finish(trace, current, meets(current), reason, t0)
+
+
+def pareto(points: list[tuple[float, float]]) -> list[bool]:
+    """For (cost, quality) points: True where no other point is at most as costly and better, or
+    cheaper and as good."""
+    flags = []
+    for i, (cost, q) in enumerate(points):
+        dominated = any((c <= cost and v > q) or (c < cost and v >= q) for j, (c, v) in enumerate(points) if j != i)
+        flags.append(not dominated)
+    return flags
 
 
 def _finish(trace: Trace, chosen: Evaluation, met: bool, reason: str, t0: float) -> Trace:
