@@ -344,7 +344,7 @@ def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, result
     rec = Recommendation(
         denylisted_nodes=chosen,
         code=conv.reproduction_code(chosen, list(s.keep_float_ops), len(data.x_calib)) if selective else "",
-        summary=recommend.summary(s.recommend, gap, len(chosen), selective, size_cost, target_met, rule),
+        summary=recommend.summary(s.recommend, gap, len(chosen), selective, size_cost, target_met, rule, target_text),
         selective=selective, size_cost_bytes=size_cost, gap=gap_status, search=search_result, rule=rule, **base,
     )
     return layers, rec, None

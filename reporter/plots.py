@@ -180,7 +180,8 @@ def tradeoff(report: Report) -> str:
     if not classification and all(q > 0 for q in quality):
         axes[0].set_yscale("log")
     axes[0].set_ylabel(ylabel)
-    fig.suptitle("Search: accuracy against size and against layers kept in float", fontsize=9, x=0.01,
+    what = "accuracy" if classification else "output error"
+    fig.suptitle(f"Search: {what} against size and against layers kept in float", fontsize=9, x=0.01,
                  ha="left")
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, frameon=False, loc="lower center", ncol=min(len(labels), 6))

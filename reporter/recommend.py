@@ -190,10 +190,12 @@ def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int
 
 # --- words --------------------------------------------------------------------------------------------
 def summary(method: str, gap, n_nodes: int, selective: Optional[VariantResult], size_cost: Optional[int],
-            target_met: Optional[bool] = None, rule=None) -> str:
+            target_met: Optional[bool] = None, rule=None, target_text: str = "") -> str:
     """One sentence on what the recommendation found and achieved."""
     if gap is not None and gap.status == "no_gap":
         return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
+    if n_nodes == 0 and method == "search" and target_met:
+        return f"FIQ already meets the search's target ({target_text}): no layer needs to stay in float."
     if n_nodes == 0:
         return ("The search found no layer whose float version helps measurably; FIQ stays as it is."
                 if method == "search" else "No layer is flagged by the rule: nothing to keep in float.")

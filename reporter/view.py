@@ -466,8 +466,10 @@ class ReportView:
             why = []
             if name in rec.forced_nodes:
                 why.append("asked for (--keep-float)")
-            if name in necessity:
+            if name in necessity and self.is_classification:
                 why.append(f"without it, agreement on the selection data drops {necessity[name] * 100:.1f} points")
+            elif name in necessity:
+                why.append(f"without it, the selection score (1 - output MSE / variance) drops {necessity[name]:.3g}")
             if layer is not None and layer.reasons:
                 why.append("rule: " + "; ".join(layer.reasons))
             rows.append(KeptRow(
@@ -548,7 +550,7 @@ class ReportView:
             return ""
         sd = search.selection_data
         where = "x_calib" if sd.source == "x_calib" else "held-out evaluation"
-        return (f"Search: {search.evaluations} candidate models in {search.seconds:.2f} s, chosen on"
+        return (f"Search: {search.evaluations} candidate model{'s' if search.evaluations != 1 else ''} in {search.seconds:.2f} s, chosen on"
                 f" {sd.num_samples:,} {where} samples, reported on {self.report.dataset.num_eval:,} evaluation"
                 f" samples; target ({search.target_text}) {'met' if search.target_met else 'NOT met'}.")
 
