@@ -185,6 +185,8 @@ def _run(args) -> int:
 
 
 def _demo(args) -> int:
+    from pathlib import Path
+
     from reporter import demo
     from reporter.progress import Progress
 
@@ -207,7 +209,11 @@ def _demo(args) -> int:
             print(f"quant-report: error: demo model {name} could not be trained: {exc}", file=sys.stderr)
             failed.append(name)
             continue
-        if _run_one(_settings(args, model_path, data_path, name), args.debug) is None:
+        settings = _settings(args, model_path, data_path, name)
+        # The demo's files live in the cache: show them relative to it, not as this machine's paths.
+        settings.shown_paths = tuple(f"<demo cache>/{Path(p).relative_to(demo.cache_dir().parent).as_posix()}"
+                                     for p in (model_path, data_path))
+        if _run_one(settings, args.debug) is None:
             failed.append(name)
     if failed:
         print(f"quant-report: {len(failed)} of {len(names)} demo models failed: {', '.join(failed)}",

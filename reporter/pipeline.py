@@ -49,6 +49,7 @@ class RunSettings:
     listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
     failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
+    shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
 
     @property
     def display_name(self) -> str:
@@ -177,7 +178,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
         tensorflow_version=tf.__version__,
         model=ModelInfo(
             name=name,
-            source=str(s.model),
+            source=s.shown_paths[0] if s.shown_paths else str(s.model),
             format=model.format,
             input_shape=in_shape,
             num_classes=num_classes,
@@ -185,7 +186,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             stateful=structure.has_variable_tensors(float_model),
         ),
         dataset=DatasetInfo(
-            source=str(s.data),
+            source=s.shown_paths[1] if s.shown_paths else str(s.data),
             num_eval=int(len(data.x)),
             num_calibration=int(len(data.x_calib)),
             calibration_overlaps_eval=data.calibration_overlaps_eval,

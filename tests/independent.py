@@ -46,12 +46,12 @@ def public_selective(model_path, x_calib, nodes) -> bytes:
     return bytes(debugger.get_nondebug_quantized_model())
 
 
-def check_recommendation(report, folder, model_path, min_share=0.99, min_samples_lost=2):
+def check_recommendation(report, folder, model_path, data_path, min_share=0.99, min_samples_lost=2):
     """The recommended model recovers at least `min_share` of the float-to-FIQ gap on the evaluation
     data, equals the model the public path builds from the same denylist, and every float layer in it
     is needed: without any one of them, at least `min_samples_lost` more evaluation samples disagree
     with the float model (what the search optimizes: behave like float)."""
-    data = np.load(report.dataset.source)
+    data = np.load(data_path)
     x, y = data["x"], data["y"]
     x_calib = (data["x_calib"] if "x_calib" in data.files else x)[: report.dataset.num_calibration]
     preds = {name: predictions((folder / f"{name}.tflite").read_bytes(), x) for name in ("float", "fiq", "selective")}

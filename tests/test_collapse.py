@@ -18,7 +18,7 @@ def collapse_reports(demo_cache, tmp_path_factory):
     files = {}
     for name in collapse_fixtures.FIXTURES:
         model, data = collapse_fixtures.ensure(name, demo_cache)
-        files[name] = model
+        files[name] = (model, data)
         assert main(["run", str(model), "--data", str(data), "--out", str(out), "--name", name, "--quiet",
                      "--latency-runs", "3", "--formats", "json,md"]) == 0, name
     return out, files
@@ -32,7 +32,7 @@ def test_the_recommended_model_recovers_the_gap_with_needed_layers_only(collapse
     report = load_report(out / name)
     rec = report.recommendation
     assert rec.gap.status == "recovered", rec.gap
-    acc = check_recommendation(report, out / name, files[name])
+    acc = check_recommendation(report, out / name, *files[name])
     assert acc["float"] - acc["fiq"] >= 0.2  # the fixture does collapse
 
 
@@ -63,7 +63,7 @@ def test_deep_model_is_searched_within_its_budget(collapse_reports):
     import keras
 
     out, files = collapse_reports
-    model = keras.saving.load_model(files["mobilenet_offset"], compile=False)
+    model = keras.saving.load_model(files["mobilenet_offset"][0], compile=False)
     assert sum(len(layer.layers) if hasattr(layer, "layers") else 1 for layer in model.layers) >= 100
     report = load_report(out / "mobilenet_offset")
     assert len(report.layers) >= 50

@@ -31,7 +31,9 @@ def _predict_one_by_one(tflite_path, x):
 
 
 def _data(report):
-    return np.load(report.dataset.source)
+    from reporter import demo
+
+    return np.load(demo.ensure_model(report.model.name)[1])
 
 
 @pytest.mark.parametrize("name", DEMO_MODELS)
@@ -117,7 +119,8 @@ def test_breast_cancer_fiq_fails_and_the_search_recovers_the_whole_gap(demo_repo
     assert f > 0.9 and f - fiq > 0.2  # FIQ collapses
     rec = report.recommendation
     assert rec.method == "search" and rec.quantizer == "calibrate-once"
-    check_recommendation(report, folder, mlp_files[0])
+    check_recommendation(report, folder, mlp_files[0], mlp_files[1])
+    assert report.model.source == "<demo cache>/demo-v1/breast_cancer_mlp/breast_cancer_mlp.keras"
     # The normalization's SUB (the wide-range tensor) and MUL must stay float together.
     ops = {layer.op_name for layer in report.layers if layer.tensor_name in rec.denylisted_nodes}
     assert ops == {"SUB", "MUL"}

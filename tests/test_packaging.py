@@ -1,5 +1,6 @@
 """An installed (non-editable) copy finds its templates and renders reports."""
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -9,8 +10,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_carries_templates_and_renders(tmp_path):
+    # Build from a copy, so that setuptools' build/ and *.egg-info land in tmp_path, not in the tree.
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("reporter", "templates"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q",
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q",
          "-w", str(tmp_path / "dist")],
         capture_output=True, text=True,
     )
