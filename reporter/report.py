@@ -12,6 +12,11 @@ Format history (SCHEMA_VERSION):
      `.denylisted_ops`, `.forced_nodes`, `.quantizer`; `layers[].propagated_*` (whole-model verify).
      `recommendation.denylisted_nodes` is the final pick and selective.tflite that model.
      Version-1 files are migrated when read (`migrate`).
+  3: `findings` (reporter/findings.py: verdict per variant with significance, gap, culprits, fix,
+     warnings, hints, gate, the headline), derived from the measured report; every renderer reads
+     them. `metrics.top5_accuracy`, `.roc_auc`, `.classes_present`, `.paired` (discordant counts
+     against float and FIQ, for McNemar); `model.binary_sigmoid`; `model.largest_weight_elements`.
+     Version-2 files are migrated (the findings are derived when read).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
 RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
@@ -38,6 +43,9 @@ class ModelInfo:
     num_classes: Optional[int]  # None when the output is not class scores
     task: str  # "classification" or "regression"
     stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
+    # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
+    binary_sigmoid: bool = False
+    largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,14 @@ class ClassMetrics:
 
 
 @dataclass(frozen=True)
+class Paired:
+    """Paired correctness of two variants on the same samples: the discordant counts McNemar needs."""
+
+    reference_only: int  # samples the reference variant gets right and this one wrong
+    variant_only: int  # samples this variant gets right and the reference wrong
+
+
+@dataclass(frozen=True)
 class Metrics:
     """Classification quality of one variant on the evaluation data."""
 
@@ -78,6 +94,11 @@ class Metrics:
     agreement_with_float: Optional[float]
     per_class: list[ClassMetrics]
     confusion_matrix: list[list[int]]
+    top5_accuracy: Optional[float] = None  # more than 5 classes: the true label among the 5 top scores
+    roc_auc: Optional[float] = None  # binary classifiers: from the class-1 score
+    # Classes with evaluation samples: macro averages and balanced accuracy are over these.
+    classes_present: Optional[list[int]] = None
+    paired: dict[str, Paired] = field(default_factory=dict)  # reference variant ("float", "fiq") -> counts
 
 
 @dataclass(frozen=True)
@@ -232,6 +253,7 @@ class Report:
     timings_s: dict[str, float]
     settings: dict[str, Any]
     debugger_error: Optional[str] = None
+    findings: Optional[Any] = None  # reporter.findings.Findings, derived from everything above
 
     def variant(self, name: str) -> Optional[VariantResult]:
         """The variant called `name`, the selective model included, or None."""
@@ -256,7 +278,13 @@ class Report:
             raise ValueError(
                 f"report schema_version {version!r} is not supported (this tool reads {SCHEMA_VERSION})"
             )
-        return _build(cls, data)
+        data = dict(data)
+        stored = data.pop("findings", None)
+        report = _build(cls, data)
+        from reporter import findings  # findings types live beside the function that derives them
+
+        found = _build(findings.Findings, stored) if stored is not None else findings.derive(report)
+        return dataclasses.replace(report, findings=found)
 
     @classmethod
     def from_json(cls, text: str) -> "Report":
@@ -271,6 +299,11 @@ def migrate(data: dict) -> dict:
         rec = data.get("recommendation")
         if rec is not None:
             rec.setdefault("method", "rule")
+    if data.get("schema_version") == 2:
+        # Version 3 only adds fields with defaults; the findings are derived when the report is built.
+        data = json.loads(json.dumps(data))
+        data["schema_version"] = 3
+        data.pop("findings", None)
     return data
 
 
