@@ -232,7 +232,8 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
             "name": entry.name, "model": str(entry.path), "data": entry.data, "out": str(out),
             "options": {**_run_options(entry.options),
                         # the gate's limit is also the search's target (the same --max-accuracy-drop as `run`)
-                        **({"max_accuracy_drop": config.gate.max_accuracy_drop} if config.gate else {})},
+                        **({"max_accuracy_drop": config.gate.max_accuracy_drop,
+                            "gate_variant": config.gate.variant} if config.gate else {})},
             "fingerprint": fp, "log": str(log),
             "config_dir": str(config.path.parent.resolve()),
         })

@@ -135,6 +135,8 @@ def _settings(args, model, data, name):
         keep_float=tuple(args.keep_float),
         keep_float_ops=tuple(args.keep_float_ops),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
+        gate_variant=getattr(args, "gate_variant", None) if getattr(args, "max_accuracy_drop", None) is not None
+        else None,
         quiet=args.quiet,
     )
 

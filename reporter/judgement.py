@@ -108,3 +108,40 @@ def selection_target(max_accuracy_drop: Optional[float], classification: bool) -
         return 1.0 - max_accuracy_drop, f"agree with float on at least {1 - max_accuracy_drop:.1%} of samples" \
                                         f" (--max-accuracy-drop {max_accuracy_drop:g})"
     return DEFAULT_TARGET_AGREEMENT, f"agree with float on at least {DEFAULT_TARGET_AGREEMENT:.0%} of samples"
+
+
+# --- what the report says about a variant --------------------------------------------------------
+CONFIDENCE = 0.95  # intervals on accuracy (Wilson)
+LATENCY_NOTABLE_RATIO = 1.5  # a variant this many times slower than float: said in the verdict
+DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
+DRQ_MIN_WEIGHT_ELEMENTS = 1024  # the converter's default: smaller weight tensors stay float under DRQ
+WIDE_RANGE_FACTOR = 10.0  # a layer's range this many times the median range: a hint for the rule
+
+
+def mcnemar_p_counts(reference_only: int, variant_only: int) -> float:
+    """Exact McNemar p-value from the discordant counts of two paired classifiers."""
+    from scipy.stats import binomtest
+
+    n = reference_only + variant_only
+    if n == 0:
+        return 1.0
+    return float(binomtest(reference_only, n, 0.5).pvalue)
+
+
+def wilson_interval(correct: int, total: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """Wilson score interval on a proportion (e.g. accuracy)."""
+    from scipy.stats import binomtest
+
+    if total <= 0:
+        return 0.0, 1.0
+    ci = binomtest(int(correct), int(total)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def significant(p_value: float) -> bool:
+    return p_value < ALPHA
+
+
+def p_text(p_value: float) -> str:
+    """"p < 0.001" or "p = 0.62": two significant digits."""
+    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"

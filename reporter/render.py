@@ -6,6 +6,7 @@ Nothing here imports TensorFlow, so `quant-report render report.json` works with
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Callable
@@ -43,13 +44,58 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["md"] = md_cell
     env.filters["thousands"] = lambda n: f"{n:,}"
     env.filters["truncate_lines"] = truncate_lines
+    env.filters["breakable"] = breakable
+    env.filters["tensor_name"] = tensor_name
+    env.filters["md_code"] = md_code
     return env
 
 
+BREAK_AFTER = re.compile(r"([/;_])")
+TENSOR_NAME_LIMIT = 60  # longer tensor names are shortened in the middle in tables
+
+
+def breakable(value) -> markupsafe.Markup:
+    """Escaped text that may wrap only after '/', ';' or '_' (op and tensor names never break mid-word)."""
+    pieces = BREAK_AFTER.split(str(value))  # text, separator, text, ...
+    out = []
+    for i, piece in enumerate(pieces):
+        out.append(str(markupsafe.escape(piece)))
+        if i % 2 == 1:
+            out.append("<wbr>")
+    return markupsafe.Markup("".join(out))
+
+
+def tensor_name(value, limit: int = TENSOR_NAME_LIMIT) -> markupsafe.Markup:
+    """A tensor name for a table cell: shortened in the middle when long, the full name on hover."""
+    from reporter.view import shorten
+
+    text = str(value)
+    short = shorten(text, limit)
+    if short == text:
+        return breakable(text)
+    return markupsafe.Markup('<span title="{}">{}</span>').format(text, breakable(short))
+
+
+def md_code(value, limit: int = 48) -> str:
+    """A name as a Markdown code span (shortened in the middle when long): no escaping needed inside,
+    except the pipe, which GitHub's tables split on."""
+    from reporter.view import shorten
+
+    text = shorten(str(value).replace("\n", " "), limit).replace("|", "\\|")
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def md_cell(value) -> str:
-    """Text safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML."""
+    """Text safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML, no entities
+    (Markdown's backslash escapes keep '<', '>' and '&' literal)."""
     text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-    return text.replace("<", "&lt;").replace(">", "&gt;").replace("`", "\\`")
+    for ch in "<>&`*[]":
+        text = text.replace(ch, "\\" + ch)
+    # An underscore inside a word never starts emphasis (tensor_name stays readable); at a word's
+    # edge it could.
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
 
 
 def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:

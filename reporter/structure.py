@@ -94,3 +94,25 @@ def dataflow(model: bytes) -> list[tuple[list[str], list[str]]]:
         outs = [names[i] for i in (op.outputs if op.outputs is not None else []) if i >= 0]
         flow.append((ins, outs))
     return flow
+
+
+def largest_weight_elements(model: bytes) -> int:
+    """Elements of the biggest constant float tensor (a tensor whose buffer holds data): DRQ only
+    quantizes weights from a minimum size on, so this tells whether any weight could qualify."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    obj = _model_object(model)
+    buffers = obj.buffers or []
+    largest = 0
+    for sg in obj.subgraphs or []:
+        for t in sg.tensors or []:
+            if t.type != schema.TensorType.FLOAT32 or not (0 < t.buffer < len(buffers)):
+                continue
+            data = buffers[t.buffer].data
+            has_data = (data is not None and len(data) > 0) or (buffers[t.buffer].size or 0) > 0
+            if has_data and t.shape is not None:
+                n = 1
+                for d in t.shape:
+                    n *= int(d)
+                largest = max(largest, n)
+    return largest

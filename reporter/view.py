@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
+from reporter.formatting import (fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_points,  # noqa: F401
+                                 fmt_signed_bytes, size_ratio_text)
+from reporter import findings as fnd
 from reporter.report import RMSE_OVER_SCALE_IDEAL, LayerStat, Report, VariantResult
 
 SHORT_NAMES = {
@@ -119,65 +122,41 @@ def tone(arrow: str, higher_is_better: Optional[bool]) -> str:
     return "good" if arrow.startswith("↑") == higher_is_better else "bad"
 
 
-def fmt_bytes(n: Optional[float]) -> str:
-    if n is None:
-        return "–"
-    n = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024.0
-    return f"{n:.1f} GB"  # pragma: no cover
+def ratio_words(ratio: Optional[float], down: str, up: str, same: float = 0.0) -> str:
+    """"1.4x smaller", "2.5x slower", "same" for a ratio against float."""
+    if ratio is None:
+        return ""
+    if abs(ratio - 1) <= max(same, 0.005):
+        return "same" if same == 0 else "~ same"
+    return f"{1 / ratio:.1f}x {down}" if ratio < 1 else f"{ratio:.1f}x {up}"
 
 
-def fmt_signed_bytes(n: Optional[int]) -> str:
-    if n is None:
-        return "–"
-    return ("+" if n >= 0 else "−") + fmt_bytes(abs(n))
+def _ratio_tone(ratio: Optional[float], same: float) -> str:
+    if ratio is None or abs(ratio - 1) <= max(same, 0.005):
+        return "neutral"
+    return "good" if ratio < 1 else "bad"
 
 
-def fmt_ms(ms: Optional[float]) -> str:
-    """Latency with three significant digits; tiny models run in microseconds."""
-    if ms is None:
-        return "–"
-    if ms < 1:
-        return f"{ms * 1000:.3g} µs"
-    return f"{ms:.3g} ms"
+def shorten(name: str, limit: int = 60) -> str:
+    """A long tensor name shortened in the middle (the full name goes in a title or a code span)."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) * 2 // 5
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
 
 
-def fmt_metric(x: Optional[float]) -> str:
-    return "–" if x is None else f"{x:.3f}"
-
-
-def fmt_percent(x: Optional[float], digits: int = 1) -> str:
-    return "–" if x is None else f"{x * 100:.{digits}f} %"
-
-
-def fmt_points(delta: float) -> str:
-    """Accuracy difference in points of 100, always signed."""
-    points = delta * 100.0
-    if abs(points) < 0.05:
-        return "±0.0"
-    return f"{points:+.1f}".replace("-", "−")
-
-
-def fmt_number(x: Optional[float]) -> str:
-    """A debugger statistic: 4 significant digits, scientific only when very small or large."""
-    if x is None:
-        return "–"
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e5 or abs(x) < 1e-3:
-        return f"{x:.3e}"
-    return f"{x:.4g}"
-
-
-def size_ratio_text(size: int, ref: int) -> str:
-    if size == ref:
-        return "same size as float"
-    if size < ref:
-        return f"{ref / size:.1f}x smaller than float"
-    return f"{size / ref:.1f}x larger than float"
+@dataclass(frozen=True)
+class PanelRow:
+    label: str
+    long: str
+    accuracy: "Cell"
+    interval: str
+    vs_float: "Cell"
+    main: "Cell"
+    size: "Cell"
+    latency: "Cell"
+    recommended: bool
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -185,6 +164,7 @@ class Row:
     label: str
     cells: list
     note: str = ""
+    wrap: bool = False  # cells hold words, not numbers: they may wrap
 
 
 @dataclass(frozen=True)
@@ -210,6 +190,7 @@ class KeptRow:
     rmse_over_scale: str
     range: str
     why: str
+    layer: str = ""
 
 
 @dataclass(frozen=True)
@@ -275,64 +256,65 @@ class ReportView:
     def suspects(self) -> list[LayerStat]:
         return [layer for layer in self.report.layers if layer.suspect]
 
-    # --- header --------------------------------------------------------------------------
+    # --- the story: findings first ------------------------------------------------------------
     @cached_property
+    def findings(self) -> fnd.Findings:
+        return self.report.findings if self.report.findings is not None else fnd.derive(self.report)
+
+    @property
+    def headline(self) -> list[str]:
+        return self.findings.headline
+
+    @property
     def verdicts(self) -> list[str]:
-        """One line per variant against float: accuracy change, size, and for FIQ the fix."""
-        lines = []
-        ref = self.float
-        rec = self.report.recommendation
-        for v in self.report.variants:
-            if v.name == "float":
-                continue
-            if not v.ok:
-                lines.append(f"{self.short(v.name)}: failed: {v.error}")
-                continue
-            parts = []
-            if ref and v.metrics and ref.metrics:
-                parts.append(f"{fmt_points(v.metrics.accuracy - ref.metrics.accuracy)} accuracy points")
-            elif v.output_error:
-                parts.append(f"output MSE {fmt_number(v.output_error.mse)} against float")
-            if ref:
-                text = size_ratio_text(v.size_bytes, ref.size_bytes)
-                if v.name == "drq" and v.size_bytes == ref.size_bytes:
-                    text += " (no weight tensor was big enough to quantize: DRQ skips those under 1,024 elements)"
-                parts.append(text)
-            if v.name == "fiq" and rec is not None:
-                sel = rec.selective
-                n = len(rec.denylisted_nodes)
-                if rec.gap is not None and rec.gap.status == "no_gap":
-                    parts.append(f"no fix needed ({rec.gap.reason})")
-                elif sel and sel.ok and sel.accuracy_gap_recovered is not None:
-                    parts.append(
-                        f"keeping {n} layer{'s' if n != 1 else ''} in float recovers"
-                        f" {fmt_percent(sel.accuracy_gap_recovered, 0)} of the gap"
-                        f" at {fmt_signed_bytes(rec.size_cost_bytes)} (measured)"
-                    )
-                elif sel and not sel.ok:
-                    parts.append(f"the recommended model failed: {sel.error}")
-            lines.append(f"{self.short(v.name)}: " + ", ".join(parts))
-        if self.report.debugger_error:
-            lines.append(f"Debugger: failed: {self.report.debugger_error}")
-        return lines
+        """One line per variant against float (the float reference itself is not repeated)."""
+        return [v.verdict for v in self.findings.variants if v.name != "float"]
 
     @property
     def warnings(self) -> list[str]:
-        out = []
-        ds = self.report.dataset
-        if ds.calibration_overlaps_eval:
-            out.append(
-                f"Calibration used the first {ds.num_calibration} samples of the evaluation data (no x_calib given):"
-                " calibration and evaluation data overlap, so the quantized scores may be optimistic."
-            )
-        if self.report.model.stateful and self.report.layers:
-            out.append(
-                "This model keeps state between invokes (variable tensors, as fused LSTM ops have). quant-report"
-                " resets that state before every evaluation sample, but the TF Quantization Debugger does not:"
-                " its per-layer numbers for stateful layers include state carried over from the previous sample,"
-                " so a high RMSE/scale there can be a false alarm. Trust the measured accuracy first."
-            )
-        return out
+        return [n.text for n in self.findings.warnings]
+
+    @property
+    def hints(self) -> list[str]:
+        return [n.text for n in self.findings.hints]
+
+    @property
+    def main_metric_label(self) -> str:
+        flt = self.findings.variant("float")
+        return flt.main_metric if flt and flt.main_metric else ""
+
+    @cached_property
+    def panel_rows(self) -> list[PanelRow]:
+        """The story panel: every measured variant with accuracy, its interval, the paired test against
+        float, the task's main metric, size and latency (the rule's pick stays in the search section)."""
+        rows = []
+        for f in self.findings.variants:
+            if f.name == "rule":
+                continue
+            if not f.ok:
+                rows.append(PanelRow(f.label, self.long(f.name), Cell("failed"), "", Cell(f.error or ""), Cell(""),
+                                     Cell(""), Cell(""), f.name == "selective", failed=True))
+                continue
+            if f.direction == "reference":
+                vs = Cell("reference")
+            elif f.vs_float is not None:
+                vs = Cell(f.vs_float.text, "", {"worse": "bad", "better": "good"}.get(f.direction, "neutral"))
+            elif f.output_mse is not None:
+                vs = Cell(f"MSE {fmt_number(f.output_mse)}")
+            else:
+                vs = Cell("–")
+            interval = "" if f.accuracy_low is None else f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
+            size_note = "" if f.size_ratio is None or f.name == "float" else ratio_words(f.size_ratio, "smaller",
+                                                                                         "larger")
+            lat_note = "" if f.latency_ratio is None or f.name == "float" else ratio_words(
+                f.latency_ratio, "faster", "slower", LATENCY_SAME_RATIO)
+            rows.append(PanelRow(
+                f.label, self.long(f.name), Cell(fmt_percent(f.accuracy)), interval, vs,
+                Cell(fmt_metric(f.main_value)),
+                Cell(fmt_bytes(f.size_bytes), size_note, _ratio_tone(f.size_ratio, 0.0)),
+                Cell(fmt_ms(f.latency_ms), lat_note, _ratio_tone(f.latency_ratio, LATENCY_SAME_RATIO)),
+                f.name == "selective"))
+        return rows
 
     # --- section 2: structure ------------------------------------------------------------
     @cached_property
@@ -385,18 +367,33 @@ class ReportView:
     # --- section 3: quality ------------------------------------------------------------------
     @cached_property
     def metric_rows(self) -> list[Row]:
+        """Each metric per variant, arrowed against float; coloured only when the variant's accuracy
+        differs from float's beyond noise (exact McNemar), so a one-sample change is never a win."""
         if not self.is_classification:
             return []
         ref = self.float
+        direction = {f.name: f.direction for f in self.findings.variants}
+        keys = list(METRICS)
+        for key, label in (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC")):
+            if any(v.metrics and getattr(v.metrics, key) is not None for v in self.ok_columns):
+                keys.insert(1, (key, label))
         rows = []
-        for key, label in METRICS:
+        for key, label in keys:
             cells = []
             for v in self.ok_columns:
                 value = getattr(v.metrics, key) if v.metrics else None
                 ref_value = getattr(ref.metrics, key) if ref and ref.metrics else None
                 arrow = "" if v is ref else metric_arrow(value, ref_value)
-                cells.append(Cell(fmt_metric(value), arrow, tone(arrow, higher_is_better=True)))
+                shade = tone(arrow, higher_is_better=True) if direction.get(v.name) in ("worse", "better") \
+                    else "neutral"
+                cells.append(Cell(fmt_metric(value), arrow, shade))
             rows.append(Row(label, cells))
+        cells = []
+        for v in self.ok_columns:
+            f = self.findings.variant(v.name)
+            cells.append(Cell("reference" if v is ref else (f.vs_float.text if f and f.vs_float else "–"), "",
+                              {"worse": "bad", "better": "good"}.get(f.direction if f else "", "neutral")))
+        rows.append(Row("Accuracy vs float (McNemar)", cells, wrap=True))
         return rows
 
     @cached_property
@@ -454,28 +451,18 @@ class ReportView:
 
     @cached_property
     def kept_rows(self) -> list[KeptRow]:
-        """The recommended float layers, with the measured reason each one is needed."""
-        rec = self.report.recommendation
-        if not rec or not rec.selective:
-            return []
-        by_name = {layer.tensor_name: layer for layer in self.report.layers}
-        necessity = rec.search.necessity if rec.search else {}
+        """The recommended float layers (the findings' culprits), with the measured reason for each."""
         rows = []
-        for name in rec.denylisted_nodes:
-            layer = by_name.get(name)
-            why = []
-            if name in rec.forced_nodes:
-                why.append("asked for (--keep-float)")
-            if name in necessity and self.is_classification:
-                why.append(f"without it, agreement on the selection data drops {necessity[name] * 100:.1f} points")
-            elif name in necessity:
-                why.append(f"without it, the selection score (1 - output MSE / variance) drops {necessity[name]:.3g}")
-            if layer is not None and layer.reasons:
-                why.append("rule: " + "; ".join(layer.reasons))
+        by_name = {layer.tensor_name: layer for layer in self.report.layers}
+        for c in self.findings.culprits:
+            if not c.kept:
+                continue
+            layer = by_name.get(c.tensor)
             rows.append(KeptRow(
-                index=str(layer.index) if layer else "–", op=layer.op_name if layer else "–", tensor=name,
+                index=str(c.index) if c.index >= 0 else "–", op=c.op or "–", tensor=c.tensor,
                 rmse_over_scale=f"{layer.rmse_over_scale:.3f}" if layer else "–",
-                range=fmt_number(layer.range) if layer else "–", why="; ".join(why) or "–"))
+                range=fmt_number(layer.range) if layer else "–",
+                why="; ".join(r.text for r in c.reasons) or "–", layer=c.layer))
         return rows
 
     # --- the search's trade-off --------------------------------------------------------------------
@@ -576,75 +563,82 @@ class ReportView:
                 f" {result(rule.selective, rule.accuracy_gap_recovered)}; the search: {n} layer{'s' if n != 1 else ''},"
                 f" {result(rec.selective, rec.selective.accuracy_gap_recovered)}.")
 
-    MD_SUSPECT_ROWS = 10  # keeps the Markdown summary short enough for a PR comment
-
-    @property
-    def suspect_rows_md(self) -> list[LayerRow]:
-        return [row for row in self.layer_rows if row.layer.suspect][: self.MD_SUSPECT_ROWS]
-
-    @property
-    def suspects_not_shown(self) -> int:
-        return max(0, len(self.suspects) - self.MD_SUSPECT_ROWS)
-
-    @property
-    def widest_range_layer(self) -> Optional[LayerStat]:
-        """The layer with the widest range, when it is not a suspect: a hint the rmse/scale rule misses."""
-        if not self.report.layers:
-            return None
-        widest = max(self.report.layers, key=lambda layer: layer.range)
-        median = sorted(layer.range for layer in self.report.layers)[len(self.report.layers) // 2]
-        if widest.suspect or widest.range < 10 * max(median, 1e-12):
-            return None
-        return widest
-
-    @property
-    def widest_range_note(self) -> str:
-        layer = self.widest_range_layer
-        rec = self.report.recommendation
-        if layer is None or (rec is not None and rec.method == "search"):
-            return ""  # the search measures range problems; the hint is for the rule only
-        return (
-            f"Layer {layer.index} ({layer.op_name}) has by far the widest range ({fmt_number(layer.range)}) but"
-            f" an RMSE/scale of {layer.rmse_over_scale:.3f}, so the rule does not flag it. A wide range spreads"
-            " the 256 int8 steps thinly; if the selective model does not recover the whole gap, try keeping"
-            f" this layer in float too (for example with --first-layers {layer.index + 1})."
-        )
-
     # --- section 5: recommendation -------------------------------------------------------------
     @cached_property
     def before_after_rows(self) -> list[Row]:
-        """Float, FIQ and selective side by side, each arrowed against float."""
+        """Float, FIQ and the recommended model, then the recommended model against FIQ and against
+        float: each change coloured by whether it helps, and only when it is beyond noise."""
         rec = self.report.recommendation
-        if not rec or not rec.selective or not rec.selective.ok:
+        fix = self.findings.fix
+        if not rec or not rec.selective or not rec.selective.ok or fix is None:
             return []
-        trio = [v for v in (self.float, self.report.variant("fiq"), rec.selective) if v is not None and v.ok]
-        ref = self.float
+        flt, fiq, sel = self.float, self.report.variant("fiq"), rec.selective
+        if flt is None or fiq is None or not fiq.ok:
+            return []
         rows = []
-        if self.is_classification:
-            for key, label in (("accuracy", "Accuracy"), ("f1", "F1 (macro)"), ("cohen_kappa", "Cohen's kappa")):
-                cells = []
-                for v in trio:
-                    a = "" if v is ref else metric_arrow(getattr(v.metrics, key), getattr(ref.metrics, key))
-                    cells.append(Cell(fmt_metric(getattr(v.metrics, key)), a, tone(a, True)))
-                rows.append(Row(label, cells))
-        for label, get, fmt, same in (
-            ("Size", lambda v: v.size_bytes, fmt_bytes, 0.0),
-            ("Latency, median", lambda v: v.latency_ms.median, fmt_ms, LATENCY_SAME_RATIO),
-            ("Float32 tensors", lambda v: v.tensor_types.get("float32", 0), lambda n: f"{n:,}", 0.0),
+        if self.is_classification and sel.metrics:
+            def comparison_cell(c):
+                if c is None:
+                    return Cell("–")
+                return Cell(c.text, "", "neutral" if not c.significant else ("good" if c.delta > 0 else "bad"))
+            rows.append(Row("Accuracy", [Cell(fmt_percent(v.metrics.accuracy)) for v in (flt, fiq, sel)]
+                            + [comparison_cell(fix.vs_fiq), comparison_cell(fix.vs_float)]))
+            if fix.share_of_gap is not None:
+                rows.append(Row("Share of the gap won back", [Cell(""), Cell("0 %"), Cell(fmt_percent(fix.share_of_gap, 0))]
+                                + [Cell(""), Cell("")]))
+        elif sel.output_error and fiq.output_error:
+            mse = (fiq.output_error.mse, sel.output_error.mse)
+            rows.append(Row("Output MSE vs float", [Cell("0"), Cell(fmt_number(mse[0])), Cell(fmt_number(mse[1])),
+                                                    Cell(ratio_words(mse[1] / mse[0] if mse[0] else None, "lower",
+                                                                     "higher"), "",
+                                                         _ratio_tone(mse[1] / mse[0] if mse[0] else None, 0.0)),
+                                                    Cell("")]))
+        for label, get, fmt, same, toned in (
+            ("Size", lambda v: v.size_bytes, fmt_bytes, 0.0, True),
+            ("Latency, median", lambda v: v.latency_ms.median if v.latency_ms else None, fmt_ms, LATENCY_SAME_RATIO,
+             True),
+            ("Float32 tensors", lambda v: v.tensor_types.get("float32", 0), lambda n: f"{n:,}", 0.0, False),
         ):
-            cells = []
-            for v in trio:
-                a = "" if v is ref else count_arrow(get(v), get(ref), same)
-                cells.append(Cell(fmt(get(v)), a, tone(a, False) if label != "Float32 tensors" else "neutral"))
+            values = [get(v) for v in (flt, fiq, sel)]
+            cells = [Cell(fmt(x)) for x in values]
+            for ref in (values[1], values[0]):
+                ratio = values[2] / ref if values[2] is not None and ref else None
+                if label == "Size":
+                    text = fmt_signed_bytes(values[2] - ref) if ref is not None else "–"
+                    if ratio is not None:
+                        text += f" ({ratio_words(ratio, 'smaller', 'larger')})"
+                elif label == "Float32 tensors":
+                    text = f"{values[2] - ref:+,}" if ref is not None else "–"
+                else:
+                    text = ratio_words(ratio, "faster", "slower", same) or "–"
+                cells.append(Cell(text, "", _ratio_tone(ratio, same) if toned else "neutral"))
             rows.append(Row(label, cells))
         return rows
 
     @property
     def before_after_columns(self) -> list[str]:
-        rec = self.report.recommendation
-        names = [v.name for v in (self.float, self.report.variant("fiq"), rec.selective if rec else None)
-                 if v is not None and v.ok]
-        return [self.short(n) for n in names]
+        return ["Float", "FIQ", "Recommended", "Recommended vs FIQ", "Recommended vs float"]
+
+    # --- per-layer tables: the layers that matter first -------------------------------------------
+    TOP_LAYERS = 15  # with more layers than this, the top ones first and the full table after
+
+    @cached_property
+    def top_layer_rows(self) -> list[LayerRow]:
+        """Kept layers first, then the largest local or propagated error, in model order."""
+        rows = self.layer_rows
+        if len(rows) <= self.TOP_LAYERS:
+            return rows
+
+        def weight(row):
+            layer = row.layer
+            return (row.kept, layer.suspect, max(layer.rmse_over_scale, layer.propagated_rmse_over_scale or 0.0))
+
+        top = sorted(rows, key=weight, reverse=True)[: self.TOP_LAYERS]
+        return sorted(top, key=lambda row: row.layer.index)
+
+    @property
+    def layers_truncated(self) -> bool:
+        return len(self.layer_rows) > len(self.top_layer_rows)
 
     # --- appendix ---------------------------------------------------------------------------
     @property
@@ -657,6 +651,20 @@ class ReportView:
     def settings(self) -> list[tuple[str, str]]:
         return [(k, ", ".join(map(str, v)) if isinstance(v, list) else str(v))
                 for k, v in self.report.settings.items()]
+
+    ANALYZER_HEAD_LINES = 40
+    MD_KEPT_ROWS = 8  # keeps the Markdown summary short enough for a PR comment
+
+    @property
+    def analyzer_files(self) -> list[tuple[str, str, str, int]]:
+        """(variant, file beside the report, its first lines, total lines) for each Analyzer text."""
+        out = []
+        for c in self.columns:
+            if c.analyzer_text:
+                lines = c.analyzer_text.splitlines()
+                out.append((self.long(c.name), f"analyzer_{c.name}.txt",
+                            "\n".join(lines[: self.ANALYZER_HEAD_LINES]), len(lines)))
+        return out
 
     @property
     def legend(self):
