@@ -114,7 +114,7 @@ class FixFinding:
     fiq_output_mse: Optional[float] = None
     rule_layers: Optional[int] = None
     rule_share_of_gap: Optional[float] = None
-    text: str = ""
+    text: str = ""  # why it failed, when it did
 
 
 @dataclass(frozen=True)
@@ -144,6 +144,7 @@ class Findings:
     warnings: list[Notice]
     hints: list[Notice]
     gate: Optional[GateFinding] = None
+    recommendation: str = ""  # one sentence: what the recommendation keeps in float and what that measured
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)
@@ -163,7 +164,53 @@ def derive(report: "Report") -> Findings:
         if limit is not None else None
     return Findings(task=task, headline=_headline(report, variants, gap, culprits, fix), variants=variants, gap=gap,
                     culprits=culprits, fix=fix, warnings=_warnings(report), hints=_hints(report, gap),
-                    gate=gate)
+                    gate=gate, recommendation=_recommendation_text(report, gap, fix))
+
+
+def attach(report: "Report") -> "Report":
+    """The report with its findings, and the recommendation's sentence taken from them."""
+    import dataclasses
+
+    found = derive(report)
+    rec = report.recommendation
+    if rec is not None:
+        rec = dataclasses.replace(rec, summary=found.recommendation)
+    return dataclasses.replace(report, recommendation=rec, findings=found)
+
+
+def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFinding]) -> str:
+    """What the recommendation keeps in float and what that model measured, in one sentence."""
+    rec = report.recommendation
+    if rec is None:
+        return ""
+    if gap.status == "no_gap":
+        return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
+    search = rec.search
+    n = len(rec.denylisted_nodes)
+    if fix is None or fix.status == "not_built":
+        if rec.method == "search" and search is not None and search.target_met:
+            return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
+        if rec.method == "search":
+            return "The search found no layer whose float version helps measurably; FIQ stays as it is."
+        return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
+    layers = "1 layer" if n == 1 else f"{n} layers"
+    if fix.status == "failed":
+        return f"Keeping {layers} in float was chosen, but {fix.text}."
+    how = "The search keeps" if rec.method == "search" else "The rmse/scale rule keeps"
+    cost = f" at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ" if fix.size_cost_bytes is not None else ""
+    if fix.status == "measured":
+        text = f"{how} {layers} in float{cost}" + (
+            f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
+            if fix.output_mse is not None and fix.fiq_output_mse is not None else "")
+    else:
+        text = f"{how} {layers} in float and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
+               f" accuracy gap{cost} ({gap.reason})"
+    if rec.method == "search" and search is not None and not search.target_met:
+        text += "; the search's target was not reached"
+    if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
+        text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
+                 f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
+    return text + "."
 
 
 def _columns(report: "Report") -> list:
@@ -194,7 +241,7 @@ def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Compa
     p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
     sig = jd.significant(p)
     if paired.reference_only == paired.variant_only == 0:
-        return Comparison(reference, delta, p, False, "right and wrong on the same samples")
+        return Comparison(reference, delta, p, False, "±0.0 points: right on exactly the same samples")
     if not sig:
         return Comparison(reference, delta, p, False, f"within noise: {points}, {jd.p_text(p)}")
     return Comparison(reference, delta, p, True, f"{points}, {jd.p_text(p)}")
@@ -403,7 +450,7 @@ def _fix(report: "Report", gap: GapFinding, variants: list[VariantFinding]) -> O
                      rule_share_of_gap=rule.accuracy_gap_recovered if rule and rec.method == "search" else None)
     sel = rec.selective
     if sel is None:
-        return FixFinding(n, False, "not_built", text=rec.summary, **rule_bits)
+        return FixFinding(n, False, "not_built", **rule_bits)
     if not sel.ok:
         return FixFinding(n, True, "failed", text=f"the recommended model failed: {sel.error}", **rule_bits)
     found = next((v for v in variants if v.name == "selective"), None)
@@ -412,13 +459,13 @@ def _fix(report: "Report", gap: GapFinding, variants: list[VariantFinding]) -> O
         return FixFinding(n, True, "measured", size_cost_bytes=rec.size_cost_bytes,
                           output_mse=sel.output_error.mse if sel.output_error else None,
                           fiq_output_mse=fiq.output_error.mse if fiq and fiq.ok and fiq.output_error else None,
-                          text=rec.summary, **rule_bits)
+                          **rule_bits)
     won = sel.metrics.accuracy - fiq.metrics.accuracy if fiq and fiq.ok and fiq.metrics else None
     status = gap.status if gap.status in ("recovered", "open") else "open"
     return FixFinding(n, True, status, accuracy=sel.metrics.accuracy, points_won_back=won,
                       share_of_gap=sel.accuracy_gap_recovered, vs_fiq=found.vs_fiq if found else None,
                       vs_float=found.vs_float if found else None, size_cost_bytes=rec.size_cost_bytes,
-                      text=rec.summary, **rule_bits)
+                      **rule_bits)
 
 
 def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Optional[FixFinding]) -> list[str]:
@@ -474,7 +521,7 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
         else:
             lines.append(f"The rmse/scale rule flags {where}; no model was built with {it} in float.")
     elif fix is not None and fix.status == "not_built":
-        lines.append(fix.text)
+        lines.append(_recommendation_text(report, gap, fix))
     if fiq.slower:
         lines.append(f"On this machine FIQ runs {fiq.latency_ratio:.1f}x slower than float"
                      f" ({fmt_ms(fiq.latency_ms)} against {fmt_ms(flt.latency_ms)} per sample, one thread).")

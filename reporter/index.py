@@ -46,6 +46,7 @@ class IndexRow:
     log: str = ""
     seconds: float = 0.0
     peak_rss_mb: Optional[float] = None
+    verdict: str = ""  # the report's first headline sentence
 
 
 def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
@@ -61,24 +62,22 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
     if report is None:
         return IndexRow(links={}, accuracy={}, size_bytes={}, latency_ms={}, accuracy_drop=None, suspects=None,
                         gap_recovered=None, gate=None, **base)
-    variants = list(report.variants)
-    if report.recommendation and report.recommendation.selective:
-        variants.append(report.recommendation.selective)
-    ok = [v for v in variants if v.ok]
-    accuracy = {v.name: v.metrics.accuracy for v in ok if v.metrics}
-    target = gate.variant if gate else "fiq"
-    drop = accuracy["float"] - accuracy[target] if "float" in accuracy and target in accuracy else None
+    found = report.findings  # every number and verdict below comes from the report's findings
+    ok = [f for f in found.variants if f.ok and f.name != "rule"]
+    accuracy = {f.name: f.accuracy for f in ok if f.accuracy is not None}
+    target = found.variant(gate.variant if gate else "fiq")
+    drop = -target.vs_float.delta if target is not None and target.vs_float is not None else None
     gate_result = dataclasses.asdict(check(report, gate)) if gate else None
-    sel = report.recommendation.selective if report.recommendation else None
     return IndexRow(
         links={fmt: f"{outcome.folder}/{FILE_NAMES[fmt]}" for fmt in FILE_NAMES if (folder / FILE_NAMES[fmt]).is_file()},
         accuracy=accuracy,
-        size_bytes={v.name: v.size_bytes for v in ok},
-        latency_ms={v.name: v.latency_ms.median for v in ok if v.latency_ms},
+        size_bytes={f.name: f.size_bytes for f in ok},
+        latency_ms={f.name: f.latency_ms for f in ok if f.latency_ms is not None},
         accuracy_drop=drop,
         suspects=sum(1 for layer in report.layers if layer.suspect) if report.layers else None,
-        gap_recovered=sel.accuracy_gap_recovered if sel and sel.ok else None,
+        gap_recovered=found.fix.share_of_gap if found.fix else None,
         gate=gate_result,
+        verdict=found.headline[0] if found.headline else "",
         **base,
     )
 

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter import evaluate, judgement
+from reporter.task import predicted_classes
 from reporter import search as srch
 from reporter.report import LayerStat, SearchResult, SearchStep, SelectionData, VariantResult
 
@@ -65,11 +66,13 @@ class Selection:
     heldout: Optional[np.ndarray]  # indices of evaluation samples the search did not see
 
 
-def selection(data, calibration_samples: int, max_samples: int) -> Selection:
+def selection(data, calibration_samples: int, max_samples: int, classification: Optional[bool] = None) -> Selection:
     """Unlabelled x_calib samples when there are any (after those used to calibrate, if enough
     remain); otherwise a seeded half of the evaluation data, the other half held out."""
     pool = data.x_pool
-    score = "agreement with the float model's predictions" if data.labels_are_classes else \
+    if classification is None:
+        classification = data.labels_are_classes
+    score = "agreement with the float model's predictions" if classification else \
         "1 - output MSE / variance of the float model's output"
     if pool is not None and len(pool):
         fresh = pool[calibration_samples:]
@@ -84,13 +87,14 @@ def selection(data, calibration_samples: int, max_samples: int) -> Selection:
     return Selection(data.x[chosen], info, heldout)
 
 
-def scorer(float_out: np.ndarray, classification: bool) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+def scorer(float_out: np.ndarray, classification: bool,
+           binary_sigmoid: bool = False) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
     """Selection score of a candidate's outputs: agreement with float, or 1 - MSE / variance."""
     if classification:
-        ref = float_out.argmax(axis=1)
+        ref = predicted_classes(float_out, binary_sigmoid)
 
         def score(out):
-            agree = out.argmax(axis=1) == ref
+            agree = predicted_classes(out, binary_sigmoid) == ref
             return float(agree.mean()), agree
         return score
     var = float(np.var(float_out)) or 1.0
@@ -126,9 +130,10 @@ def search_layers(layers: list[LayerStat], flow: list[tuple[list[str], list[str]
 class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
-    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out: np.ndarray, classification: bool):
+    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out: np.ndarray, classification: bool,
+                 binary_sigmoid: bool = False):
         self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
-        self.score = scorer(float_sel_out, classification)
+        self.score = scorer(float_sel_out, classification, binary_sigmoid)
 
     def build(self, nodes) -> bytes:
         return self.quantizer.quantize(sorted(nodes), self.ops)
@@ -140,7 +145,8 @@ class Candidates:
 
 
 def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
-                        float_eval_out: np.ndarray, classification: bool, latency_runs: int) -> list[SearchStep]:
+                        float_eval_out: np.ndarray, classification: bool, latency_runs: int,
+                        binary_sigmoid: bool = False) -> list[SearchStep]:
     """Every step of the search, measured on the evaluation data as well (same model, other samples)."""
     cache: dict[frozenset, tuple] = {}
     rows = []
@@ -149,7 +155,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
         if nodes not in cache:
             model = candidates.build(nodes)
             out = evaluate.predict(model, data.x)
-            acc = float(np.mean(out.argmax(axis=1) == data.y)) if classification else None
+            acc = float(np.mean(predicted_classes(out, binary_sigmoid) == data.y)) if classification else None
             mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
             latency = evaluate.latency_ms(model, data.x[:1], runs=latency_runs)[0] if latency_runs else None
             cache[nodes] = (acc, mse, latency)
@@ -186,37 +192,3 @@ def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int
     target, text = judgement.selection_target(max_accuracy_drop, classification)
     return srch.Policy(target=target, target_is_hard=max_accuracy_drop is not None and classification,
                        budget=budget, higher_is_better=True), text
-
-
-# --- words --------------------------------------------------------------------------------------------
-def summary(method: str, gap, n_nodes: int, selective: Optional[VariantResult], size_cost: Optional[int],
-            target_met: Optional[bool] = None, rule=None, target_text: str = "") -> str:
-    """One sentence on what the recommendation found and achieved."""
-    if gap is not None and gap.status == "no_gap":
-        return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
-    if n_nodes == 0 and method == "search" and target_met:
-        return f"FIQ already meets the search's target ({target_text}): no layer needs to stay in float."
-    if n_nodes == 0:
-        return ("The search found no layer whose float version helps measurably; FIQ stays as it is."
-                if method == "search" else "No layer is flagged by the rule: nothing to keep in float.")
-    layers = "1 layer" if n_nodes == 1 else f"{n_nodes} layers"
-    if selective is None or not selective.ok:
-        return f"Keeping {layers} in float was chosen, but that model could not be built or measured."
-    how = "The search keeps" if method == "search" else "The rmse/scale rule keeps"
-    cost = f" at {size_cost:+,} bytes against FIQ" if size_cost is not None else ""
-    gap_share = selective.accuracy_gap_recovered
-    if gap_share is not None:
-        text = f"{how} {layers} in float and recovers {gap_share:.0%} of the float-to-FIQ accuracy gap{cost}"
-    else:
-        err = selective.output_error
-        text = f"{how} {layers} in float{cost}" + (
-            f"; output MSE against float {err.mse:.3g}" if err is not None else "")
-    if gap is not None and gap.status in ("recovered", "open"):
-        text += f" ({gap.reason})"
-    if target_met is False:
-        text += "; the search's target was not reached"
-    if rule is not None and rule.accuracy_gap_recovered is not None and method == "search":
-        n = len(rule.denylisted_nodes)
-        text += (f". The rmse/scale rule would keep {n} layer{'s' if n != 1 else ''} and recover"
-                 f" {rule.accuracy_gap_recovered:.0%}")
-    return text + "."

@@ -1,0 +1,174 @@
+"""Findings: verdicts, significance, gap, culprits and the headline, on reports shaped like the ones
+users bring (a one-sample change, a regression output, a false alarm, a collapsed FIQ, missing
+classes). No TensorFlow: reports are built from the saved fixture and changed field by field."""
+
+import dataclasses
+import math
+from pathlib import Path
+
+import pytest
+
+from reporter import findings, judgement, render
+from reporter.report import GapStatus, OutputError, Paired, Report
+from reporter.view import ReportView
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
+
+
+@pytest.fixture(scope="module")
+def base() -> Report:
+    """The breast-cancer report: float 95.6 %, FIQ 63.2 % (every sample class 1), the search's fix 95.6 %."""
+    return Report.from_json(FIXTURE.read_text())
+
+
+def changed(report: Report, variants: dict = None, **fields) -> Report:
+    """A copy with some variants' fields replaced (name -> changes, "selective" included); findings
+    are derived again from the changed report."""
+    variants = variants or {}
+    new = [dataclasses.replace(v, **variants.get(v.name, {})) for v in report.variants]
+    rec = fields.pop("recommendation", report.recommendation)
+    if rec is not None and rec.selective is not None and "selective" in variants:
+        rec = dataclasses.replace(rec, selective=dataclasses.replace(rec.selective, **variants["selective"]))
+    r = dataclasses.replace(report, variants=new, recommendation=rec, findings=None, **fields)
+    return dataclasses.replace(r, findings=findings.derive(r))
+
+
+def with_metrics(report: Report, name: str, **changes) -> dict:
+    v = report.variant(name)
+    return {name: {"metrics": dataclasses.replace(v.metrics, **changes)}}
+
+
+def exact_mcnemar(b: int, c: int) -> float:
+    """Two-sided exact binomial test of b against b + c at 1/2, written out."""
+    n = b + c
+    tail = sum(math.comb(n, i) for i in range(0, min(b, c) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def test_mcnemar_and_wilson_agree_with_their_formulas():
+    for b, c in ((7, 2), (1, 0), (37, 0), (10, 10), (0, 3)):
+        assert judgement.mcnemar_p_counts(b, c) == pytest.approx(exact_mcnemar(b, c))
+    k, n, z = 109, 114, 1.959963984540054
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    low, high = judgement.wilson_interval(k, n)
+    assert (low, high) == pytest.approx((centre - half, centre + half))
+
+
+def test_a_one_sample_change_reads_within_noise_not_as_a_loss(base):
+    flt = base.variant("float").metrics
+    r = changed(base, with_metrics(base, "drq", accuracy=flt.accuracy - 1 / 114,
+                                   paired={"float": Paired(reference_only=1, variant_only=0)}))
+    drq = r.findings.variant("drq")
+    assert drq.direction == "same" and drq.vs_float.significant is False
+    assert drq.vs_float.p_value == pytest.approx(1.0)
+    assert drq.vs_float.text == "within noise: −0.9 points, p = 1"
+    v = ReportView(r)
+    accuracy_row = next(row for row in v.metric_rows if row.label == "Accuracy")
+    assert accuracy_row.cells[1].arrow == "↓" and accuracy_row.cells[1].tone == "neutral"
+    md = render.render_md(r).decode()
+    assert "| DRQ |" in md and "within noise: −0.9 points, p = 1" in md
+
+
+def test_a_significant_collapse_names_the_culprits_and_the_fix(base):
+    r = changed(base, {**with_metrics(base, "fiq", paired={"float": Paired(37, 0)}),
+                       "selective": {"metrics": dataclasses.replace(
+                           base.recommendation.selective.metrics,
+                           paired={"float": Paired(0, 0), "fiq": Paired(0, 37)})}})
+    f = r.findings
+    fiq = f.variant("fiq")
+    assert fiq.direction == "worse" and fiq.vs_float.p_value == pytest.approx(exact_mcnemar(37, 0))
+    assert fiq.degenerate is not None and fiq.degenerate.label == 1 and fiq.degenerate.share == 1.0
+    assert f.gap.status == "recovered" and f.gap.p_value == pytest.approx(exact_mcnemar(37, 0))
+    assert [c.op for c in f.culprits] == ["SUB", "MUL"] and {c.layer for c in f.culprits} == {"normalization_1"}
+    needed = [reason for c in f.culprits for reason in c.reasons if reason.kind == "needed"]
+    assert len(needed) == 2 and all(reason.value > 0 for reason in needed)
+    assert f.fix.points_won_back == pytest.approx(37 / 114) and f.fix.share_of_gap == pytest.approx(1.0)
+    assert f.fix.vs_fiq.significant and f.fix.vs_float.significant is False
+    story = " ".join(f.headline)
+    assert "FIQ loses 32.5 accuracy points against float (95.6 % → 63.2 %, p < 0.001)" in story
+    assert "predicts class 1 for 100 % of samples" in story
+    assert "the SUB and MUL of layer normalization_1" in story and "wins back 32.5 points (100 % of the gap)" in story
+    # The before/after table compares the fix with FIQ (green: it helps) and with float (within noise).
+    rows = {row.label: row for row in ReportView(r).before_after_rows}
+    vs_fiq, vs_float = rows["Accuracy"].cells[3], rows["Accuracy"].cells[4]
+    assert vs_fiq.tone == "good" and vs_fiq.text.startswith("+32.5 points")
+    assert vs_float.tone == "neutral" and "exactly the same samples" in vs_float.text
+
+
+def test_no_gap_with_a_flagged_layer_is_a_false_alarm_not_a_fix(base):
+    layers = [dataclasses.replace(layer, suspect=layer.index == 2, reasons=["rmse/scale 63.5 > 0.7"] * (layer.index == 2))
+              for layer in base.layers]
+    rec = dataclasses.replace(base.recommendation, selective=None, denylisted_nodes=[], code="", search=None,
+                              gap=GapStatus("no_gap", 0.0, 1.0, 0.0, "FIQ is at least as accurate as float"),
+                              summary="FIQ needs no fix.")
+    flt = base.variant("float").metrics
+    r = changed(base, with_metrics(base, "fiq", accuracy=flt.accuracy, confusion_matrix=flt.confusion_matrix,
+                                   paired={"float": Paired(0, 0)}), layers=layers, recommendation=rec)
+    f = r.findings
+    assert f.gap.status == "no_gap" and f.culprits == [] and f.fix is None
+    assert [h.code for h in f.hints] == ["rule_false_alarm"]
+    assert "no layer needs to stay in float" in f.headline[0]
+    html = render.render_html(r).decode()
+    assert "Layers to keep in float" not in html and "Reproduce the recommended model" not in html
+
+
+def test_a_regression_output_gets_no_gap_sentences(base):
+    """A model whose output is not class scores (run with --first-layers 1): the gap cannot be
+    computed, so no sentence may say FIQ is as accurate as float or that a gap was recovered."""
+    model = dataclasses.replace(base.model, num_classes=None, task="regression")
+    errs = {"float": None, "drq": OutputError(0.01, 0.2), "fiq": OutputError(4.0, 9.0)}
+    variants = {name: {"metrics": None, "output_error": err} for name, err in errs.items()}
+    variants["selective"] = {"metrics": None, "output_error": OutputError(0.02, 0.3), "accuracy_gap_recovered": None}
+    rec = dataclasses.replace(base.recommendation, search=None, method="rule", gap=GapStatus(
+        "not_measurable", reason="the model's output is not class scores, so there is no accuracy"))
+    r = changed(base, variants, model=model, recommendation=rec)
+    f = r.findings
+    assert f.task == "regression" and f.gap.status == "not_measurable"
+    assert f.fix.status == "measured" and f.fix.output_mse == 0.02 and f.fix.fiq_output_mse == 4.0
+    story = " ".join(f.headline)
+    assert "accuracy is not measured" in story and "from MSE 4 to 0.02" in story
+    for text in (story, render.render_md(r).decode()):
+        assert "as accurate" not in text and "of the gap" not in text
+    gate = findings.gate_finding(r, f.variants, "fiq", 0.05)
+    assert not gate.passed and "not class scores" in gate.message
+
+
+@pytest.mark.parametrize("largest,words", [
+    (960, "the largest weight tensor has 960 elements, under the converter's minimum of 1,024"),
+    (1024, "DRQ quantized no weight although the largest weight tensor has 1,024 elements"),
+])
+def test_drq_size_note_says_what_was_measured(base, largest, words):
+    r = changed(base, model=dataclasses.replace(base.model, largest_weight_elements=largest))
+    assert words in r.findings.variant("drq").verdict
+
+
+def test_missing_classes_are_warned_and_latency_that_matters_is_told(base):
+    fiq_lat = base.variant("float").latency_ms
+    slow = dataclasses.replace(fiq_lat, median=fiq_lat.median * 8)
+    r = changed(base, {**with_metrics(base, "float", classes_present=[1]), "fiq": {"latency_ms": slow}})
+    assert [w.code for w in r.findings.warnings] == ["classes_missing"]
+    assert "no samples of 1 of the model's 2 classes (0)" in r.findings.warnings[0].text
+    assert "FIQ runs 8.0x slower than float" in r.findings.headline[-1]
+    same = changed(base, {"fiq": {"latency_ms": dataclasses.replace(fiq_lat, median=fiq_lat.median * 1.2)}})
+    assert not any("slower" in line for line in same.findings.headline)
+
+
+def test_findings_are_stored_in_report_json_and_derived_for_older_files(base):
+    again = Report.from_json(base.to_json())
+    assert again.findings == base.findings
+    data = base.to_dict()
+    data.pop("findings")
+    assert Report.from_dict(data).findings == findings.derive(base)
+
+
+def test_the_gate_reads_the_findings(base):
+    from reporter.config import Gate
+    from reporter.gate import check
+
+    result = check(base, Gate(0.02, "fiq"))
+    assert not result.passed and result.drop == pytest.approx(37 / 114)
+    assert "fiq accuracy drop 32.5 points" in result.message and "exceeds the limit of 2.0" in result.message
+    assert check(base, Gate(0.02, "selective")).passed
+    assert not check(base, Gate(0.02, "f16")).passed  # not built: the gate cannot pass
