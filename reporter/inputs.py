@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.errors import InputError
+from reporter.task import binary_sigmoid_labels
 
 KERAS3_RNN_HINT = (
     "Keras 3 recurrent layers ({names}) do not convert to TFLite (TensorListReserve / READ_VARIABLE);"
@@ -195,7 +196,9 @@ def _labels(spec, y_raw: np.ndarray) -> tuple[np.ndarray, bool]:
 def check_fit(data: Dataset, input_shape: list, num_outputs: int, model_path) -> Optional[int]:
     """Checks data against the float model's input and output; returns the number of classes.
 
-    Returns None for a regression-like task (one output unit, or float labels).
+    One output unit with integer labels that are all 0 or 1 is a binary classifier (a sigmoid head:
+    2 classes, reporter.task.binary_sigmoid_labels). Returns None for a regression-like task (float
+    labels, or one output unit with other labels).
     """
     expected = list(input_shape[1:])
     got = list(data.x.shape[1:])
@@ -205,6 +208,8 @@ def check_fit(data: Dataset, input_shape: list, num_outputs: int, model_path) ->
             data.source,
             f"'x' has shape {tuple(got)} per sample but the model {Path(model_path).name} expects ({', '.join(shown)})",
         )
+    if binary_sigmoid_labels(num_outputs, data.y, data.labels_are_classes):
+        return 2
     if num_outputs <= 1 or not data.labels_are_classes:
         return None
     y = data.y

@@ -7,20 +7,33 @@ from typing import Optional
 import numpy as np
 from sklearn import metrics as skm
 
-from reporter.report import ClassMetrics, Metrics, OutputError
+from reporter.report import ClassMetrics, Metrics, OutputError, Paired
+
+TOP_K = 5  # top-5 accuracy, for models with more classes than this
 
 
 def classification(
-    y_true: np.ndarray, y_pred: np.ndarray, num_classes: int, float_pred: Optional[np.ndarray]
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    num_classes: int,
+    float_pred: Optional[np.ndarray],
+    scores: Optional[np.ndarray] = None,
 ) -> Metrics:
-    """Accuracy, macro precision/recall/F1, balanced accuracy, kappa, per class and confusion."""
+    """Accuracy, macro precision/recall/F1, balanced accuracy, kappa, per class and confusion.
+
+    Macro averages are over the classes present in `y_true` (as balanced accuracy is, so macro
+    recall equals it); `per_class` lists every class of the model. `scores` (N, num_classes), from
+    reporter.task.class_scores, add top-5 accuracy (more than 5 classes) and ROC AUC (2 classes).
+    """
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     labels = list(range(num_classes))
     p, r, f, s = skm.precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
     per_class = [
         ClassMetrics(label=i, precision=float(p[i]), recall=float(r[i]), f1=float(f[i]), support=int(s[i]))
         for i in labels
     ]
-    macro = skm.precision_recall_fscore_support(y_true, y_pred, labels=labels, average="macro", zero_division=0)
+    present = [i for i in labels if s[i] > 0]
+    macro = skm.precision_recall_fscore_support(y_true, y_pred, labels=present, average="macro", zero_division=0)
     kappa = skm.cohen_kappa_score(y_true, y_pred, labels=labels)
     return Metrics(
         accuracy=float(skm.accuracy_score(y_true, y_pred)),
@@ -33,7 +46,30 @@ def classification(
         agreement_with_float=None if float_pred is None else float(np.mean(y_pred == float_pred)),
         per_class=per_class,
         confusion_matrix=skm.confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        top5_accuracy=top_k_accuracy(y_true, scores, num_classes) if scores is not None else None,
+        roc_auc=roc_auc(y_true, scores[:, 1]) if scores is not None and num_classes == 2 else None,
+        classes_present=present,
     )
+
+
+def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: int = TOP_K) -> Optional[float]:
+    """Share of samples whose true label is among the k highest scores; None for k classes or fewer."""
+    if num_classes <= k:
+        return None
+    return float(skm.top_k_accuracy_score(y_true, scores, k=k, labels=list(range(num_classes))))
+
+
+def roc_auc(y_true: np.ndarray, positive_score: np.ndarray) -> Optional[float]:
+    """ROC AUC of the class-1 score; None when the labels hold one class only (AUC is undefined)."""
+    if len(np.unique(y_true)) < 2:
+        return None
+    return float(skm.roc_auc_score(y_true, positive_score))
+
+
+def paired(y_true: np.ndarray, reference_pred: np.ndarray, pred: np.ndarray) -> Paired:
+    """Discordant counts of two classifiers on the same samples (for McNemar's test)."""
+    ref_ok, ok = np.asarray(reference_pred) == y_true, np.asarray(pred) == y_true
+    return Paired(reference_only=int(np.sum(ref_ok & ~ok)), variant_only=int(np.sum(~ref_ok & ok)))
 
 
 def _balanced_accuracy(y_true, y_pred) -> float:

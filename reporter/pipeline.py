@@ -18,6 +18,7 @@ from reporter import debugger, evaluate, inputs, judgement, recommend, render, s
 from reporter import metrics as qmetrics
 from reporter import search as srch
 from reporter.quantize import FiqQuantizer
+from reporter.task import Task
 from reporter.errors import InputError, QuantReportError
 from reporter.output import folder_name, staged_folder
 from reporter.progress import Progress
@@ -142,6 +143,8 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     in_shape, out_shape = evaluate.io_shapes(float_model)
     num_outputs = int(np.prod(out_shape[1:])) if len(out_shape) > 1 else 1
     num_classes = inputs.check_fit(data, in_shape, num_outputs, model.path)
+    # A classifier with one output unit is a sigmoid head: class 1 when the output is at least 0.5.
+    task = Task(num_classes, binary_sigmoid=num_classes is not None and num_outputs == 1)
 
     quantizer, calibration_error = None, None
     if "fiq" in variants:
@@ -163,12 +166,12 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             build = lambda: float_model  # noqa: E731
         elif variant == "fiq" and quantizer is not None:
             build = lambda: quantizer.quantize([])  # noqa: E731
-        results[variant] = _variant(variant, folder, model, data, s, progress, num_classes, outputs, build)
+        results[variant] = _variant(variant, folder, model, data, s, progress, task, outputs, build)
 
     layers, recommendation, debugger_error = [], None, calibration_error
     if quantizer is not None and results["fiq"].ok:
         layers, recommendation, debugger_error = _debug_and_recommend(
-            folder, data, s, progress, num_classes, outputs, results, quantizer, float_model
+            folder, data, s, progress, task, outputs, results, quantizer, float_model
         )
 
     return Report(
@@ -184,6 +187,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             num_classes=num_classes,
             task="classification" if num_classes else "regression",
             stateful=structure.has_variable_tensors(float_model),
+            binary_sigmoid=task.binary_sigmoid,
         ),
         dataset=DatasetInfo(
             source=s.shown_paths[1] if s.shown_paths else str(s.data),
@@ -208,12 +212,12 @@ def _conversion_error(path, exc) -> InputError:
     return InputError(path, f"the model does not convert to TFLite: {_one_line(exc)}")
 
 
-def _variant(variant, folder, model, data, s, progress, num_classes, outputs, build=None) -> VariantResult:
+def _variant(variant, folder, model, data, s, progress, task, outputs, build=None) -> VariantResult:
     """Converts (or builds with `build`) and measures one variant; a failure is recorded, not raised."""
     try:
         with progress.stage("convert", detail=variant):
             tflite = build() if build else conv.convert(model.make_converter, variant, data.x_calib)
-        return _measure(variant, tflite, folder, data, s, progress, num_classes, outputs)
+        return _measure(variant, tflite, folder, data, s, progress, task, outputs)
     except QuantReportError:
         raise
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
@@ -222,7 +226,7 @@ def _variant(variant, folder, model, data, s, progress, num_classes, outputs, bu
         return VariantResult(name=variant, status="failed", error=_one_line(exc))
 
 
-def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, outputs) -> VariantResult:
+def _measure(variant, tflite: bytes, folder, data, s, progress, task: Task, outputs) -> VariantResult:
     (folder / f"{variant}.tflite").write_bytes(tflite)
     t0 = time.perf_counter()
     with progress.stage("analyze", detail=variant):
@@ -234,10 +238,15 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, num_classes, out
         out = evaluate.predict(tflite, data.x)
         outputs[variant] = out
         metrics = output_error = None
-        if num_classes:
-            preds = out.argmax(axis=1)
-            float_preds = outputs["float"].argmax(axis=1) if "float" in outputs else None
-            metrics = qmetrics.classification(data.y, preds, num_classes, float_preds)
+        if task.classification:
+            preds = task.classes(out)
+            float_preds = task.classes(outputs["float"]) if "float" in outputs else None
+            metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
+            # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
+            references = ("float", "fiq") if variant in ("selective", "rule") else ("float",)
+            paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
+                      for ref in references if ref != variant and ref in outputs}
+            metrics = dataclasses.replace(metrics, paired=paired)
         elif variant != "float" and "float" in outputs:
             output_error = qmetrics.output_error(out, outputs["float"])
     with progress.stage("latency", detail=variant):
@@ -275,7 +284,7 @@ def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, m
                                      f" (its ops: {', '.join(sorted(present))})")
 
 
-def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, results, quantizer, float_model):
+def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results, quantizer, float_model):
     try:
         with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
             layers, csv_text = debugger.layer_statistics(quantizer, data.x_calib)
@@ -287,9 +296,9 @@ def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, result
 
     layers = recommend.mark_suspects(layers, s.suspect_threshold, s.first_layers)
     rule_nodes = recommend.denylist(layers)
-    classification = bool(num_classes)
+    classification = task.classification
     y = data.y if classification else None
-    preds = {k: v.argmax(axis=1) for k, v in outputs.items()} if classification else {}
+    preds = {k: task.classes(v) for k, v in outputs.items()} if classification else {}
     gap = judgement.fiq_gap(y, preds.get("float"), preds.get("fiq"), s.max_accuracy_drop)
     all_nodes = [layer.tensor_name for layer in layers]
     base = dict(threshold=s.suspect_threshold, first_layers=s.first_layers, method=s.recommend,
@@ -302,9 +311,10 @@ def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, result
             denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
             summary=recommend.summary(s.recommend, gap, 0, None, None), **base), None
 
-    sel = recommend.selection(data, s.calibration_samples, s.selection_samples)
+    sel = recommend.selection(data, s.calibration_samples, s.selection_samples, classification)
     float_sel = evaluate.predict(float_model, sel.x)
-    candidates = recommend.Candidates(quantizer, s.keep_float_ops, sel, float_sel, classification)
+    candidates = recommend.Candidates(quantizer, s.keep_float_ops, sel, float_sel, classification,
+                                      task.binary_sigmoid)
     pol, target_text = recommend.policy(s.max_accuracy_drop, classification, s.search_budget)
     forced = frozenset(s.keep_float)
     search_result, target_met = None, None
@@ -316,7 +326,8 @@ def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, result
         with progress.stage("search", f"searched {trace.evaluations} candidates in {trace.seconds:.1f} s:"
                                       f" {len(chosen)} layer(s) in float"):
             steps = recommend.steps_on_evaluation(trace, candidates, layers, data, outputs["float"],
-                                                  classification, max(3, s.latency_runs // 10))
+                                                  classification, max(3, s.latency_runs // 10),
+                                                  task.binary_sigmoid)
         search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
         target_met = trace.target_met
     else:
@@ -326,22 +337,22 @@ def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, result
     fiq = results.get("fiq")
     if chosen or s.keep_float_ops:
         selective = _build_measured("selective", chosen, all_nodes, candidates, folder, data, s, progress,
-                                    num_classes, outputs, results)
+                                    task, outputs, results)
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
     if selective is not None and selective.ok and classification:
-        gap = judgement.after_fix(gap, y, preds["float"], outputs["selective"].argmax(axis=1), s.max_accuracy_drop)
+        gap = judgement.after_fix(gap, y, preds["float"], task.classes(outputs["selective"]), s.max_accuracy_drop)
         gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap_status.fiq_drop, gap.reason)
     if search_result is not None and sel.heldout is not None and classification and selective is not None \
             and selective.ok:
         held = {k: float(np.mean(preds_k[sel.heldout] == y[sel.heldout])) for k, preds_k in
-                (("float", preds["float"]), ("fiq", preds["fiq"]), ("selective", outputs["selective"].argmax(1)))}
+                (("float", preds["float"]), ("fiq", preds["fiq"]), ("selective", task.classes(outputs["selective"])))}
         search_result = dataclasses.replace(
             search_result, selection_data=dataclasses.replace(search_result.selection_data, heldout_accuracy=held))
 
     if s.recommend == "search" and rule_nodes:
         rule = _measure_rule(rule, set(rule_nodes) | forced, all_nodes, candidates, folder, data, s, progress,
-                             num_classes, outputs, results)
+                             task, outputs, results)
     rec = Recommendation(
         denylisted_nodes=chosen,
         code=conv.reproduction_code(chosen, list(s.keep_float_ops), len(data.x_calib)) if selective else "",
@@ -351,7 +362,7 @@ def _debug_and_recommend(folder, data, s, progress, num_classes, outputs, result
     return layers, rec, None
 
 
-def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progress, num_classes, outputs, results):
+def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progress, task, outputs, results):
     """Builds the FIQ model with `nodes` in float and measures it like every variant."""
     why_not = debugger.check_not_everything(nodes, all_nodes)
     if why_not:
@@ -359,7 +370,7 @@ def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progres
     try:
         with progress.stage("selective", f"{name} model built with {len(nodes)} layer(s) in float"):
             tflite = candidates.build(nodes)
-        result = _measure(name, tflite, folder, data, s, progress, num_classes, outputs)
+        result = _measure(name, tflite, folder, data, s, progress, task, outputs)
     except Exception as exc:  # noqa: BLE001 - record and go on
         traceback.print_exc()
         progress.say(f"{name} model FAILED: {_one_line(exc)}")
@@ -368,10 +379,10 @@ def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progres
         result, accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), results.get("fiq"), result))
 
 
-def _measure_rule(rule, nodes, all_nodes, candidates, folder, data, s, progress, num_classes, outputs, results):
+def _measure_rule(rule, nodes, all_nodes, candidates, folder, data, s, progress, task, outputs, results):
     """The seed rule's pick, built and measured beside the search's, for comparison."""
     measured = _build_measured("rule", recommend.in_model_order(nodes, []), all_nodes, candidates, folder, data, s,
-                               progress, num_classes, outputs, results)
+                               progress, task, outputs, results)
     score = None
     if measured.ok:
         score = candidates(frozenset(nodes)).score

@@ -36,6 +36,22 @@ def mlp_files(demo_reports):
     return demo.ensure_model("breast_cancer_mlp")
 
 
+@pytest.fixture(scope="session")
+def binary_sigmoid_files(demo_cache):
+    """(model.keras, data.npz) of a breast-cancer MLP with one sigmoid output unit and 0/1 labels."""
+    import task_fixtures
+
+    return task_fixtures.ensure("binary_sigmoid", demo_cache)
+
+
+@pytest.fixture(scope="session")
+def regression_files(demo_cache):
+    """(model.keras, data.npz) of a diabetes MLP with one linear output unit and float targets."""
+    import task_fixtures
+
+    return task_fixtures.ensure("regression", demo_cache)
+
+
 def load_report(folder: Path):
     from reporter.report import Report
 

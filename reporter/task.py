@@ -1,0 +1,65 @@
+"""What a model's raw output means: class scores (softmax, or one sigmoid unit) or a regression value.
+
+The one place that turns raw outputs into predicted classes and class scores: the pipeline, the
+metrics and the search all call it, so that every accuracy in a report counts the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least this
+
+
+@dataclass(frozen=True)
+class Task:
+    """Classification with `num_classes` classes, or regression (num_classes None)."""
+
+    num_classes: Optional[int]
+    binary_sigmoid: bool = False  # one output unit read as P(class 1)
+
+    @property
+    def classification(self) -> bool:
+        return self.num_classes is not None
+
+    def classes(self, out: np.ndarray) -> np.ndarray:
+        return predicted_classes(out, self.binary_sigmoid)
+
+    def scores(self, out: np.ndarray) -> np.ndarray:
+        return class_scores(out, self.binary_sigmoid)
+
+
+def binary_sigmoid_labels(num_outputs: int, y: np.ndarray, labels_are_classes: bool) -> bool:
+    """One output unit and integer labels that are all 0 or 1: the usual Keras binary head."""
+    if num_outputs != 1 or not labels_are_classes or len(y) == 0:
+        return False
+    return bool(np.isin(np.unique(y), (0, 1)).all())
+
+
+def _columns(out: np.ndarray) -> np.ndarray:
+    out = np.asarray(out)
+    return out.reshape(len(out), -1)
+
+
+def predicted_classes(out: np.ndarray, binary_sigmoid: bool) -> np.ndarray:
+    """Class ids (int64) from raw outputs (N, k): the top score, or output >= 0.5 for one sigmoid unit."""
+    out = _columns(out)
+    if binary_sigmoid:
+        return (out[:, 0] >= BINARY_THRESHOLD).astype(np.int64)
+    return out.argmax(axis=1).astype(np.int64)
+
+
+def class_scores(out: np.ndarray, binary_sigmoid: bool) -> np.ndarray:
+    """Scores per class (N, num_classes): the outputs, or (1 - p, p) for one sigmoid unit."""
+    out = _columns(out).astype(np.float64)
+    if binary_sigmoid:
+        return np.column_stack([1.0 - out[:, 0], out[:, 0]])
+    return out
+
+
+def positive_score(out: np.ndarray, binary_sigmoid: bool) -> np.ndarray:
+    """Binary classifiers: the score of class 1 (the sigmoid output, or the second softmax column)."""
+    return class_scores(out, binary_sigmoid)[:, 1]

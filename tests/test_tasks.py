@@ -1,0 +1,206 @@
+"""Metrics for the kinds of model users have: softmax classifiers, binary classifiers with one sigmoid
+unit, regression. Unit tests on hand-made arrays, then one end-to-end run per fixture
+(tests/task_fixtures.py), checked with plain LiteRT + numpy + scikit-learn (tests/independent.py)."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+from reporter import metrics as qmetrics
+from reporter.task import class_scores, predicted_classes
+
+
+# --- predicted classes and task detection ------------------------------------------------------------
+def test_predicted_classes_thresholds_one_unit_and_argmaxes_several():
+    assert predicted_classes(np.array([[0.2], [0.5], [0.51], [0.0]]), True).tolist() == [0, 1, 1, 0]
+    assert predicted_classes(np.array([0.49, 0.5]), True).tolist() == [0, 1]  # (N,) works too
+    assert predicted_classes(np.array([[0.1, 0.7, 0.2], [0.6, 0.3, 0.1]]), False).tolist() == [1, 0]
+    assert class_scores(np.array([[0.25]]), True).tolist() == [[0.75, 0.25]]
+
+
+def _data(y, labels_are_classes):
+    from reporter.inputs import Dataset
+
+    x = np.zeros((len(y), 3), np.float32)
+    return Dataset("d.npz", x, np.asarray(y), x, "x", labels_are_classes)
+
+
+def test_check_fit_one_output_with_0_1_labels_is_a_binary_classifier():
+    from reporter.inputs import check_fit
+
+    assert check_fit(_data([0, 1, 1, 0], True), [-1, 3], 1, "m.keras") == 2
+    assert check_fit(_data([1, 1, 1], True), [-1, 3], 1, "m.keras") == 2  # one class present: still binary
+    assert check_fit(_data([0.0, 1.0, 1.0], False), [-1, 3], 1, "m.keras") is None  # float labels: regression
+    assert check_fit(_data([0, 1, 2, 5], True), [-1, 3], 1, "m.keras") is None  # counts: regression
+    assert check_fit(_data([0, 1, 2], True), [-1, 3], 3, "m.keras") == 3  # softmax as before
+
+
+# --- metrics on hand-made arrays ---------------------------------------------------------------------
+def test_top5_accuracy_against_numpy():
+    rng = np.random.default_rng(0)
+    k, n = 8, 200
+    scores = rng.random((n, k))  # continuous: no ties
+    y = rng.integers(0, k, n)
+    m = qmetrics.classification(y, scores.argmax(axis=1), k, None, scores)
+    higher = (scores > scores[np.arange(n), y][:, None]).sum(axis=1)  # scores above the true label's
+    assert m.top5_accuracy == pytest.approx(float(np.mean(higher < 5)), abs=1e-12)
+    assert 0 < m.top5_accuracy < 1
+
+
+def test_top5_accuracy_only_above_5_classes():
+    rng = np.random.default_rng(1)
+    scores = rng.random((30, 5))
+    y = rng.integers(0, 5, 30)
+    assert qmetrics.classification(y, scores.argmax(axis=1), 5, None, scores).top5_accuracy is None
+    assert qmetrics.classification(y, scores.argmax(axis=1), 5, None).top5_accuracy is None
+
+
+def test_macro_recall_is_balanced_accuracy_when_a_class_is_missing():
+    # 4 model classes; the labels hold no class 3, but the model predicts it sometimes.
+    y = np.array([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2])
+    p = np.array([0, 0, 3, 1, 1, 1, 3, 2, 2, 0, 2, 3])
+    m = qmetrics.classification(y, p, 4, None)
+    assert m.classes_present == [0, 1, 2]
+    assert [c.label for c in m.per_class] == [0, 1, 2, 3] and m.per_class[3].support == 0
+    assert m.recall == m.balanced_accuracy  # exactly
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sklearn warns that y_pred holds a class y_true lacks
+        assert m.balanced_accuracy == skm.balanced_accuracy_score(y, p)
+    recall = [np.mean(p[y == c] == c) for c in (0, 1, 2)]
+    precision = [np.mean(y[p == c] == c) for c in (0, 1, 2)]
+    f1 = [2 * a * b / (a + b) for a, b in zip(precision, recall)]
+    assert m.recall == pytest.approx(np.mean(recall), abs=1e-12)
+    assert m.precision == pytest.approx(np.mean(precision), abs=1e-12)
+    assert m.f1 == pytest.approx(np.mean(f1), abs=1e-12)
+
+
+def test_roc_auc_sigmoid_and_two_unit_softmax_against_sklearn():
+    rng = np.random.default_rng(2)
+    y = rng.integers(0, 2, 80)
+    prob = np.clip(0.3 * y + 0.7 * rng.random(80), 0, 1)
+    expected = skm.roc_auc_score(y, prob)
+    sig = prob[:, None]
+    m = qmetrics.classification(y, predicted_classes(sig, True), 2, None, class_scores(sig, True))
+    assert m.roc_auc == pytest.approx(expected, abs=1e-12)
+    soft = np.column_stack([1 - prob, prob])
+    m2 = qmetrics.classification(y, predicted_classes(soft, False), 2, None, class_scores(soft, False))
+    assert m2.roc_auc == pytest.approx(expected, abs=1e-12)
+    assert m.top5_accuracy is None
+
+
+def test_roc_auc_is_none_when_the_data_holds_one_class():
+    y = np.ones(10, np.int64)
+    sig = np.linspace(0, 1, 10)[:, None]
+    m = qmetrics.classification(y, predicted_classes(sig, True), 2, None, class_scores(sig, True))
+    assert m.roc_auc is None and m.classes_present == [1]
+
+
+def test_paired_counts():
+    y = np.array([0, 1, 1, 0, 1, 0])
+    ref = np.array([0, 1, 0, 1, 1, 0])  # right on 0, 1, 4, 5
+    var = np.array([0, 0, 1, 1, 1, 1])  # right on 0, 2, 4
+    pair = qmetrics.paired(y, ref, var)
+    assert (pair.reference_only, pair.variant_only) == (2, 1)
+
+
+# --- end to end -----------------------------------------------------------------------------------------
+def _run(model, data, out, name):
+    from reporter.pipeline import RunSettings, run
+
+    settings = RunSettings(model=str(model), data=str(data), out=str(out), name=name, variants=("float", "fiq"),
+                           formats=("json",), latency_runs=3, quiet=True)
+    report, folder = run(settings)
+    return report, folder
+
+
+@pytest.fixture(scope="module")
+def binary_run(binary_sigmoid_files, tmp_path_factory):
+    model, data = binary_sigmoid_files
+    return _run(model, data, tmp_path_factory.mktemp("binary_out"), "binary")
+
+
+def test_binary_sigmoid_model_is_measured_as_a_classifier(binary_run, binary_sigmoid_files):
+    import independent
+
+    report, folder = binary_run
+    assert report.model.task == "classification"
+    assert report.model.num_classes == 2 and report.model.binary_sigmoid
+    d = np.load(binary_sigmoid_files[1])
+    x, y = d["x"], d["y"]
+    raw = {name: independent.outputs((folder / f"{name}.tflite").read_bytes(), x) for name in ("float", "fiq")}
+    assert all(out.shape == (len(x), 1) for out in raw.values())
+    preds = {name: (out[:, 0] >= 0.5).astype(np.int64) for name, out in raw.items()}
+    for name in ("float", "fiq"):
+        m = report.variant(name).metrics
+        assert m.accuracy == float(np.mean(preds[name] == y)), name
+        assert m.roc_auc == pytest.approx(skm.roc_auc_score(y, raw[name][:, 0]), abs=1e-6), name
+        assert m.classes_present == [0, 1] and m.top5_accuracy is None
+        assert m.recall == m.balanced_accuracy
+    assert report.variant("float").metrics.accuracy > 0.9  # a real classifier, not a constant
+    ok = {name: p == y for name, p in preds.items()}
+    pair = report.variant("fiq").metrics.paired["float"]
+    assert (pair.reference_only, pair.variant_only) == (int(np.sum(ok["float"] & ~ok["fiq"])),
+                                                        int(np.sum(~ok["float"] & ok["fiq"])))
+    assert report.variant("float").metrics.paired == {}
+    written = json.loads((folder / "report.json").read_text())
+    assert written["model"]["binary_sigmoid"] is True
+    fiq = next(v for v in written["variants"] if v["name"] == "fiq")
+    assert fiq["metrics"]["paired"]["float"] == {"reference_only": pair.reference_only,
+                                                 "variant_only": pair.variant_only}
+
+
+def test_selective_and_rule_models_are_paired_against_float_and_fiq(binary_run, binary_sigmoid_files):
+    """FIQ collapses on this fixture: the search, the selective and the rule model run, each paired
+    against float and FIQ; the search's steps count classes with the 0.5 threshold too."""
+    import independent
+
+    report, folder = binary_run
+    d = np.load(binary_sigmoid_files[1])
+    x, y = d["x"], d["y"]
+    rec = report.recommendation
+    fiq_pair = report.variant("fiq").metrics.paired["float"]
+    assert fiq_pair.reference_only > 10  # the fixture does collapse: the counts are not trivially zero
+    built = [rec.selective, rec.rule.selective]
+    assert all(v is not None and v.ok for v in built), [v and v.error for v in built]
+    ok = {}
+    for v in built:
+        assert set(v.metrics.paired) == {"float", "fiq"}
+        for ref in ("float", "fiq", v.name):
+            ok.setdefault(ref, independent.predictions((folder / f"{ref}.tflite").read_bytes(), x) == y)
+        assert v.metrics.accuracy == float(np.mean(ok[v.name]))
+        for ref in ("float", "fiq"):
+            pair = v.metrics.paired[ref]
+            assert pair.reference_only == int(np.sum(ok[ref] & ~ok[v.name])), (v.name, ref)
+            assert pair.variant_only == int(np.sum(~ok[ref] & ok[v.name])), (v.name, ref)
+    steps = rec.search.steps
+    fiq_step = next(step for step in steps if step.phase == "fiq")
+    assert fiq_step.accuracy == report.variant("fiq").metrics.accuracy
+    assert fiq_step.selection_score < 0.9  # agreement with float's thresholded classes, not argmax of 1 column
+    chosen = next(step for step in steps if step.chosen)
+    assert chosen.accuracy == rec.selective.metrics.accuracy
+
+
+def test_accuracy_gate_applies_to_a_binary_sigmoid_model(binary_sigmoid_files, tmp_path, capsys):
+    from reporter.cli import main
+
+    model, data = binary_sigmoid_files
+    code = main(["run", str(model), "--data", str(data), "--out", str(tmp_path), "--name", "gate", "--quiet",
+                 "--variants", "float,fiq", "--formats", "json", "--latency-runs", "2",
+                 "--max-accuracy-drop", "0.5"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "gate passed" in err and "not a classifier" not in err
+    assert "accuracy drop 0.0 points" not in err  # FIQ loses accuracy here: the gate measured a real drop
+
+
+def test_regression_model_reports_output_error(regression_files, tmp_path):
+    model, data = regression_files
+    report, folder = _run(model, data, tmp_path, "regression")
+    assert report.model.task == "regression"
+    assert report.model.num_classes is None and not report.model.binary_sigmoid
+    fiq = report.variant("fiq")
+    assert fiq.ok and fiq.output_error is not None and fiq.output_error.mse >= 0
+    assert all(v.metrics is None for v in report.variants)
