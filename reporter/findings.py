@@ -392,6 +392,8 @@ def _culprits(report: "Report", gap: GapFinding) -> list[Culprit]:
     classification = report.model.num_classes is not None
     if rec.selective is not None:
         names, kept = rec.denylisted_nodes, True
+    elif rec.method == "search":
+        return []  # the search measured that no layer helps: the rule's flags are not culprits
     else:
         names, kept = [layer.tensor_name for layer in report.layers if layer.suspect], False
     out = []

@@ -14,7 +14,7 @@ import numpy as np
 
 from reporter import __version__
 from reporter import convert as conv
-from reporter import debugger, evaluate, inputs, judgement, recommend, render, structure
+from reporter import debugger, evaluate, findings, inputs, judgement, recommend, render, structure
 from reporter import metrics as qmetrics
 from reporter import search as srch
 from reporter.quantize import FiqQuantizer
@@ -46,6 +46,7 @@ class RunSettings:
     keep_float: tuple = ()  # tensor names always kept in float
     keep_float_ops: tuple = ()  # op types always kept in float (e.g. MEAN)
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
+    gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False
     listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
     failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
@@ -70,6 +71,7 @@ class RunSettings:
             "keep_float": list(self.keep_float),
             "keep_float_ops": list(self.keep_float_ops),
             "max_accuracy_drop": self.max_accuracy_drop,
+            **({"gate_variant": self.gate_variant} if self.gate_variant else {}),
             **self.extra,
         }
 
@@ -108,6 +110,7 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
         try:
             with progress.capture(folder / "run.log"):
                 report = _run_in(folder, settings, variants, progress)
+                report = findings.attach(report)
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                 written, render_errors = render.write_reports(report, folder, settings.formats)
             for fmt, error in render_errors.items():
@@ -188,6 +191,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             task="classification" if num_classes else "regression",
             stateful=structure.has_variable_tensors(float_model),
             binary_sigmoid=task.binary_sigmoid,
+            largest_weight_elements=structure.largest_weight_elements(float_model),
         ),
         dataset=DatasetInfo(
             source=s.shown_paths[1] if s.shown_paths else str(s.data),
@@ -309,7 +313,7 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
     if gap.status == "no_gap":
         return layers, Recommendation(
             denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
-            summary=recommend.summary(s.recommend, gap, 0, None, None), **base), None
+            summary="", **base), None
 
     sel = recommend.selection(data, s.calibration_samples, s.selection_samples, classification)
     float_sel = evaluate.predict(float_model, sel.x)
@@ -317,7 +321,7 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
                                       task.binary_sigmoid)
     pol, target_text = recommend.policy(s.max_accuracy_drop, classification, s.search_budget)
     forced = frozenset(s.keep_float)
-    search_result, target_met = None, None
+    search_result = None
     if s.recommend == "search":
         with progress.stage("search"):
             flow = structure.dataflow(quantizer.calibrated or float_model)
@@ -329,7 +333,6 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
                                                   classification, max(3, s.latency_runs // 10),
                                                   task.binary_sigmoid)
         search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
-        target_met = trace.target_met
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
 
@@ -356,7 +359,7 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
     rec = Recommendation(
         denylisted_nodes=chosen,
         code=conv.reproduction_code(chosen, list(s.keep_float_ops), len(data.x_calib)) if selective else "",
-        summary=recommend.summary(s.recommend, gap, len(chosen), selective, size_cost, target_met, rule, target_text),
+        summary="",  # worded by the findings
         selective=selective, size_cost_bytes=size_cost, gap=gap_status, search=search_result, rule=rule, **base,
     )
     return layers, rec, None

@@ -1,9 +1,7 @@
 """The batch runner: worker isolation, failure entries, the index, the gate, resume, config errors."""
 
 import json
-import os
 import textwrap
-from pathlib import Path
 
 import pytest
 

@@ -172,3 +172,17 @@ def test_the_gate_reads_the_findings(base):
     assert "fiq accuracy drop 32.5 points" in result.message and "exceeds the limit of 2.0" in result.message
     assert check(base, Gate(0.02, "selective")).passed
     assert not check(base, Gate(0.02, "f16")).passed  # not built: the gate cannot pass
+
+
+@pytest.mark.parametrize("target_met,words", [
+    (True, "FIQ already meets the search's target (agree with float on at least 99% of samples)"),
+    (False, "The search found no layer whose float version helps measurably"),
+])
+def test_a_search_that_keeps_nothing_says_why(base, target_met, words):
+    rec = base.recommendation
+    rec = dataclasses.replace(rec, selective=None, denylisted_nodes=[], code="",
+                              search=dataclasses.replace(rec.search, target_met=target_met),
+                              gap=dataclasses.replace(rec.gap, status="gap"))
+    r = changed(base, recommendation=rec)
+    assert r.findings.fix.status == "not_built" and r.findings.culprits == []
+    assert r.findings.recommendation.startswith(words)

@@ -1,7 +1,6 @@
 """Calibrate once: the private-API path gives the models the public debugger path gives, the fallback
 works when the private API is gone, and names that match no tensor are refused."""
 
-import numpy as np
 import pytest
 
 from conftest import load_report

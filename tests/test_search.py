@@ -146,11 +146,3 @@ def test_gap_status():
     assert judgement.fiq_gap(None, None, None, None).status == "not_measurable"
     assert judgement.after_fix(gap, y, float_pred, float_pred, None).status == "recovered"
     assert judgement.after_fix(gap, y, float_pred, fiq_pred, None).status == "open"
-
-
-def test_summary_says_fiq_already_meets_the_target_rather_than_that_nothing_helps():
-    from reporter.recommend import summary
-
-    text = summary("search", None, 0, None, None, target_met=True, target_text="output within 1% of the variance")
-    assert text.startswith("FIQ already meets the search's target (output within 1% of the variance)")
-    assert "helps" in summary("search", None, 0, None, None, target_met=False)
