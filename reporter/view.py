@@ -365,6 +365,12 @@ class ReportView:
         return rows
 
     # --- section 3: quality ------------------------------------------------------------------
+    def _beyond_noise(self, name: str) -> bool:
+        """Whether the variant's accuracy differs from float's beyond noise: only then are its
+        metric changes coloured."""
+        f = self.findings.variant(name)
+        return f is not None and f.direction in ("worse", "better")
+
     @cached_property
     def metric_rows(self) -> list[Row]:
         """Each metric per variant, arrowed against float; coloured only when the variant's accuracy
@@ -372,7 +378,6 @@ class ReportView:
         if not self.is_classification:
             return []
         ref = self.float
-        direction = {f.name: f.direction for f in self.findings.variants}
         keys = list(METRICS)
         for key, label in (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC")):
             if any(v.metrics and getattr(v.metrics, key) is not None for v in self.ok_columns):
@@ -384,8 +389,7 @@ class ReportView:
                 value = getattr(v.metrics, key) if v.metrics else None
                 ref_value = getattr(ref.metrics, key) if ref and ref.metrics else None
                 arrow = "" if v is ref else metric_arrow(value, ref_value)
-                shade = tone(arrow, higher_is_better=True) if direction.get(v.name) in ("worse", "better") \
-                    else "neutral"
+                shade = tone(arrow, higher_is_better=True) if self._beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_metric(value), arrow, shade))
             rows.append(Row(label, cells))
         cells = []
@@ -422,7 +426,8 @@ class ReportView:
                 c = v.metrics.per_class[i]
                 arrow = "" if v is self.float else metric_arrow(c.f1, base.f1)
                 text = f"{c.precision:.2f} / {c.recall:.2f} / {c.f1:.2f}"
-                cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True)))
+                cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if self._beyond_noise(v.name)
+                                  else "neutral"))
             rows.append(Row(str(base.label), cells))
         return rows
 

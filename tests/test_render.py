@@ -16,7 +16,7 @@ import pytest
 
 from reporter import render
 from reporter.report import Report
-from reporter.view import ReportView
+from reporter.view import ReportView, shorten
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixtures" / "report.json"
@@ -93,11 +93,22 @@ def test_html_structure(report):
     fiq = report.variant("fiq").metrics
     assert metrics["Accuracy"][2].startswith(f"{fiq.accuracy:.3f}")
     assert metrics["Accuracy"][2].endswith("↓↓")
+    # The story panel comes first: one row per variant (the rule's pick stays in the search section).
+    panel = {row[1][0]: row[1][1:] for row in doc.tables["headline"][1:]}
+    assert list(panel) == names
+    found = report.findings
+    for name, label in zip(("float", "drq", "fiq", "selective"), names):
+        f = found.variant(name)
+        assert panel[label][0] == f"{f.accuracy * 100:.1f} %"
+        assert panel[label][2] == ("reference" if name == "float" else f.vs_float.text)
     layer_rows = doc.tables["layer-table"][1:]
     assert len(layer_rows) == len(report.layers)
     kept_rows = [r for r in layer_rows if r[0].get("class") == "suspect"]
     rec = report.recommendation
-    assert [r[1][2] for r in kept_rows] == rec.denylisted_nodes
+    # Long tensor names are shortened in the middle, the full name on hover.
+    assert [r[1][2] for r in kept_rows] == [shorten(n, render.TENSOR_NAME_LIMIT) for n in rec.denylisted_nodes]
+    titles = {a.get("title") for t, a in doc.tags if t == "span"}
+    assert {n for n in rec.denylisted_nodes if len(n) > render.TENSOR_NAME_LIMIT} <= titles
     assert all("KEEP FLOAT" in r[1][-1] for r in kept_rows)
     assert [r[1][2] for r in doc.tables["kept"][1:]] == rec.denylisted_nodes
     # The trade-off: one row per distinct candidate, plus the rule's pick; the recommended one marked.
@@ -109,9 +120,13 @@ def test_html_structure(report):
     assert chosen[0][1][0] == str(len(rec.denylisted_nodes))
     assert chosen[0][1][4] == f"{rec.selective.metrics.accuracy:.3f}"
     assert [r for r in tradeoff if r[0].get("class") == "rule"][0][1][4] == f"{rec.rule.selective.metrics.accuracy:.3f}"
-    assert len(doc.tables["before-after"]) == 1 + 6
+    before_after = {row[1][0]: row[1][1:] for row in doc.tables["before-after"][1:]}
+    assert list(before_after) == ["Accuracy", "Share of the gap won back", "Size", "Latency, median",
+                                  "Float32 tensors"]
+    assert before_after["Accuracy"][3] == found.fix.vs_fiq.text  # against FIQ, and against float
+    assert before_after["Accuracy"][4] == found.fix.vs_float.text
     section_ids = [a.get("id") for t, a in doc.tags if t == "section"]
-    assert section_ids == ["structure", "quality", "layers", "recommendation", "appendix"]
+    assert section_ids == ["story", "quality", "recommendation", "layers", "structure", "appendix"]
 
 
 def test_html_is_self_contained(report):
@@ -123,7 +138,9 @@ def test_html_is_self_contained(report):
         assert tag not in ("script", "link", "iframe", "object", "embed"), tag
         for key in ("src", "href", "srcset", "action", "poster", "data"):
             if key in attrs:
-                assert attrs[key].startswith(("data:", "#")), (tag, key, attrs[key][:60])
+                # Links (never fetched) may point at the Analyzer's text files written beside the report.
+                beside = tag == "a" and key == "href" and re.fullmatch(r"analyzer_[a-z0-9_]+\.txt", attrs[key])
+                assert beside or attrs[key].startswith(("data:", "#")), (tag, key, attrs[key][:60])
     css = re.search(r"<style>(.*?)</style>", render.render(report, "html").decode(), re.S).group(1)
     assert "url(" not in css and "@import" not in css
 
@@ -133,10 +150,13 @@ def _hostile(report):
     layers = [dataclasses.replace(layer, tensor_name=names[layer.tensor_name]) for layer in report.layers]
     rec = dataclasses.replace(report.recommendation,
                               denylisted_nodes=[names[n] for n in report.recommendation.denylisted_nodes])
-    return dataclasses.replace(
+    from reporter import findings
+
+    changed = dataclasses.replace(
         report, model=dataclasses.replace(report.model, name="<img src=x onerror=alert(1)>"), layers=layers,
-        recommendation=rec,
+        recommendation=rec, findings=None,
     )
+    return findings.attach(changed)
 
 
 def test_hostile_names_render_as_text(report):
@@ -144,14 +164,28 @@ def test_hostile_names_render_as_text(report):
     html = render.render(hostile, "html").decode()
     assert "<img src=x" not in html and "<script>" not in html
     assert "&lt;img src=x onerror=alert(1)&gt;" in html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html.replace("<wbr>", "")
     doc = _parse(html.encode())
     assert [t for t, _ in doc.tags if t == "script"] == []
     md = render.render(hostile, "md").decode()
-    assert "<script>" not in md and "<img" not in md
-    assert "&lt;script&gt;" in md and "\\|" in md  # pipes escaped, so the table keeps its columns
+    rendered = _markdown_to_html(md)  # as GitHub would show it
+    assert "<script>" not in rendered and "<img" not in rendered
+    assert "&lt;script&gt;alert(0)&lt;/script&gt;" in rendered  # the name, as text
+    for table in re.findall(r"<table>.*?</table>", rendered, re.S):  # pipes escaped: every row keeps its columns
+        widths = {len(re.findall(r"<t[hd][ >]", row)) for row in re.findall(r"<tr>.*?</tr>", table, re.S)}
+        assert len(widths) == 1, table
     pdf = render.render(hostile, "pdf")
     assert pdf.startswith(b"%PDF")
+
+
+def _markdown_to_html(md: str) -> str:
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(md)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
 
 
 def test_pdf_pages_and_text(report):
@@ -160,9 +194,17 @@ def test_pdf_pages_and_text(report):
     pdf = PdfReader(io.BytesIO(render.render(report, "pdf")))
     assert 3 <= len(pdf.pages) <= 15
     text = "\n".join(page.extract_text() for page in pdf.pages)
-    for title in ("Model structure", "Quantization metrics", "Per-layer errors", "Recommendation", "Appendix",
-                  "page 1 of"):
+    for title in ("Model structure", "Quality on the evaluation data", "Per-layer errors", "Recommendation",
+                  "Appendix", "page 1 of"):
         assert title in text, title
+    # Page 1 holds the story: the panel (every variant's accuracy) and the headline sentences.
+    first = _words(pdf.pages[0].extract_text())
+    assert "Against float" in first
+    for f in report.findings.variants:
+        if f.name != "rule":
+            assert f"{f.accuracy * 100:.1f} %" in first, f.name
+    for sentence in report.findings.headline:
+        assert _words(sentence)[:60] in first
     fiq = report.variant("fiq").metrics
     assert f"{fiq.accuracy:.3f}" in text
     assert f"{report.recommendation.selective.metrics.accuracy:.3f}" in text
@@ -187,11 +229,16 @@ def test_output_is_reproducible(report):
 def test_markdown_summary_fits_a_pr_comment(report):
     md = render.render(report, "md").decode()
     assert len(md.splitlines()) < 60
-    view = ReportView(report)
-    for line in view.verdicts:
-        assert line in md
-    assert "| Accuracy |" in md and "| Int8 |" in md
-    assert report.recommendation.denylisted_nodes[0] in md
+    assert not re.search(r"&[a-z]+;|&#\d+;", md)  # no HTML entities: GitHub would show them raw in code
+    rendered = _markdown_to_html(md)
+    for sentence in report.findings.headline:
+        assert _words(sentence) in _words(re.sub(r"<[^>]+>", "", rendered).replace("&lt;", "<")
+                                          .replace("&gt;", ">").replace("&amp;", "&").replace("&quot;", '"')
+                                          .replace("&#39;", "'"))
+    assert "| Variant | Accuracy | 95 % interval | Against float (paired) |" in md
+    assert "| Variant | Size | Latency (median) |" in md  # size and latency in their own table
+    for name in report.recommendation.denylisted_nodes:  # in code spans, shortened in the middle
+        assert f"`{shorten(name, 48)}`" in md
 
 
 def test_json_round_trip(report):
@@ -205,15 +252,29 @@ def test_a_version_1_report_still_renders():
     v1_text = (HERE / "fixtures" / "report_v1.json").read_text()
     assert json.loads(v1_text)["schema_version"] == 1
     old = Report.from_json(v1_text)
-    assert old.schema_version == 2 and old.recommendation.method == "rule"
+    assert old.schema_version == 3 and old.recommendation.method == "rule"
     assert old.recommendation.search is None and old.layers[0].propagated_rmse_over_scale is None
     html = render.render(old, "html").decode()
     md = render.render(old, "md").decode()
     for layer in old.layers:
         if layer.tensor_name in old.recommendation.denylisted_nodes:
-            assert layer.tensor_name in html and layer.tensor_name in md
-    assert old.recommendation.summary in md
+            assert layer.tensor_name in html.replace("<wbr>", "") and shorten(layer.tensor_name, 48) in md
+    assert _words(old.findings.recommendation) in _words(md.replace("\\", ""))
     assert render.render(old, "pdf").startswith(b"%PDF")
+
+
+def test_a_version_2_report_still_renders():
+    """report.json files written before the findings (schema 2) get them derived when read."""
+    v2_text = (HERE / "fixtures" / "report_v2.json").read_text()
+    assert json.loads(v2_text)["schema_version"] == 2 and "findings" not in json.loads(v2_text)
+    old = Report.from_json(v2_text)
+    assert old.schema_version == 3 and old.findings.gap.status == "recovered"
+    assert old.findings.variant("fiq").vs_float.p_value is None  # not recorded in version 2: not invented
+    assert "significance not recorded" in old.findings.variant("fiq").verdict
+    md = render.render(old, "md").decode()
+    assert old.findings.headline[0].split(" (")[0] in md
+    html = render.render(old, "html").decode()
+    assert 'id="headline"' in html and render.render(old, "pdf").startswith(b"%PDF")
 
 
 def test_render_command_works_without_tensorflow(tmp_path):
