@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import base64
 import io
+import math
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -78,55 +80,330 @@ def confusion_matrices(report: Report, short_names: dict) -> str:
     return _data_uri(fig)
 
 
-def _layer_bars(report: Report, values, ylabel: str, title: str, lines=(), log=False) -> str:
+# --- per-layer charts --------------------------------------------------------------------------
+#
+# Each layer chart is planned first (`layer_chart_plan`: a pure function of the report, tested without
+# pixels) and then drawn from the plan (`_draw_layer_chart`).
+
+FEW_LAYERS = 30  # up to this many layers the x axis names each one ("2 FULLY_CONNECTED")
+MAX_INDEX_TICKS = 16  # more layers: bare indices, about this many ticks at most
+ANNOTATE_TOP = 3  # more layers: the largest values are labelled with their index and op name...
+STANDS_OUT = 2.0  # ...when they are more than this many times the median (no labels on a flat chart)
+DECADE_SPAN = 10.0  # a log axis when the plotted positive values span more than this ratio
+LAYER_FIGSIZE = (5.6, 2.9)  # inches: shown at ~68 % of an 1100 px page and in an A4 PDF
+LABEL_BAND = 0.80  # with labels: the largest value reaches this share of the axis height
+AXES_WIDTH_IN = LAYER_FIGSIZE[0] - 0.75  # the axes after the y label and margins (an estimate)
+TICK_FONT = 6.5
+ANNOTATION_FONT = 6.5
+CHAR_WIDTH = 0.66  # a character of DejaVu Sans (upper case: op names), in font sizes, a little generous
+
+KEPT = "#2e7d32"  # the same green as the recommended model in the trade-off chart
+IDEAL_COLOR = "#505050"
+
+# Layer categories, drawn in this order in the legend. Colour, hatch, hatch/edge colour, legend label.
+CATEGORIES = {
+    "kept": (KEPT, "", KEPT, "kept in float (recommended)"),
+    "kept_flagged": (KEPT, "////", SUSPECT, "kept in float (recommended), flagged by the rule too"),
+    "flagged": (SUSPECT, "", SUSPECT, "flagged by the rmse/scale rule"),
+    "other": (NORMAL, "", NORMAL, "other layers"),
+}
+
+
+@dataclass(frozen=True)
+class ReferenceLine:
+    value: float
+    style: str  # matplotlib linestyle
+    color: str
+    label: str
+
+
+@dataclass(frozen=True)
+class LayerChartPlan:
+    """What one per-layer chart shows, decided before anything is drawn."""
+
+    title: str
+    ylabel: str
+    xlabel: str
+    values: tuple  # one per layer, in report order
+    categories: tuple  # one CATEGORIES key per layer
+    log: bool  # log y axis: the plotted values (reference lines included) span more than a decade
+    ylim: tuple  # (bottom, top)
+    xlim: tuple  # (left, right), in layer positions
+    ticks: tuple  # x positions that carry a label
+    tick_labels: tuple  # "0 SUB" with few layers, "40" with many
+    names_on_axis: bool  # tick labels name the op (few layers)
+    tick_rotation: int  # degrees: 45 when the names would not fit side by side
+    bar_width: float  # in layer slots: narrower with very few layers
+    lines: tuple  # ReferenceLine, in legend order
+    legend_labels: tuple  # only categories with at least one layer, then the reference lines
+    annotated: tuple  # many layers: positions of the (up to 3) largest values that stand out, left to right
+    annotations: tuple  # their labels: "37 CONV_2D: 60"
+    annotation_x: tuple  # their centres in axes fraction, spread so that they do not overlap
+    marked: tuple  # many layers: positions of the layers kept in float, marked above their thin bars
+    zeros: tuple  # few layers on a log axis: positions whose value is 0 (no bar), labelled "0"
+
+
+def spans_decades(values, ratio: float = DECADE_SPAN) -> bool:
+    """True when the positive values span more than `ratio` (max / min): a log axis reads better."""
+    positive = [float(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return bool(positive) and max(positive) / min(positive) > ratio
+
+
+def kept_in_float(report: Report) -> set:
+    """Tensor names the recommended (measured) model keeps in float; empty without one."""
+    rec = report.recommendation
+    return set(rec.denylisted_nodes) if rec is not None and rec.selective is not None else set()
+
+
+def layer_categories(report: Report) -> list[str]:
+    """Per layer: "kept" (in float in the recommended model), "kept_flagged" (kept, and flagged by the
+    rmse/scale rule), "flagged" (only flagged by the rule) or "other"."""
+    kept = kept_in_float(report)
+    out = []
+    for layer in report.layers:
+        if layer.tensor_name in kept:
+            out.append("kept_flagged" if layer.suspect else "kept")
+        else:
+            out.append("flagged" if layer.suspect else "other")
+    return out
+
+
+def index_tick_step(n: int, max_ticks: int = MAX_INDEX_TICKS) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that puts at most `max_ticks` ticks on `n` layers."""
+    magnitude = 1
+    while True:
+        for m in (1, 2, 5):
+            step = m * magnitude
+            if -(-n // step) <= max_ticks:
+                return step
+        magnitude *= 10
+
+
+def short_number(v: float) -> str:
+    """A value for a label: 3 significant digits, no exponent below 100,000."""
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.2e}"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.3g}"
+
+
+def layer_chart_plan(report: Report, values, title: str, ylabel: str, lines=()) -> LayerChartPlan:
+    """The plan of a per-layer chart of `values` (one per layer) with horizontal reference `lines`."""
     layers = report.layers
-    if not layers:
-        return ""
-    x = np.arange(len(layers))
-    colors = [SUSPECT if layer.suspect else NORMAL for layer in layers]
-    hatches = ["////" if layer.suspect else "" for layer in layers]
-    width = min(9.0, max(4.0, 0.22 * len(layers) + 2))
-    fig, ax = plt.subplots(figsize=(width, 2.4))
-    bars = ax.bar(x, values, color=colors, edgecolor="black", linewidth=0.3)
-    for bar, hatch in zip(bars, hatches):
-        bar.set_hatch(hatch)
-    for value, style, label in lines:
-        ax.axhline(value, linestyle=style, color="black", linewidth=0.8, label=label)
+    values = tuple(float(v) for v in values)
+    n = len(layers)
+    categories = tuple(layer_categories(report))
+    lines = tuple(lines)
+    plotted = list(values) + [line.value for line in lines]
+    log = spans_decades(plotted)
+
+    names_on_axis = n <= FEW_LAYERS
+    if names_on_axis:
+        ticks = tuple(range(n))
+        tick_labels = tuple(f"{layer.index} {layer.op_name}" for layer in layers)
+        xlabel = "layer (debugger order): index and op"
+        widest = max((_text_width_in(label, TICK_FONT) for label in tick_labels), default=0.0)
+        tick_rotation = 0 if widest < 0.9 * AXES_WIDTH_IN / max(n, 1) else 45
+    else:
+        step = index_tick_step(n)
+        ticks = tuple(i for i, layer in enumerate(layers) if layer.index % step == 0)
+        tick_labels = tuple(str(layers[i].index) for i in ticks)
+        xlabel = "layer index (debugger order)"
+        tick_rotation = 0
+
+    annotated = ()
+    if not names_on_axis:
+        median = float(np.median(values))
+        ranked = sorted((i for i in range(n) if values[i] > STANDS_OUT * median and values[i] > 0),
+                        key=lambda i: (-values[i], i))
+        annotated = tuple(sorted(ranked[:ANNOTATE_TOP]))
+    annotations = tuple(f"{layers[i].index} {layers[i].op_name}: {short_number(values[i])}" for i in annotated)
+    marked = () if names_on_axis else tuple(i for i, c in enumerate(categories) if c.startswith("kept"))
+
+    ylim = _layer_ylim(plotted, log, headroom=bool(annotated))
+    xlim = (-0.6, n - 0.4) if names_on_axis else (-1.0, float(n))
+    annotation_x = tuple(_label_positions(
+        [(i - xlim[0]) / (xlim[1] - xlim[0]) for i in annotated],
+        [_text_width_in(text, ANNOTATION_FONT) / AXES_WIDTH_IN for text in annotations]))
+    legend_labels = tuple(_category_label(key, categories) for key in CATEGORIES if key in categories)
+    if legend_labels == (_category_label("other", categories),) and not lines:
+        legend_labels = ()  # nothing highlighted and no line: a legend would only say "layers"
+    legend_labels += tuple(line.label for line in lines)
+    return LayerChartPlan(
+        title=title, ylabel=ylabel, xlabel=xlabel, values=values, categories=categories, log=log, ylim=ylim,
+        xlim=xlim,
+        ticks=ticks, tick_labels=tick_labels, names_on_axis=names_on_axis, tick_rotation=tick_rotation,
+        bar_width=round(min(0.75, 0.75 * n / 8), 3) if names_on_axis else 0.8, lines=lines,
+        legend_labels=legend_labels, annotated=annotated, annotations=annotations, annotation_x=annotation_x,
+        marked=marked,
+        zeros=tuple(i for i in range(n) if values[i] <= 0) if log and names_on_axis else ())
+
+
+def _category_label(key: str, categories) -> str:
+    if key == "other" and set(categories) == {"other"}:
+        return "layers"
+    return CATEGORIES[key][3]
+
+
+def _text_width_in(text: str, fontsize: float) -> float:
+    return len(text) * CHAR_WIDTH * fontsize / 72
+
+
+def _nice_below(v: float) -> float:
+    """The largest 1, 2 or 5 x 10^k at or below `v` (> 0): a log axis then starts on a labelled tick."""
+    k = math.floor(math.log10(v))
+    for m in (5, 2, 1):
+        if m * 10.0 ** k <= v * (1 + 1e-9):
+            return m * 10.0 ** k
+    return 10.0 ** k  # pragma: no cover
+
+
+def _layer_ylim(plotted, log: bool, headroom: bool) -> tuple:
+    """Y limits that show every value and reference line; with `headroom`, room above for the labels."""
+    positive = [v for v in plotted if v > 0]
+    top_value = max(positive) if positive else 1.0
+    share = LABEL_BAND if headroom else 0.93
     if log:
+        lo = math.log10(_nice_below(min(positive) / 1.2))
+        hi = math.log10(top_value)
+        return (10 ** lo, 10 ** (lo + (hi - lo) / share))
+    return (0.0, top_value / share)
+
+
+def layer_rmse_plan(report: Report) -> LayerChartPlan:
+    threshold = report.recommendation.threshold if report.recommendation else 0.7
+    return layer_chart_plan(
+        report,
+        [layer.rmse_over_scale for layer in report.layers],
+        "RMSE/scale per layer",
+        "RMSE / scale",
+        lines=(ReferenceLine(RMSE_OVER_SCALE_IDEAL, ":", IDEAL_COLOR,
+                             f"ideal {RMSE_OVER_SCALE_IDEAL:.3f} (1/\u221a12: rounding only)"),
+               ReferenceLine(threshold, "--", "black", f"rule threshold {threshold:g}")),
+    )
+
+
+def layer_ranges_plan(report: Report) -> LayerChartPlan:
+    return layer_chart_plan(report, [layer.range for layer in report.layers], "Range per layer",
+                            "range (255 x scale)")
+
+
+def _label_positions(wanted, widths, lo: float = 0.01, hi: float = 0.99, gap: float = 0.04) -> list[float]:
+    """Centres near `wanted` (sorted, axes fraction) for labels `widths` wide that neither overlap nor
+    leave [lo, hi]: pushed right where they collide, then back left from the right edge."""
+    pos = [min(max(w, lo + width / 2), hi - width / 2) for w, width in zip(wanted, widths)]
+    for i in range(1, len(pos)):
+        pos[i] = max(pos[i], pos[i - 1] + (widths[i - 1] + widths[i]) / 2 + gap)
+    if pos:
+        pos[-1] = min(pos[-1], hi - widths[-1] / 2)
+    for i in range(len(pos) - 2, -1, -1):
+        pos[i] = min(pos[i], pos[i + 1] - (widths[i] + widths[i + 1]) / 2 - gap)
+    return pos
+
+
+def _draw_layer_chart(plan: LayerChartPlan) -> str:
+    from matplotlib.legend_handler import HandlerTuple
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    n = len(plan.values)
+    x = np.arange(n)
+    fig, ax = plt.subplots(figsize=LAYER_FIGSIZE, layout="constrained")
+    few = plan.names_on_axis
+    faces = [CATEGORIES[c][0] for c in plan.categories]
+    edges = [CATEGORIES[c][2] if CATEGORIES[c][1] else ("black" if few else "none") for c in plan.categories]
+    bars = ax.bar(x, plan.values, width=plan.bar_width, color=faces, edgecolor=edges,
+                  linewidth=0.4 if few else 0.0, zorder=2)
+    for bar, category in zip(bars, plan.categories):
+        hatch = CATEGORIES[category][1]
+        if hatch:
+            bar.set_hatch(hatch)
+            bar.set_linewidth(0.6)
+    for line in plan.lines:
+        ax.axhline(line.value, linestyle=line.style, color=line.color, linewidth=1.1, zorder=3)
+
+    if plan.log:
         ax.set_yscale("log")
-    ax.set_ylabel(ylabel)
-    ax.set_xlabel("layer index (debugger order)")
-    ax.set_title(title, fontsize=9, loc="left")
-    step = max(1, len(layers) // 30)
-    ax.set_xticks(x[::step])
-    handles = [plt.Rectangle((0, 0), 1, 1, color=NORMAL), plt.Rectangle((0, 0), 1, 1, color=SUSPECT, hatch="////")]
-    labels = ["layer", "suspect"]
-    line_handles, line_labels = ax.get_legend_handles_labels()
-    ax.legend(handles + line_handles, labels + line_labels, fontsize=7, frameon=False, loc="upper left",
-              bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+        decades = math.log10(plan.ylim[1] / plan.ylim[0])
+        subs = (1.0, 2.0, 5.0) if decades <= 1.6 else (1.0, 3.0) if decades <= 3.2 else (1.0,)
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: short_number(v)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(*plan.ylim)
+    ax.set_xlim(*plan.xlim)
+    ax.grid(axis="y", which="major", color="#e3e3e3", linewidth=0.6, zorder=0)
+    ax.set_axisbelow(True)
+
+    ax.set_xticks(list(plan.ticks))
+    if plan.tick_rotation:
+        ax.set_xticklabels(plan.tick_labels, rotation=plan.tick_rotation, ha="right", rotation_mode="anchor",
+                           fontsize=TICK_FONT)
+    else:
+        ax.set_xticklabels(plan.tick_labels, fontsize=TICK_FONT if few else 7)
+    ax.tick_params(axis="x", length=2)
+    ax.set_ylabel(plan.ylabel)
+    ax.set_xlabel(plan.xlabel, fontsize=7)
+    ax.set_title(plan.title, fontsize=9, loc="left")
+
+    for i, text, where in zip(plan.annotated, plan.annotations, plan.annotation_x):
+        ax.annotate(text, xy=(i, plan.values[i]), xycoords="data", xytext=(where, 0.975),
+                    textcoords="axes fraction", ha="center", va="top", fontsize=ANNOTATION_FONT,
+                    arrowprops={"arrowstyle": "-", "color": "#444444", "linewidth": 0.5, "shrinkA": 1,
+                                "shrinkB": 1},
+                    zorder=4)
+
+    marker = {"marker": "v", "markersize": 4, "color": KEPT, "markeredgecolor": "white", "markeredgewidth": 0.3,
+              "linestyle": "none"}
+    for i in plan.zeros:
+        ax.text(i, 0.01, "0", transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=TICK_FONT,
+                color="#444444")
+    if plan.marked:
+        tops = [plan.values[i] * (1.25 if plan.log else 1.0) + (0 if plan.log else 0.03 * plan.ylim[1])
+                for i in plan.marked]
+        ax.plot(list(plan.marked), tops, zorder=4, **marker)
+
+    # The legend: layer categories in the first column, reference lines in the second.
+    cats = []
+    for key, (face, hatch, edge, _) in CATEGORIES.items():
+        if key not in plan.categories:
+            continue
+        label = _category_label(key, plan.categories)
+        handle = Patch(facecolor=face, edgecolor=edge if hatch else face, hatch=hatch, linewidth=0.6)
+        if plan.marked and key.startswith("kept"):
+            handle = (handle, plt.Line2D([], [], **marker))
+        cats.append((handle, label))
+    refs = [(plt.Line2D([], [], linestyle=line.style, color=line.color, linewidth=1.0), line.label)
+            for line in plan.lines]
+    if not plan.legend_labels:
+        return _data_uri(fig)
+    assert tuple(label for _, label in cats + refs) == plan.legend_labels
+    if refs:
+        rows = max(len(cats), len(refs))
+        blank = (Patch(visible=False), "")
+        entries = cats + [blank] * (rows - len(cats)) + refs + [blank] * (rows - len(refs))
+        ncol = 2
+    else:
+        one_row = sum(_text_width_in(label, 7) + 0.6 for _, label in cats)
+        entries, ncol = cats, len(cats) if one_row <= LAYER_FIGSIZE[0] - 0.2 else min(len(cats), 2)
+    fig.legend([h for h, _ in entries], [label for _, label in entries], loc="outside lower center", ncol=ncol,
+               fontsize=7, frameon=False, handlelength=2.2, columnspacing=2.0,
+               handler_map={tuple: HandlerTuple(ndivide=None, pad=0.3)})
     return _data_uri(fig)
 
 
 def layer_ranges(report: Report) -> str:
-    values = [layer.range for layer in report.layers]
-    spread = max(values) / max(min(v for v in values if v > 0), 1e-12) if any(v > 0 for v in values) else 1
-    return _layer_bars(report, values, "range (255 x scale)", "Range per layer", log=spread > 100)
+    if not report.layers:
+        return ""
+    return _draw_layer_chart(layer_ranges_plan(report))
 
 
 def layer_rmse(report: Report) -> str:
-    threshold = report.recommendation.threshold if report.recommendation else 0.7
-    values = [layer.rmse_over_scale for layer in report.layers]
-    spread = max(values) / threshold if values else 1
-    return _layer_bars(
-        report,
-        values,
-        "RMSE / scale",
-        "RMSE/scale per layer",
-        lines=((RMSE_OVER_SCALE_IDEAL, ":", f"ideal {RMSE_OVER_SCALE_IDEAL:.3f}"),
-               (threshold, "--", f"threshold {threshold:g}")),
-        log=spread > 20,
-    )
+    if not report.layers:
+        return ""
+    return _draw_layer_chart(layer_rmse_plan(report))
 
 
 def tradeoff(report: Report) -> str:
@@ -177,6 +454,8 @@ def tradeoff(report: Report) -> str:
                            label=f"{'float' if name == 'float' else 'FIQ'} {v.metrics.accuracy:.3f}")
         ax.set_xlabel(xlabel)
     axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
+    if spans_decades([s.size_bytes for s in steps]):
+        axes[0].set_xscale("log")  # sizes a decade apart or more: a linear axis piles the small ones up
     if not classification and all(q > 0 for q in quality):
         axes[0].set_yscale("log")
     axes[0].set_ylabel(ylabel)

@@ -3,6 +3,7 @@ PNGs are deterministic and of a bounded size. Fast, no TensorFlow."""
 
 import base64
 import dataclasses
+import itertools
 import json
 import struct
 from pathlib import Path
@@ -81,7 +82,7 @@ def test_short_number():
 def test_label_positions_never_overlap_nor_leave_the_axes():
     widths = [0.3, 0.2, 0.25]
     pos = plots._label_positions([0.0, 0.01, 0.02], widths)
-    for (a, wa), (b, wb) in zip(zip(pos, widths), zip(pos[1:], widths[1:])):
+    for (a, wa), (b, wb) in itertools.pairwise(zip(pos, widths)):
         assert b - a >= (wa + wb) / 2
     assert pos[0] - widths[0] / 2 >= 0 and pos[-1] + widths[-1] / 2 <= 1
     pos = plots._label_positions([0.97, 0.98, 0.99], widths)
@@ -186,11 +187,11 @@ def test_mobilenet_like_plan(fixture_report):
     assert plan.tick_labels == tuple(str(i) for i in range(0, 150, 10))
     # The three largest errors are labelled with index and op name, left to right.
     assert plan.annotated == (37, 38, 120)
-    assert plan.annotations == ("37 DEPTHWISE_CONV_2D: 60", "38 ADD: 13", "120 CONV_2D: 8")
+    assert plan.annotations == ("37 PAD: 60", "38 MEAN: 13", "120 CONV_2D: 8")
     widths = [plots._text_width_in(t, plots.ANNOTATION_FONT) / plots.AXES_WIDTH_IN for t in plan.annotations]
     spans = sorted((x - w / 2, x + w / 2) for x, w in zip(plan.annotation_x, widths))
     assert spans[0][0] >= 0 and spans[-1][1] <= 1
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert plan.marked == (0, 37)  # the kept layers get a marker above their thin bars
     assert plan.legend_labels[0] == "kept in float (recommended)"
 
