@@ -70,3 +70,21 @@ def test_deep_model_is_searched_within_its_budget(collapse_reports):
     search = report.recommendation.search
     assert search.evaluations <= search.budget
     assert len(report.recommendation.denylisted_nodes) <= 6
+
+
+def test_deep_model_report_is_readable(collapse_reports):
+    """A 100+-layer model: the story first, the layers that matter first, the full table after."""
+    from story import check_story
+
+    from reporter.view import ReportView
+
+    out, _ = collapse_reports
+    report = load_report(out / "mobilenet_offset")
+    texts = check_story(report)
+    view = ReportView(report)
+    assert view.layers_truncated and len(view.top_layer_rows) == view.TOP_LAYERS
+    kept = set(report.recommendation.denylisted_nodes)
+    assert kept <= {row.layer.tensor_name for row in view.top_layer_rows}  # the kept layers are among the top
+    assert 'id="layer-table-full"' in texts["html"] and texts["pdf_pages"] <= 14
+    culprit_layers = {c.layer for c in report.findings.culprits}
+    assert all(layer in " ".join(report.findings.headline) for layer in culprit_layers if layer)

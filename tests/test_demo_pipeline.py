@@ -138,7 +138,7 @@ def test_breast_cancer_fiq_fails_and_the_search_recovers_the_whole_gap(demo_repo
     assert rec.size_cost_bytes == rec.selective.size_bytes - report.variant("fiq").size_bytes
     for node in rec.denylisted_nodes:
         assert repr(node) in rec.code
-    assert "100%" in rec.summary and "rmse/scale rule" in rec.summary
+    assert "100 %" in rec.summary and "rmse/scale rule" in rec.summary
 
 
 def test_lstm_demo_has_fused_lstm_ops(demo_reports):
@@ -181,3 +181,28 @@ def test_demo_is_cached_and_not_retrained(demo_reports, demo_cache, tmp_path, ca
     a, b = load_report(demo_reports / "breast_cancer_mlp"), load_report(tmp_path / "breast_cancer_mlp")
     assert [v.metrics for v in a.variants] == [v.metrics for v in b.variants]
     assert a.layers == b.layers
+
+
+@pytest.mark.parametrize("name", DEMO_MODELS)
+def test_demo_reports_tell_the_story_first_with_paired_tests(demo_reports, name):
+    """Each variant's significance is the exact McNemar test on predictions made independently; the
+    interval is Wilson's; the story leads every format."""
+    import math
+
+    from story import check_story
+
+    report = load_report(demo_reports / name)
+    check_story(report)
+    data = _data(report)
+    y = data["y"]
+    ok_float = _predict_one_by_one(demo_reports / name / "float.tflite", data["x"]) == y
+    for f in report.findings.variants:
+        if f.name == "float" or not f.ok:
+            continue
+        ok = _predict_one_by_one(demo_reports / name / f"{f.name}.tflite", data["x"]) == y
+        b, c = int(np.sum(ok_float & ~ok)), int(np.sum(~ok_float & ok))
+        p = 1.0 if b + c == 0 else min(1.0, 2 * sum(math.comb(b + c, i) for i in range(min(b, c) + 1)) / 2 ** (b + c))
+        assert f.vs_float.p_value == pytest.approx(p), f.name
+        assert f.direction == ("same" if p >= 0.05 else ("worse" if b > c else "better")), f.name
+        n, k = len(y), int(ok.sum())
+        assert f.accuracy_low < k / n < f.accuracy_high

@@ -204,3 +204,28 @@ def test_regression_model_reports_output_error(regression_files, tmp_path):
     fiq = report.variant("fiq")
     assert fiq.ok and fiq.output_error is not None and fiq.output_error.mse >= 0
     assert all(v.metrics is None for v in report.variants)
+
+
+def test_binary_sigmoid_report_tells_the_story_first(binary_run):
+    from story import check_story
+
+    report, _ = binary_run
+    texts = check_story(report)
+    fiq = report.findings.variant("fiq")
+    assert fiq.main_metric == "ROC AUC" and fiq.direction == "worse"
+    assert "ROC AUC" in texts["md"]
+
+
+def test_regression_report_with_rule_flags_makes_no_gap_claim(regression_files, tmp_path):
+    """A regression output run with --first-layers 1: the gap is not measurable, and the report says
+    what it measured (output error) instead of claiming FIQ is as accurate as float."""
+    from reporter.pipeline import RunSettings, run
+    from story import check_story
+
+    model, data = regression_files
+    report, _ = run(RunSettings(model=str(model), data=str(data), out=str(tmp_path), name="reg", quiet=True,
+                                variants=("float", "fiq"), formats=("json",), latency_runs=3, first_layers=1,
+                                recommend="rule"))
+    assert report.findings.gap.status == "not_measurable"
+    assert report.findings.fix is not None and report.findings.fix.status == "measured"
+    check_story(report)
