@@ -90,13 +90,13 @@ def after_fix(gap: Gap, y, float_pred, fixed_pred, max_accuracy_drop: Optional[f
     if drop <= 0:
         return Gap("recovered", drop, p, "the recommended model is as accurate as float")
     if p >= ALPHA:
-        return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float: within noise (McNemar p = {p:.2g})")
+        return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float, within noise: McNemar p = {p:.2g}")
     if max_accuracy_drop is not None and drop <= max_accuracy_drop + 1e-12:
         return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float: within --max-accuracy-drop"
                                          f" {max_accuracy_drop:g}")
     if share is not None and share >= RECOVERED_SHARE:
         return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float, {share:.1%} of the gap won back")
-    return Gap("open", drop, p, f"the recommended model still loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
+    return Gap("open", drop, p, f"the recommended model still loses {drop * 100:.1f} points, McNemar p = {p:.2g}")
 
 
 def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
