@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from reporter import __version__
+from reporter import __version__, settings
 from reporter.config import BatchConfig, ModelEntry
 from reporter.output import folder_name
 
@@ -115,7 +115,8 @@ def _worker(job: dict, messages) -> None:
     outcome = {"status": "ok", "stage": "", "error": ""}
     try:
         run(RunSettings(model=job["model"], data=job["data"], out=job["out"], name=name, quiet=True,
-                        listener=listener, failure_log=str(log_path), extra={FINGERPRINT_KEY: job["fingerprint"]},
+                        shown_paths=tuple(job["shown"]), listener=listener, failure_log=str(log_path),
+                        extra={FINGERPRINT_KEY: job["fingerprint"]},
                         **job["options"]))
     except QuantReportError as exc:
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}
@@ -230,7 +231,8 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
         log.unlink(missing_ok=True)
         pending.append({
             "name": entry.name, "model": str(entry.path), "data": entry.data, "out": str(out),
-            "options": {**_run_options(entry.options),
+            "shown": list(entry.shown),  # the paths as the config file gives them, for the report
+            "options": {**settings.from_toml(entry.options),
                         # the gate's limit is also the search's target (the same --max-accuracy-drop as `run`)
                         **({"max_accuracy_drop": config.gate.max_accuracy_drop,
                             "gate_variant": config.gate.variant} if config.gate else {})},
@@ -266,15 +268,6 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
     if logs.is_dir() and not any(logs.iterdir()):
         logs.rmdir()
     return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2))
-
-
-def _run_options(options: dict) -> dict:
-    """Config keys to RunSettings keyword arguments."""
-    mapped = dict(options)
-    for key in ("variants", "formats", "keep_float", "keep_float_ops"):
-        if key in mapped:
-            mapped[key] = tuple(mapped[key])
-    return mapped
 
 
 def _drain(messages, results, display, timeout):

@@ -1,105 +1,127 @@
-"""The command line: `quant-report run | demo`, a thin layer over the pipeline."""
+"""The command line: `quant-report run | batch | render | demo`, a thin layer over the pipeline.
+
+Flags come from the settings' declarations (reporter/settings.py), exit codes from
+reporter/exit_codes.py; `main(argv)` returns the code and never exits itself."""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import traceback
 
 from reporter import __version__
-
-# Exit codes.
-OK = 0
-FAILED = 1  # bad input, or a model of the batch failed
-GATE_FAILED = 2  # every model reported, but one lost more accuracy than the gate allows
-USAGE = 2  # argparse's own code for bad flags (it exits before any model runs)
+from reporter.errors import UsageError
+from reporter.exit_codes import ExitCode, help_text
+from reporter.settings import FORMATS, GATE_BY_NAME, RUN, add_flag, add_flags, from_args
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def _variant_list(text: str) -> tuple:
-    return tuple(v.strip() for v in text.split(",") if v.strip())
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises UsageError (so `main` returns 2) instead of exiting, and that answers a
+    mistyped flag with this subcommand's usage and the closest flag."""
 
+    def error(self, message):
+        raise UsageError(f"{self.format_usage().strip()}\n{self.prog}: error: {message}")
 
-def _add_run_options(p: argparse.ArgumentParser):
-    p.add_argument("--out", default="reports", help="output folder (default: reports)")
-    p.add_argument(
-        "--variants",
-        type=_variant_list,
-        default=("float", "drq", "fiq"),
-        help="comma-separated: float, drq, fiq, f16, int16x8, int8_io (default: float,drq,fiq)",
-    )
-    p.add_argument("--calibration-samples", type=int, default=100, metavar="N",
-                   help="samples used for calibration and the debugger (default: 100)")
-    p.add_argument("--suspect-threshold", type=float, default=0.7, metavar="T",
-                   help="rmse/scale above which a layer is suspect (default: 0.7)")
-    p.add_argument("--first-layers", type=int, default=0, metavar="N",
-                   help="also keep the first N debugged layers in float (default: 0; the seed notebook uses 5)")
-    p.add_argument("--recommend", choices=("search", "rule"), default="search",
-                   help="search: measure candidate models for the fewest layers to keep in float (default);"
-                        " rule: the seed notebook's rmse/scale rule")
-    p.add_argument("--search-budget", type=int, default=60, metavar="N",
-                   help="candidate models the search may build and measure (default: 60)")
-    p.add_argument("--selection-samples", type=int, default=500, metavar="N",
-                   help="samples the search chooses on: x_calib beyond the calibration samples, else a held-out"
-                        " half of x (default: 500)")
-    p.add_argument("--keep-float", action="append", default=[], metavar="NAME",
-                   help="keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)")
-    p.add_argument("--keep-float-ops", type=_variant_list, action="extend", default=[], metavar="OPS",
-                   help="keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)")
-    p.add_argument("--latency-runs", type=int, default=50, metavar="N",
-                   help="timed single-sample invokes per variant (default: 50)")
-    p.add_argument("--formats", type=_variant_list, default=("html", "pdf", "md", "json"),
-                   help="comma-separated: html, pdf, md, json (default: all)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    def parse_args(self, args=None, namespace=None):
+        args, extras = self.parse_known_args(args, namespace)
+        if extras:
+            sub = getattr(args, "_parser", self)
+            flags = [o for action in sub._actions for o in action.option_strings if o.startswith("--")]
+            first = extras[0].split("=", 1)[0]
+            close = difflib.get_close_matches(first, flags, n=1, cutoff=0.6) if first.startswith("-") else []
+            hint = f"; did you mean {close[0]}?" if close else ""
+            sub.error(f"unrecognized argument{'s' if len(extras) > 1 else ''}: {' '.join(extras)}{hint}")
+        return args
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    common = dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=help_text())
+    parser = _Parser(
         prog="quant-report",
         description="What int8 quantization did to a TensorFlow model, and which layers to keep in float.",
+        **common,
     )
     parser.add_argument("--version", action="version", version=f"quant-report {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    run = sub.add_parser("run", help="report on one model and its data")
+    def subcommand(name, help_):
+        p = sub.add_parser(name, help=help_, description=help_, **common)
+        p.set_defaults(_parser=p)
+        return p
+
+    run = subcommand("run", "report on one model and its data")
     run.add_argument("model", help="a .keras file, a legacy .h5 file or a SavedModel folder")
     run.add_argument("--data", required=True,
                      help="an .npz with x, y and optional x_calib, or package.module:function returning them")
     run.add_argument("--name", help="report name (default: the model file's name)")
-    run.add_argument("--max-accuracy-drop", type=float, metavar="D",
-                     help="gate: exit with code 2 when the gate variant loses more than D accuracy (0..1) vs float;"
-                          " also the search's target")
-    run.add_argument("--gate-variant", default="fiq", help="the variant the gate checks (default: fiq)")
+    add_flag(run, GATE_BY_NAME["max_accuracy_drop"])
+    add_flag(run, GATE_BY_NAME["variant"], "--gate-variant")
     _add_run_options(run)
 
-    batch = sub.add_parser("batch", help="run many models from a TOML config, in parallel, with an index")
+    batch = subcommand("batch", "run many models from a TOML config, in parallel, with an index")
     batch.add_argument("config", help="a TOML file with [defaults], optional [gate] and [[model]] entries")
     batch.add_argument("--out", default="reports", help="output folder (default: reports)")
-    batch.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="N",
+    batch.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1, metavar="N",
                        help="models run at once, each in its own process (default: number of cores)")
     batch.add_argument("--resume", action="store_true",
                        help="skip models whose complete report exists and whose inputs have not changed")
     batch.add_argument("--quiet", action="store_true", help="no progress display")
 
-    render = sub.add_parser("render", help="re-render a saved report.json (TensorFlow not needed)")
+    render = subcommand("render", "re-render a saved report.json (TensorFlow not needed)")
     render.add_argument("report", help="a report.json written by quant-report")
-    render.add_argument("--format", required=True, choices=("html", "pdf", "md", "json"))
+    render.add_argument("--format", required=True, choices=FORMATS)
     render.add_argument("--out", help="output file (default: report.html, report.pdf or summary.md beside it)")
     render.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    demo = sub.add_parser("demo", help="train (once) and report on the three built-in demo models")
-    demo.add_argument("--models", type=_variant_list, default=None,
+    demo = subcommand("demo", "train (once) and report on the three built-in demo models")
+    demo.add_argument("--models", type=_demo_models, default=None,
                       help="comma-separated subset of: digits_cnn, digits_lstm, breast_cancer_mlp")
     _add_run_options(demo)
     return parser
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
+    return value
+
+
+def _demo_models(text: str) -> tuple:
+    from reporter.demo import MODELS
+
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in MODELS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown demo model(s) {', '.join(unknown) or repr(text)}:"
+                                         f" choose from {', '.join(MODELS)}")
+    return names
+
+
+def _add_run_options(p: argparse.ArgumentParser):
+    p.add_argument("--out", default="reports", help="output folder (default: reports)")
+    add_flags(p, RUN)
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
 def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+    """The command line; returns the exit code (see reporter/exit_codes.py), never exits itself."""
+    try:
+        args = build_parser().parse_args(argv)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return int(ExitCode.USAGE)
+    except SystemExit as exc:  # --help and --version print and exit 0
+        return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
     try:
         if args.command == "run":
             return _run(args)
@@ -107,83 +129,67 @@ def main(argv=None) -> int:
             return _demo(args)
         if args.command == "render":
             return _render(args)
-        if args.command == "batch":
-            return _batch(args)
+        return _batch(args)
     except KeyboardInterrupt:
         print("quant-report: interrupted", file=sys.stderr)
-        return FAILED
-    return USAGE
+        return int(ExitCode.FAILED)
 
 
 def _settings(args, model, data, name):
-    from reporter.pipeline import RunSettings
+    from reporter.settings import RunSettings
 
+    gated = getattr(args, "max_accuracy_drop", None) is not None
     return RunSettings(
         model=str(model),
         data=str(data),
         out=args.out,
         name=name,
-        variants=args.variants,
-        calibration_samples=args.calibration_samples,
-        suspect_threshold=args.suspect_threshold,
-        first_layers=args.first_layers,
-        latency_runs=args.latency_runs,
-        formats=args.formats,
-        recommend=args.recommend,
-        search_budget=args.search_budget,
-        selection_samples=args.selection_samples,
-        keep_float=tuple(args.keep_float),
-        keep_float_ops=tuple(args.keep_float_ops),
+        **from_args(args),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
-        gate_variant=getattr(args, "gate_variant", None) if getattr(args, "max_accuracy_drop", None) is not None
-        else None,
+        gate_variant=args.variant if gated else None,
         quiet=args.quiet,
     )
 
 
+def _error(text: str):
+    print(f"quant-report: error: {text}", file=sys.stderr)
+
+
 def _run_one(settings, debug: bool):
-    """Runs one model; prints a one-line error (traceback with --debug) and returns None on failure."""
-    from reporter.errors import QuantReportError
-    from reporter.pipeline import run
+    """Runs one model; prints a one-line error (traceback with --debug); returns (report, exit code)."""
+    from reporter.errors import QuantReportError, RenderError
 
     try:
+        settings.check()  # before importing the pipeline (1.4 s) and TensorFlow (4 s): bad input fails at once
+        from reporter.pipeline import run
+
         report, _ = run(settings)
-        return report
+        return report, ExitCode.OK
+    except RenderError as exc:  # measured and partly written: still a failure
+        _error(str(exc))
     except QuantReportError as exc:
         if debug:
             traceback.print_exc()
-        print(f"quant-report: error: {exc}", file=sys.stderr)
+        _error(str(exc))
     except Exception as exc:  # noqa: BLE001 - an unexpected failure still gets one line
         if debug:
             traceback.print_exc()
-        print(f"quant-report: error: {settings.model}: unexpected {type(exc).__name__}: "
-              f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''} (rerun with --debug)",
-              file=sys.stderr)
-    return None
+        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _error(f"{settings.model}: unexpected {type(exc).__name__}: {text} (rerun with --debug)")
+    return None, ExitCode.FAILED
 
 
 def _run(args) -> int:
-    from reporter.config import GATE_KEYS, Gate
+    from reporter.config import Gate
 
-    gate = None
-    if args.max_accuracy_drop is not None:
-        for key, value in (("max_accuracy_drop", args.max_accuracy_drop), ("variant", args.gate_variant)):
-            check, what = GATE_KEYS[key]
-            if not check(value):
-                print(f"quant-report: error: --{key.replace('_', '-')} must be {what}, not {value!r}",
-                      file=sys.stderr)
-                return FAILED
-        gate = Gate(args.max_accuracy_drop, args.gate_variant)
-    report = _run_one(_settings(args, args.model, args.data, args.name), args.debug)
-    if report is None:
-        return FAILED
-    if gate is None:
-        return OK
+    report, code = _run_one(_settings(args, args.model, args.data, args.name), args.debug)
+    if report is None or args.max_accuracy_drop is None:
+        return int(code)
     from reporter.gate import check
 
-    result = check(report, gate)
+    result = check(report, Gate(args.max_accuracy_drop, args.variant))
     print(f"quant-report: gate {'passed' if result.passed else 'FAILED'}: {result.message}", file=sys.stderr)
-    return OK if result.passed else GATE_FAILED
+    return int(ExitCode.OK if result.passed else ExitCode.GATE_FAILED)
 
 
 def _demo(args) -> int:
@@ -193,11 +199,6 @@ def _demo(args) -> int:
     from reporter.progress import Progress
 
     names = args.models or demo.MODELS
-    unknown = [n for n in names if n not in demo.MODELS]
-    if unknown:
-        print(f"quant-report: error: unknown demo model(s) {', '.join(unknown)}; "
-              f"choose from {', '.join(demo.MODELS)}", file=sys.stderr)
-        return FAILED
     failed = []
     for name in names:
         try:
@@ -208,20 +209,20 @@ def _demo(args) -> int:
         except Exception as exc:  # noqa: BLE001 - one demo model failing must not stop the others
             if args.debug:
                 traceback.print_exc()
-            print(f"quant-report: error: demo model {name} could not be trained: {exc}", file=sys.stderr)
+            _error(f"demo model {name} could not be trained: {exc}")
             failed.append(name)
             continue
         settings = _settings(args, model_path, data_path, name)
         # The demo's files live in the cache: show them relative to it, not as this machine's paths.
         settings.shown_paths = tuple(f"<demo cache>/{Path(p).relative_to(demo.cache_dir().parent).as_posix()}"
                                      for p in (model_path, data_path))
-        if _run_one(settings, args.debug) is None:
+        if _run_one(settings, args.debug)[0] is None:
             failed.append(name)
     if failed:
         print(f"quant-report: {len(failed)} of {len(names)} demo models failed: {', '.join(failed)}",
               file=sys.stderr)
-        return FAILED
-    return OK
+        return int(ExitCode.FAILED)
+    return int(ExitCode.OK)
 
 
 def _render(args) -> int:
@@ -233,26 +234,26 @@ def _render(args) -> int:
     from reporter.report import Report
 
     src = Path(args.report)
+    out = Path(args.out) if args.out else src.parent / render.FILE_NAMES[args.format]
     try:
         report = Report.from_json(src.read_text(encoding="utf-8"))
-        out = Path(args.out) if args.out else src.parent / render.FILE_NAMES[args.format]
         render.write_atomic(out, render.render(report, args.format))
-    except FileNotFoundError:
-        print(f"quant-report: error: {src}: no such file", file=sys.stderr)
-        return FAILED
+    except FileNotFoundError as exc:
+        _error(f"{exc.filename or src}: no such file or folder")
+        return int(ExitCode.FAILED)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        print(f"quant-report: error: {src}: not a JSON file ({exc})", file=sys.stderr)
-        return FAILED
+        _error(f"{src}: not a JSON file ({exc})")
+        return int(ExitCode.FAILED)
     except (ValueError, TypeError, KeyError) as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"quant-report: error: {src}: not a quant-report report.json ({exc})", file=sys.stderr)
-        return FAILED
+        _error(f"{src}: not a quant-report report.json ({exc})")
+        return int(ExitCode.FAILED)
     except OSError as exc:
-        print(f"quant-report: error: {exc.filename or out}: cannot write ({exc.strerror})", file=sys.stderr)
-        return FAILED
+        _error(f"{exc.filename or out}: cannot write ({exc.strerror})")
+        return int(ExitCode.FAILED)
     print(out)
-    return OK
+    return int(ExitCode.OK)
 
 
 def _batch(args) -> int:
@@ -260,16 +261,20 @@ def _batch(args) -> int:
     from reporter import index
     from reporter.batch import Display, run_batch
     from reporter.config import ConfigError, load
+    from reporter.errors import QuantReportError
+    from reporter.output import check_writable
 
     try:
         config = load(args.config)
     except ConfigError as exc:
         for line in exc.problems:
-            print(f"quant-report: error: {line}", file=sys.stderr)
-        return FAILED
-    if args.jobs < 1:
-        print("quant-report: error: --jobs must be 1 or more", file=sys.stderr)
-        return FAILED
+            _error(line)
+        return int(ExitCode.USAGE)
+    try:
+        check_writable(args.out)
+    except QuantReportError as exc:
+        _error(str(exc))
+        return int(ExitCode.FAILED)
     display = Display(len(config.models), quiet=args.quiet)
     result = run_batch(config, args.out, args.jobs, args.resume, display)
     idx = index.build(config, args.out, result)

@@ -12,35 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from reporter.convert import ALL_VARIANTS
+from reporter import settings
 from reporter.errors import QuantReportError
 from reporter.output import folder_name
 
-RUN_KEYS = {
-    # key: (type check, description)
-    "variants": (lambda v: isinstance(v, list) and v and all(x in ALL_VARIANTS for x in v),
-                 f"a list of variants from {', '.join(ALL_VARIANTS)}"),
-    "calibration_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "suspect_threshold": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
-                          "a number > 0"),
-    "first_layers": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0, "an integer >= 0"),
-    "latency_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "formats": (lambda v: isinstance(v, list) and all(x in ("html", "pdf", "md", "json") for x in v),
-                "a list from html, pdf, md, json"),
-    "recommend": (lambda v: v in ("search", "rule"), '"search" or "rule"'),
-    "search_budget": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
-    "selection_samples": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 10, "an integer >= 10"),
-    "keep_float": (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
-                   "a list of tensor names"),
-    "keep_float_ops": (lambda v: isinstance(v, list) and all(isinstance(x, str) and x for x in v),
-                       "a list of op names such as \"MEAN\""),
-}
+RUN_KEYS = settings.BY_NAME  # the batch file's run keys are the command line's run flags
 MODEL_KEYS = {"name", "path", "data"} | set(RUN_KEYS)
-GATE_KEYS = {
-    "max_accuracy_drop": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
-                          "a number from 0 to 1"),
-    "variant": (lambda v: v in ALL_VARIANTS and v != "float", "a quantized variant such as \"fiq\""),
-}
+GATE_KEYS = settings.GATE_BY_NAME
 
 
 class ConfigError(QuantReportError):
@@ -64,6 +42,7 @@ class ModelEntry:
     data: str  # an absolute .npz path, or package.module:function
     options: dict  # run settings: defaults overridden by the model's own keys
     line: int
+    shown: tuple = ()  # (model, data) as the config file gives them: what the report shows
 
 
 @dataclass
@@ -140,8 +119,8 @@ def load(path) -> BatchConfig:
     for key, value in defaults.items():
         if key not in RUN_KEYS:
             problem(at("defaults", -1, key), f"unknown key '{key}' in [defaults] (allowed: {', '.join(sorted(RUN_KEYS))})")
-        elif not RUN_KEYS[key][0](value):
-            problem(at("defaults", -1, key), f"'{key}' must be {RUN_KEYS[key][1]}, not {value!r}")
+        elif settings.check_value(RUN_KEYS[key], value):
+            problem(at("defaults", -1, key), settings.check_value(RUN_KEYS[key], value))
 
     gate = None
     raw_gate = data.get("gate")
@@ -154,8 +133,8 @@ def load(path) -> BatchConfig:
                 if key not in GATE_KEYS:
                     problem(at("gate", -1, key), f"unknown key '{key}' in [gate] (allowed: {', '.join(sorted(GATE_KEYS))})")
                     ok = False
-                elif not GATE_KEYS[key][0](value):
-                    problem(at("gate", -1, key), f"'{key}' must be {GATE_KEYS[key][1]}, not {value!r}")
+                elif settings.check_value(GATE_KEYS[key], value):
+                    problem(at("gate", -1, key), settings.check_value(GATE_KEYS[key], value))
                     ok = False
             if "max_accuracy_drop" not in raw_gate:
                 problem(at("gate", -1, None), "[gate] needs 'max_accuracy_drop'")
@@ -174,8 +153,8 @@ def load(path) -> BatchConfig:
         for key, value in raw.items():
             if key not in MODEL_KEYS:
                 problem(at("model", i, key), f"unknown key '{key}' in [[model]] (allowed: {', '.join(sorted(MODEL_KEYS))})")
-            elif key in RUN_KEYS and not RUN_KEYS[key][0](value):
-                problem(at("model", i, key), f"'{key}' must be {RUN_KEYS[key][1]}, not {value!r}")
+            elif key in RUN_KEYS and settings.check_value(RUN_KEYS[key], value):
+                problem(at("model", i, key), settings.check_value(RUN_KEYS[key], value))
         for key in ("path", "data"):
             if key not in raw:
                 problem(header, f"[[model]] #{i + 1} has no '{key}'")
@@ -204,7 +183,8 @@ def load(path) -> BatchConfig:
         else:
             seen[folder] = at("model", i, "name") if "name" in raw else header
         options = {**defaults, **{k: v for k, v in raw.items() if k in RUN_KEYS}}
-        models.append(ModelEntry(name=name, path=model_path, data=data_spec, options=options, line=header))
+        models.append(ModelEntry(name=name, path=model_path, data=data_spec, options=options, line=header,
+                                 shown=(raw["path"], raw["data"])))
 
     if problems:
         raise ConfigError([message for _, message in sorted(problems, key=lambda p: p[0])])

@@ -12,3 +12,17 @@ class InputError(QuantReportError):
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
+
+
+class UsageError(QuantReportError):
+    """A bad flag, value or setting: nothing ran (exit code 2)."""
+
+
+class RenderError(QuantReportError):
+    """One or more report formats could not be rendered; the others were written to `folder`."""
+
+    def __init__(self, folder, errors: dict):
+        self.folder = str(folder)
+        self.errors = dict(errors)
+        what = "; ".join(f"{fmt}: {error}" for fmt, error in self.errors.items())
+        super().__init__(f"{self.folder}: could not render {what} (the other formats were written)")

@@ -17,15 +17,13 @@ import markupsafe
 from reporter import __version__
 from reporter.batch import BatchResult, Outcome
 from reporter.config import BatchConfig, Gate
+from reporter.exit_codes import ExitCode
 from reporter.gate import check
 from reporter.render import FILE_NAMES, environment, templates_dir, write_atomic
 from reporter.report import Report
 from reporter.view import fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
 
 INDEX_SCHEMA_VERSION = 1
-
-# Exit codes of a batch.
-OK, FAILED, GATE_FAILED = 0, 1, 2
 
 
 @dataclass(frozen=True)
@@ -103,10 +101,10 @@ class Index:
     @property
     def exit_code(self) -> int:
         if self.failed:
-            return FAILED
+            return int(ExitCode.FAILED)
         if self.gate_failures:
-            return GATE_FAILED
-        return OK
+            return int(ExitCode.GATE_FAILED)
+        return int(ExitCode.OK)
 
     def to_json(self) -> str:
         data = dataclasses.asdict(self)

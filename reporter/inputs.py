@@ -46,6 +46,39 @@ class Dataset:
         return self.calibration_source == "x"
 
 
+MODEL_KINDS = "a Keras 3 .keras file, a legacy .h5 file or a SavedModel folder"
+DATA_KINDS = "an .npz file with arrays x and y (and optional x_calib), or package.module:function returning them"
+_TEXT_SUFFIXES = {".csv": "a CSV file", ".tsv": "a TSV file", ".txt": "a text file", ".json": "a JSON file",
+                  ".npy": "a single .npy array", ".pkl": "a pickle", ".pickle": "a pickle",
+                  ".parquet": "a Parquet file"}
+
+
+def preflight(model, data):
+    """Checks, without TensorFlow, that the model and the data exist and are of a kind quant-report
+    reads; raises InputError naming the file and saying what it must be."""
+    path = Path(model)
+    if not path.exists():
+        raise InputError(path, f"no such file or folder (MODEL must be {MODEL_KINDS})")
+    if path.is_dir():
+        if not (path / "saved_model.pb").is_file():
+            raise InputError(path, "folder is not a SavedModel (no saved_model.pb inside)")
+    elif path.suffix.lower() not in (".keras", ".h5"):
+        raise InputError(path, f"unsupported model format '{path.suffix or path.name}': MODEL must be {MODEL_KINDS}")
+    spec = str(data)
+    if _is_callable_spec(spec):
+        return
+    data_path = Path(spec)
+    if not data_path.exists():
+        raise InputError(data_path, f"no such file (DATA must be {DATA_KINDS})")
+    if data_path.is_dir():
+        raise InputError(data_path, f"is a folder (DATA must be {DATA_KINDS})")
+    with open(data_path, "rb") as f:
+        magic = f.read(4)
+    if magic != b"PK\x03\x04" and magic != b"PK\x05\x06":  # an .npz is a zip archive (empty: end record only)
+        kind = _TEXT_SUFFIXES.get(data_path.suffix.lower(), "not an .npz archive")
+        raise InputError(data_path, f"{kind}: DATA must be {DATA_KINDS}")
+
+
 def load_model(path) -> LoadedModel:
     """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model."""
     path = Path(path)
@@ -151,12 +184,22 @@ def _is_callable_spec(spec: str) -> bool:
 
 def _read_npz(path: Path) -> dict:
     if not path.is_file():
-        raise InputError(path, "no such file")
+        raise InputError(path, f"no such file (DATA must be {DATA_KINDS})")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            return {k: npz[k] for k in npz.files}
+        npz = np.load(path, allow_pickle=False)
     except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad archive
-        raise InputError(path, f"not a readable .npz archive: {_first_line(exc)}") from exc
+        raise InputError(path, f"not a readable .npz archive (DATA must be {DATA_KINDS})") from exc
+    if not hasattr(npz, "files"):  # a bare .npy array
+        raise InputError(path, f"a single .npy array, not an .npz archive: DATA must be {DATA_KINDS}")
+    with npz:
+        arrays = {}
+        for key in npz.files:
+            try:
+                arrays[key] = npz[key]
+            except ValueError as exc:  # object arrays need pickle, which quant-report never loads
+                raise InputError(path, f"array '{key}' holds Python objects (saved with pickle); save numeric"
+                                       " arrays, e.g. np.savez(path, x=x.astype('float32'), y=y)") from exc
+        return arrays
 
 
 def _call_data_function(spec: str) -> dict:

@@ -16,6 +16,26 @@ def folder_name(name: str) -> str:
     return safe or "model"
 
 
+def check_writable(out_dir):
+    """Raises QuantReportError naming `out_dir` when reports cannot be written there (checked before
+    any work, and without leaving anything behind)."""
+    from reporter.errors import QuantReportError
+
+    out_dir = Path(out_dir)
+    existing = out_dir
+    while not existing.exists():  # the folder is created later: its nearest existing parent must be writable
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise QuantReportError(f"{existing}: --out must be a folder, but this is a file")
+    try:  # os.access says yes to root even on a read-only file system: try for real, leave nothing
+        os.rmdir(tempfile.mkdtemp(prefix=".quant-report-check-", dir=existing))
+    except OSError as exc:
+        where = "" if existing == out_dir else f" (it would be created in {existing})"
+        raise QuantReportError(f"{out_dir}: cannot write reports to this folder: {exc.strerror}{where}") from None
+
+
 @contextlib.contextmanager
 def staged_folder(out_dir, name: str):
     """Yields a temporary folder beside `out_dir/name`; on success it replaces `out_dir/name`.

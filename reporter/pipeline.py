@@ -6,9 +6,7 @@ import dataclasses
 import datetime as _dt
 import time
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
 
 import numpy as np
 
@@ -19,61 +17,12 @@ from reporter import metrics as qmetrics
 from reporter import search as srch
 from reporter.quantize import FiqQuantizer
 from reporter.task import Task
-from reporter.errors import InputError, QuantReportError
+from reporter.errors import InputError, QuantReportError, RenderError
 from reporter.output import folder_name, staged_folder
+from reporter.settings import RunSettings  # noqa: F401 - where callers have always found it
 from reporter.progress import Progress
 from reporter.report import (SCHEMA_VERSION, DatasetInfo, GapStatus, Latency, ModelInfo, Recommendation, Report,
                              RuleResult, VariantResult)
-
-
-@dataclass
-class RunSettings:
-    """Everything one `run` needs; the CLI and the demo both build one."""
-
-    model: str
-    data: str
-    out: str
-    name: Optional[str] = None
-    variants: tuple = conv.DEFAULT_VARIANTS
-    calibration_samples: int = 100
-    suspect_threshold: float = 0.7
-    first_layers: int = 0
-    latency_runs: int = 50
-    formats: tuple = ("html", "pdf", "md", "json")
-    recommend: str = "search"  # "search" (measured) or "rule" (the seed notebook's rmse/scale rule)
-    search_budget: int = 60  # candidate models the search may build and measure
-    selection_samples: int = 500  # samples the search chooses on
-    keep_float: tuple = ()  # tensor names always kept in float
-    keep_float_ops: tuple = ()  # op types always kept in float (e.g. MEAN)
-    max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
-    gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
-    quiet: bool = False
-    listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
-    failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
-    extra: dict = field(default_factory=dict)  # recorded in the report's settings
-    shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
-
-    @property
-    def display_name(self) -> str:
-        return self.name or Path(self.model).stem or Path(self.model).name
-
-    def recorded(self) -> dict:
-        """The settings as written into report.json."""
-        return {
-            "variants": list(self.variants),
-            "calibration_samples": self.calibration_samples,
-            "suspect_threshold": self.suspect_threshold,
-            "first_layers": self.first_layers,
-            "latency_runs": self.latency_runs,
-            "recommend": self.recommend,
-            "search_budget": self.search_budget,
-            "selection_samples": self.selection_samples,
-            "keep_float": list(self.keep_float),
-            "keep_float_ops": list(self.keep_float_ops),
-            "max_accuracy_drop": self.max_accuracy_drop,
-            **({"gate_variant": self.gate_variant} if self.gate_variant else {}),
-            **self.extra,
-        }
 
 
 def check_variants(variants) -> tuple:
@@ -92,18 +41,8 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
 
     Raises InputError (nothing written) when the model or data cannot be used.
     """
+    settings.check()
     variants = check_variants(settings.variants)
-    if settings.suspect_threshold <= 0:
-        raise QuantReportError("--suspect-threshold must be above 0")
-    bad_formats = [f for f in settings.formats if f not in render.FORMATS]
-    if bad_formats:
-        raise QuantReportError(f"unknown format(s) {', '.join(bad_formats)}: choose from {', '.join(render.FORMATS)}")
-    if settings.first_layers < 0:
-        raise QuantReportError("--first-layers must be 0 or more")
-    if settings.recommend not in ("search", "rule"):
-        raise QuantReportError("--recommend must be 'search' or 'rule'")
-    if settings.search_budget < 1 or settings.selection_samples < 10:
-        raise QuantReportError("--search-budget must be 1 or more and --selection-samples 10 or more")
     name = settings.display_name
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name) as folder:
@@ -123,7 +62,10 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
                     log.write((folder / "run.log").read_bytes())
             raise
     final = Path(settings.out) / folder_name(name)
-    progress.say("written: " + ", ".join(str(final / p.name) for p in written))
+    if written:
+        progress.say("written: " + ", ".join(str(final / p.name) for p in written))
+    if render_errors:  # the report was measured and the other formats kept, but the run did not fully work
+        raise RenderError(final, render_errors)
     return report, final
 
 

@@ -45,8 +45,8 @@ class Progress:
         finally:
             dt = time.perf_counter() - t0
             self.timings[key] = round(self.timings.get(key, 0.0) + dt, 3)
-            if text:
-                self.say(f"{text} ({dt:.1f} s)")
+        if text:  # only when the stage worked: "model and data loaded" never precedes the error
+            self.say(f"{text} ({dt:.1f} s)")
 
     @contextlib.contextmanager
     def capture(self, log_path):

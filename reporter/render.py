@@ -18,7 +18,7 @@ from reporter import plots
 from reporter.report import Report
 from reporter.view import SHORT_NAMES, ReportView
 
-FORMATS = ("html", "pdf", "md", "json")
+from reporter.settings import FORMATS  # noqa: E402 - declared with the other settings
 FILE_NAMES = {"html": "report.html", "pdf": "report.pdf", "md": "summary.md", "json": "report.json"}
 
 ANALYZER_MAX_LINES = 400  # per variant in the appendix; the full text is in analyzer_<variant>.txt

@@ -11,11 +11,14 @@ DEMO_MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
 
 
 @pytest.fixture(scope="session")
-def demo_cache(tmp_path_factory):
-    """Trained demo models, cached on disk for the session (QUANT_REPORT_CACHE wins if set)."""
-    if not os.environ.get("QUANT_REPORT_CACHE"):
-        os.environ["QUANT_REPORT_CACHE"] = str(tmp_path_factory.mktemp("cache"))
-    return Path(os.environ["QUANT_REPORT_CACHE"])
+def demo_cache():
+    """Trained models, cached on disk across test runs: the same cache `quant-report demo` fills
+    (~/.cache/quant-report, or QUANT_REPORT_CACHE), so the tests after the demo train nothing."""
+    from reporter import demo
+
+    root = demo.cache_dir().parent
+    os.environ["QUANT_REPORT_CACHE"] = str(root)  # worker processes and subprocesses share it
+    return Path(root)
 
 
 @pytest.fixture(scope="session")

@@ -114,7 +114,7 @@ def test_npz_that_is_not_an_archive(capfd, tmp_path, out, mlp_files):
     bad = tmp_path / "garbage.npz"
     bad.write_text("hello")
     code, err = _run(capfd, out, model, bad)
-    _assert_clean_error(code, err, out, "garbage.npz", "not a readable .npz")
+    _assert_clean_error(code, err, out, "garbage.npz", "not an .npz archive")
 
 
 def test_keras3_lstm_is_explained(capfd, tmp_path, out, mlp_files):
@@ -133,12 +133,6 @@ def test_bad_data_function(capfd, out, mlp_files):
     model, _ = mlp_files
     code, err = _run(capfd, out, model, "no_such_module_xyz:load")
     _assert_clean_error(code, err, out, "no_such_module_xyz:load", "cannot import")
-
-
-def test_unknown_variant(capfd, out, mlp_files):
-    model, data = mlp_files
-    code, err = _run(capfd, out, model, data, "--variants", "float,int4")
-    _assert_clean_error(code, err, out, "int4")
 
 
 def test_failed_run_keeps_an_earlier_report(capfd, tmp_path, mlp_files):

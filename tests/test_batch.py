@@ -6,6 +6,7 @@ import textwrap
 import pytest
 
 from reporter.cli import main
+from reporter.exit_codes import ExitCode
 
 DIE_ONCE = '''
 import os, signal
@@ -86,7 +87,7 @@ def test_gate_failure_exits_2_and_names_the_model(tmp_path, cache, capfd):
         + "".join(_model(n, cache) for n in ("digits_cnn", "breast_cancer_mlp"))
     )
     out = tmp_path / "reports"
-    assert main(["batch", str(config), "--out", str(out), "--jobs", "2", "--quiet"]) == 2
+    assert main(["batch", str(config), "--out", str(out), "--jobs", "2", "--quiet"]) == ExitCode.GATE_FAILED
     err = capfd.readouterr().err
     assert "gate FAILED for breast_cancer_mlp" in err and "digits_cnn" not in err
     rows = {r["name"]: r for r in _index(out)["rows"]}
@@ -94,14 +95,14 @@ def test_gate_failure_exits_2_and_names_the_model(tmp_path, cache, capfd):
     gate = rows["breast_cancer_mlp"]["gate"]
     assert gate["passed"] is False and gate["drop"] > 0.02
     assert "exceeds the limit of 2.0" in gate["message"]
-    assert _index(out)["exit_code"] == 2
+    assert _index(out)["exit_code"] == ExitCode.GATE_FAILED
 
 
 def test_run_accepts_the_gate_flag(tmp_path, mlp_files, capfd):
     model, data = mlp_files
     args = ["run", str(model), "--data", str(data), "--out", str(tmp_path), "--quiet", "--variants", "float,fiq",
             "--formats", "json", "--latency-runs", "2"]
-    assert main(args + ["--max-accuracy-drop", "0.05"]) == 2
+    assert main(args + ["--max-accuracy-drop", "0.05"]) == ExitCode.GATE_FAILED
     assert "gate FAILED: fiq accuracy drop" in capfd.readouterr().err
     assert main(args + ["--max-accuracy-drop", "0.9"]) == 0
 
@@ -169,7 +170,7 @@ def test_config_errors_are_all_reported_with_lines(tmp_path, cache, capfd):
         speed = 11
     '''))
     out = tmp_path / "reports"
-    assert main(["batch", str(config), "--out", str(out)]) == 1
+    assert main(["batch", str(config), "--out", str(out)]) == ExitCode.USAGE
     lines = capfd.readouterr().err.strip().splitlines()
     expected = [
         (2, "'variants' must be"), (3, "unknown key 'colour'"), (6, "'max_accuracy_drop' must be"),
@@ -191,14 +192,14 @@ def test_config_errors_are_all_reported_with_lines(tmp_path, cache, capfd):
 def test_more_config_errors(tmp_path, capfd, content, needle):
     config = tmp_path / "c.toml"
     config.write_text(content)
-    assert main(["batch", str(config), "--out", str(tmp_path / "o")]) == 1
+    assert main(["batch", str(config), "--out", str(tmp_path / "o")]) == ExitCode.USAGE
     err = capfd.readouterr().err.strip().splitlines()
     assert err and all(line.startswith(f"quant-report: error: {config}") for line in err)
     assert any(needle in line for line in err)
 
 
 def test_missing_config_file(tmp_path, capfd):
-    assert main(["batch", str(tmp_path / "none.toml")]) == 1
+    assert main(["batch", str(tmp_path / "none.toml")]) == ExitCode.USAGE
     assert "none.toml: no such file" in capfd.readouterr().err
 
 

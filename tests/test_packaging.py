@@ -10,6 +10,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_wheel_carries_templates_and_renders(tmp_path):
+    tree_before = sorted(p.name for p in ROOT.iterdir())
     # Build from a copy, so that setuptools' build/ and *.egg-info land in tmp_path, not in the tree.
     src = tmp_path / "src"
     src.mkdir()
@@ -40,3 +41,4 @@ def test_wheel_carries_templates_and_renders(tmp_path):
     run = subprocess.run([sys.executable, "-c", code, str(site), str(ROOT / "tests" / "fixtures" / "report.json")],
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in ROOT.iterdir()) == tree_before  # no build/ or *.egg-info left behind
