@@ -137,23 +137,45 @@ TRAINERS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
 }
 
 
+def cached(final: Path, build: Callable[[Path], str], say=None) -> str:
+    """Builds `final` once: `build(tmp)` fills a temporary folder and returns a note kept in
+    `final/complete`, which is what later calls (and other processes) read instead of building.
+
+    A lock file beside `final` makes concurrent callers (test workers, batch workers) wait for one
+    build instead of racing; the folder appears whole or not at all."""
+    import fcntl
+
+    done = final / "complete"
+    if done.is_file():
+        return done.read_text()
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with open(final.parent / f".{final.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.is_file():  # another process built it while this one waited
+            return done.read_text()
+        if say:
+            say()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=final.parent))
+        try:
+            note = build(tmp)
+            (tmp / "complete").write_text(note)
+            if final.exists():  # an incomplete leftover
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return done.read_text()
+
+
 def ensure_model(name: str, say=print, progress=None) -> tuple[Path, Path]:
     """The cached model and data files for demo model `name`, training them first if needed."""
     final = cache_dir() / name
-    done = final / "complete"
-    if done.is_file():
-        model_file, data_file = done.read_text().split("\n")[:2]
-        return final / model_file, final / data_file
-    say(f"[{name}] training the demo model (once; cached in {final})")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
-    try:
+
+    def train(tmp: Path) -> str:
         with progress.capture(tmp / "train.log") if progress else contextlib.nullcontext():
             model_path, data_path = TRAINERS[name](tmp)
-        (tmp / "complete").write_text(f"{model_path.name}\n{data_path.name}\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return final / model_path.name, final / data_path.name
+        return f"{model_path.name}\n{data_path.name}\n"
+
+    note = cached(final, train, say=lambda: say(f"[{name}] training the demo model (once; cached in {final})"))
+    model_file, data_file = note.split("\n")[:2]
+    return final / model_file, final / data_file

@@ -17,9 +17,6 @@ Each is seeded, trained on data that ships with scikit-learn, and cached on disk
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -166,18 +163,9 @@ def _save(folder: Path, model, x_eval, y_eval, x_calib):
 
 
 def ensure(name: str, cache_root) -> tuple[Path, Path]:
-    """The cached model and data of fixture `name`, built first if needed."""
+    """The cached model and data of fixture `name`, built first if needed (once across processes)."""
+    from reporter.demo import cached
+
     final = Path(cache_root) / f"collapse-v{VERSION}" / name
-    if (final / "complete").is_file():
-        return final / "model.keras", final / "data.npz"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
-    try:
-        BUILDERS[name](tmp)
-        (tmp / "complete").write_text("ok\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    cached(final, lambda tmp: (BUILDERS[name](tmp), "ok\n")[1])
     return final / "model.keras", final / "data.npz"

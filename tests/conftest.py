@@ -32,7 +32,7 @@ def demo_reports(demo_cache, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def mlp_files(demo_reports):
+def mlp_files(demo_cache):
     """The breast-cancer demo model and its data: a small, real, quickly converted model."""
     from reporter import demo
 

@@ -12,9 +12,6 @@ reporter.inputs.load_data reads: x, y (evaluation) and x_calib (the training inp
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -86,18 +83,9 @@ def _save(folder: Path, model, x_eval, y_eval, x_calib):
 
 
 def ensure(name: str, cache_root) -> tuple[Path, Path]:
-    """The cached model and data of fixture `name`, built first if needed."""
+    """The cached model and data of fixture `name`, built first if needed (once across processes)."""
+    from reporter.demo import cached
+
     final = Path(cache_root) / f"tasks-v{VERSION}" / name
-    if (final / "complete").is_file():
-        return final / "model.keras", final / "data.npz"
-    final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=final.parent))
-    try:
-        BUILDERS[name](tmp)
-        (tmp / "complete").write_text("ok\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    cached(final, lambda tmp: (BUILDERS[name](tmp), "ok\n")[1])
     return final / "model.keras", final / "data.npz"

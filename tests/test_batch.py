@@ -2,6 +2,7 @@
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +25,7 @@ def load():
 
 
 def _model(name, cache, extra=""):
-    model = next((cache / name).glob(f"{name}.*[sh5]"))
+    model = cache / name / f"{name}.keras"
     return textwrap.dedent(f'''
         [[model]]
         name = "{name}"
@@ -35,8 +36,12 @@ def _model(name, cache, extra=""):
 
 
 @pytest.fixture(scope="module")
-def cache(demo_reports, demo_cache):
-    return next(demo_cache.glob("demo-v*"))
+def cache(demo_cache):
+    from reporter import demo
+
+    for name in ("digits_cnn", "breast_cancer_mlp"):
+        demo.ensure_model(name, say=lambda text: None)
+    return demo.cache_dir()
 
 
 def _index(out):
@@ -45,10 +50,11 @@ def _index(out):
 
 def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
     (tmp_path / "corrupt.keras").write_bytes(b"PK\x03\x04 but not really a zip")
+    (tmp_path / "models").symlink_to(cache)  # so that the config can name the models relative to itself
     config = tmp_path / "q.toml"
     config.write_text(
         '[defaults]\nlatency_runs = 3\nformats = ["html", "md", "json"]\n'
-        + "".join(_model(n, cache) for n in ("digits_cnn", "digits_lstm", "breast_cancer_mlp"))
+        + "".join(_model(n, Path("models")) for n in ("digits_cnn", "breast_cancer_mlp"))
         + '\n[[model]]\nname = "broken"\npath = "corrupt.keras"\ndata = "' + str(cache / "digits_cnn" / "digits_cnn.npz") + '"\n'
     )
     out = tmp_path / "reports"
@@ -57,16 +63,19 @@ def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
     assert "broken failed at load" in err and "corrupt.keras" in err
     index = _index(out)
     rows = {r["name"]: r for r in index["rows"]}
-    assert list(rows) == ["digits_cnn", "digits_lstm", "breast_cancer_mlp", "broken"]
-    assert [r["status"] for r in index["rows"]] == ["ok", "ok", "ok", "failed"]
+    assert list(rows) == ["digits_cnn", "breast_cancer_mlp", "broken"]
+    assert [r["status"] for r in index["rows"]] == ["ok", "ok", "failed"]
     assert rows["broken"]["stage"] == "load" and (out / rows["broken"]["log"]).is_file()
-    for name in ("digits_cnn", "digits_lstm", "breast_cancer_mlp"):
+    for name in ("digits_cnn", "breast_cancer_mlp"):
         assert (out / name / "report.html").is_file() and (out / name / "report.json").is_file()
         report = json.loads((out / name / "report.json").read_text())
         acc = {v["name"]: v["metrics"]["accuracy"] for v in report["variants"]}
         assert rows[name]["accuracy"]["fiq"] == acc["fiq"]
         assert rows[name]["accuracy_drop"] == pytest.approx(acc["float"] - acc["fiq"])
         assert rows[name]["peak_rss_mb"] > 100  # a real worker process with TensorFlow loaded
+        # The report shows the files as the config names them, not as absolute paths of this machine.
+        assert report["model"]["source"] == f"models/{name}/{name}.keras"
+        assert report["dataset"]["source"] == f"models/{name}/{name}.npz"
     assert not (out / "broken").exists()
     html = (out / "index.html").read_text()
     md = (out / "index.md").read_text()
@@ -140,10 +149,10 @@ def test_killed_worker_then_resume(tmp_path, cache, monkeypatch, capfd):
     assert {r["status"] for r in _index(out)["rows"]} == {"skipped"}
     assert (out / "dies" / "report.json").stat().st_mtime_ns == dies_report
 
-    # A changed setting invalidates the kept report.
-    config.write_text(config.read_text().replace("latency_runs = 3", "latency_runs = 4"))
+    # A changed setting invalidates that model's kept report only.
+    config.write_text(config.read_text().replace('data = "die_once:load"', 'data = "die_once:load"\nlatency_runs = 4'))
     assert main(["batch", str(config), "--out", str(out), "--resume", "--quiet"]) == 0
-    assert {r["status"] for r in _index(out)["rows"]} == {"ok"}
+    assert {r["name"]: r["status"] for r in _index(out)["rows"]} == {"digits_cnn": "skipped", "dies": "ok"}
 
 
 def test_config_errors_are_all_reported_with_lines(tmp_path, cache, capfd):
