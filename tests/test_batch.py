@@ -48,6 +48,7 @@ def _index(out):
     return json.loads((out / "index.json").read_text())
 
 
+@pytest.mark.slow
 def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
     (tmp_path / "corrupt.keras").write_bytes(b"PK\x03\x04 but not really a zip")
     (tmp_path / "models").symlink_to(cache)  # so that the config can name the models relative to itself
@@ -76,6 +77,10 @@ def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
         # The report shows the files as the config names them, not as absolute paths of this machine.
         assert report["model"]["source"] == f"models/{name}/{name}.keras"
         assert report["dataset"]["source"] == f"models/{name}/{name}.npz"
+        # Two workers: latency was timed one model at a time (a lock file), and the report says so.
+        assert report["settings"]["latency_timing"].startswith("one model timed at a time across 2 worker")
+        assert "One model timed at a time across 2 worker processes" in (out / name / "report.html").read_text()
+    assert not (out / ".timing.lock").exists()
     assert not (out / "broken").exists()
     html = (out / "index.html").read_text()
     md = (out / "index.md").read_text()
@@ -89,6 +94,7 @@ def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
             "accuracy_gap_recovered"])
 
 
+@pytest.mark.slow
 def test_gate_failure_exits_2_and_names_the_model(tmp_path, cache, capfd):
     config = tmp_path / "q.toml"
     config.write_text(
@@ -116,6 +122,7 @@ def test_run_accepts_the_gate_flag(tmp_path, mlp_files, capfd):
     assert main(args + ["--max-accuracy-drop", "0.9"]) == 0
 
 
+@pytest.mark.slow
 def test_killed_worker_then_resume(tmp_path, cache, monkeypatch, capfd):
     (tmp_path / "die_once.py").write_text(DIE_ONCE)
     monkeypatch.setenv("QR_DIE_MARKER", str(tmp_path / "died"))

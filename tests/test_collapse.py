@@ -20,7 +20,7 @@ def collapse_reports(demo_cache, tmp_path_factory):
         model, data = collapse_fixtures.ensure(name, demo_cache)
         files[name] = (model, data)
         assert main(["run", str(model), "--data", str(data), "--out", str(out), "--name", name, "--quiet",
-                     "--latency-runs", "3", "--formats", "json,md"]) == 0, name
+                     "--latency-runs", "3", "--formats", "json,md", "--variants", "float,fiq"]) == 0, name
     return out, files
 
 

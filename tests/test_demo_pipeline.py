@@ -9,6 +9,8 @@ from sklearn import metrics as skm
 
 from conftest import DEMO_MODELS, load_report
 
+pytestmark = pytest.mark.slow  # the whole demo, trained (once) and reported
+
 
 def _predict_one_by_one(tflite_path, x):
     """The seed notebook's way: one sample per invoke, with the plain interpreter API."""
