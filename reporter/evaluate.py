@@ -89,6 +89,8 @@ def predict(model: bytes, x: np.ndarray) -> np.ndarray:
 
 def latency_ms(model: bytes, sample: np.ndarray, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:
     """Median and p90 milliseconds of one single-sample invoke, single-threaded, after warm-up."""
+    if runs < 1:
+        raise ValueError(f"latency needs at least one timed run, not {runs}")
     it = _interpreter(model, num_threads=1)
     inp = it.get_input_details()[0]
     sig = inp.get("shape_signature")

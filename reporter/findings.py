@@ -50,7 +50,9 @@ class VariantFinding:
     label: str
     ok: bool
     error: str = ""
-    direction: str = ""  # "reference", "same" (within noise), "worse", "better", "not_measurable", "failed"
+    # "reference", "same" (within noise), "worse", "better", "not_measurable", "not_measured" (its accuracy
+    # or output error failed to be measured), "failed"
+    direction: str = ""
     accuracy: Optional[float] = None
     accuracy_low: Optional[float] = None  # Wilson 95 % interval
     accuracy_high: Optional[float] = None
@@ -66,6 +68,7 @@ class VariantFinding:
     output_mse: Optional[float] = None  # regression: against the float output
     degenerate: Optional[Degenerate] = None
     verdict: str = ""  # one line
+    not_measured: dict[str, str] = field(default_factory=dict)  # measurement -> error (VariantResult's)
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ class FixFinding:
 
 @dataclass(frozen=True)
 class Notice:
-    code: str  # stable, for tools: "stateful", "calibration_overlap", "classes_missing", ...
+    code: str  # stable, for tools: "stateful", "calibration_overlap", "classes_missing", "measurement_failed", ...
     text: str
 
 
@@ -201,7 +204,7 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
     if fix.status == "measured":
         text = f"{how} {layers} in float{cost}" + (
             f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
-            if fix.output_mse is not None and fix.fiq_output_mse is not None else "")
+            if fix.output_mse is not None and fix.fiq_output_mse is not None else (f"; {fix.text}" if fix.text else ""))
     else:
         text = f"{how} {layers} in float and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
                f" accuracy gap{cost} ({gap.reason})"
@@ -288,9 +291,14 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
     lat_ratio = lat / ref_lat if lat and ref_lat else None
     slower = bool(lat_ratio and lat_ratio >= jd.LATENCY_NOTABLE_RATIO and v.name != "float")
     base = dict(size_bytes=v.size_bytes, size_ratio=size_ratio, latency_ms=lat, latency_ratio=lat_ratio,
-                slower=slower)
+                slower=slower, not_measured=dict(v.measurement_errors))
     parts = []
-    if v.metrics is not None:
+    quality_error = v.not_measured("metrics") or v.not_measured("output_error")
+    if quality_error:
+        what = "accuracy" if v.not_measured("metrics") else "output error"
+        parts.append(f"{what} not measured ({quality_error})")
+        finding = dict(direction="not_measured")
+    elif v.metrics is not None:
         m = v.metrics
         n = report.dataset.num_eval
         low, high = jd.wilson_interval(round(m.accuracy * n), n)
@@ -303,6 +311,8 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
             direction = "reference"
         elif vs_float is None:
             direction = "not_measurable"
+            if ref and ref.metrics is None:
+                parts.append("float's accuracy was not measured")
         elif vs_float.significant is False or (vs_float.significant is None and abs(vs_float.delta) < 1e-12):
             direction = "same"
         else:
@@ -328,7 +338,9 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
         parts.append(_drq_words(report.model.largest_weight_elements))
     if slower:
         parts.append(f"{lat_ratio:.1f}x slower than float ({fmt_ms(lat)} vs {fmt_ms(ref_lat)} per sample)")
-    verdict = f"{label}: " + ("reference" if v.name == "float" else "; ".join(parts))
+    if v.name == "float":
+        parts = parts if quality_error else ["reference"]
+    verdict = f"{label}: " + "; ".join(parts)
     return VariantFinding(v.name, label, True, verdict=verdict, **base, **finding)
 
 
@@ -356,6 +368,10 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
     if report.model.num_classes is None:
         return GapFinding("not_measurable", "the model's output is not class scores, so there is no accuracy;"
                                             " the report compares output error instead")
+    flt = report.variant("float")
+    for name, v in (("FIQ", fiq), ("float", flt)):
+        if v is not None and v.ok and v.not_measured("metrics"):
+            return GapFinding("not_measurable", f"{name}'s accuracy was not measured: {v.not_measured('metrics')}")
     if rec is not None and rec.gap is not None:
         g = rec.gap
         # The stored p-value is the last comparison made (the fixed model's, once fixed); the gap's
@@ -458,10 +474,16 @@ def _fix(report: "Report", gap: GapFinding, variants: list[VariantFinding]) -> O
     found = next((v for v in variants if v.name == "selective"), None)
     fiq = report.variant("fiq")
     if sel.metrics is None:
+        missing = sel.not_measured("metrics") or sel.not_measured("output_error")
         return FixFinding(n, True, "measured", size_cost_bytes=rec.size_cost_bytes,
+                          text=f"the recommended model's {'accuracy' if sel.not_measured('metrics') else 'output error'}"
+                               f" was not measured: {missing}" if missing else "",
                           output_mse=sel.output_error.mse if sel.output_error else None,
                           fiq_output_mse=fiq.output_error.mse if fiq and fiq.ok and fiq.output_error else None,
                           **rule_bits)
+    if gap.status == "not_measurable":  # float's or FIQ's accuracy was not measured: nothing to win back
+        return FixFinding(n, True, "measured", accuracy=sel.metrics.accuracy, size_cost_bytes=rec.size_cost_bytes,
+                          text=gap.reason, **rule_bits)
     won = sel.metrics.accuracy - fiq.metrics.accuracy if fiq and fiq.ok and fiq.metrics else None
     status = gap.status if gap.status in ("recovered", "open") else "open"
     return FixFinding(n, True, status, accuracy=sel.metrics.accuracy, points_won_back=won,
@@ -514,6 +536,8 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
             else:
                 lines.append(f"The search blames {where}. Keeping {it} in float {won}, but the gap stays open:"
                              f" {against}, {_cost(report, fix)}.")
+        elif fix.status == "measured" and fix.text and (fix.output_mse is None or fix.fiq_output_mse is None):
+            lines.append(f"A model keeping {where} in float was built, {_cost(report, fix)}, but {fix.text}.")
         elif fix.status == "measured":
             mse = (f"lowers the output error from MSE {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
                    if fix.output_mse is not None and fix.fiq_output_mse is not None else "was measured")
@@ -571,6 +595,10 @@ def _warnings(report: "Report") -> list[Notice]:
     failed = [v for v in _columns(report) if not v.ok]
     for v in failed:
         out.append(Notice("variant_failed", f"{NAMES.get(v.name, v.name)} failed: {v.error}"))
+    for v in _columns(report):
+        for measurement, error in (v.measurement_errors.items() if v.ok else ()):
+            out.append(Notice("measurement_failed", f"{NAMES.get(v.name, v.name)}: {_measurement_words(measurement)}"
+                                                    f" not measured: {error}"))
     if report.debugger_error:
         out.append(Notice("debugger_failed", f"The quantization debugger failed: {report.debugger_error}"))
     rec = report.recommendation
@@ -580,8 +608,16 @@ def _warnings(report: "Report") -> list[Notice]:
     return out
 
 
+def _measurement_words(measurement: str) -> str:
+    from reporter.report import MEASUREMENTS
+
+    return MEASUREMENTS.get(measurement, measurement)
+
+
 def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
     out = []
+    if report.settings.get("latency_runs") == 0:
+        out.append(Notice("latency_skipped", "Latency was not measured: latency runs were set to 0."))
     rec = report.recommendation
     flagged = [layer for layer in report.layers if layer.suspect]
     if gap.status == "no_gap" and flagged:
@@ -620,6 +656,10 @@ def gate_finding(report: "Report", variants: list[VariantFinding], variant: str,
     if not found.ok or flt is None or not flt.ok:
         return result(False, None, None, f"{variant if not found.ok else 'float'} failed, so the gate cannot pass")
     if found.vs_float is None:
+        for name, f in ((variant, found), ("float", flt)):
+            if f.not_measured.get("metrics"):
+                return result(False, None, None, f"{name} accuracy was not measured ({f.not_measured['metrics']}),"
+                                                 " so the gate cannot pass")
         return result(False, None, None, "the model's output is not class scores: the accuracy gate does not apply")
     drop = -found.vs_float.delta
     p = found.vs_float.p_value

@@ -21,7 +21,7 @@ from reporter.exit_codes import ExitCode
 from reporter.gate import check
 from reporter.render import FILE_NAMES, environment, templates_dir, write_atomic
 from reporter.report import Report
-from reporter.view import fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
+from reporter.view import NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
 
 INDEX_SCHEMA_VERSION = 1
 
@@ -45,6 +45,9 @@ class IndexRow:
     seconds: float = 0.0
     peak_rss_mb: Optional[float] = None
     verdict: str = ""  # the report's first headline sentence
+    # variant -> {measurement: error} for the measurements of a built variant that failed (its value is
+    # missing above and shown as "not measured")
+    not_measured: dict = dataclasses.field(default_factory=dict)
 
 
 def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
@@ -76,6 +79,7 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         gap_recovered=found.fix.share_of_gap if found.fix else None,
         gate=gate_result,
         verdict=found.headline[0] if found.headline else "",
+        not_measured={f.name: dict(f.not_measured) for f in ok if f.not_measured},
         **base,
     )
 
@@ -140,12 +144,17 @@ class IndexView:
             gate = ""
             if r.gate:
                 gate = "pass" if r.gate["passed"] else "FAIL"
+            gated = self.index.gate["variant"] if self.index.gate else "fiq"
             out.append({
                 "row": r,
-                "accuracy": [fmt_metric(r.accuracy.get(v)) for v in self.VARIANTS],
+                "accuracy": [NOT_MEASURED if _missing(r, v, "metrics") else fmt_metric(r.accuracy.get(v))
+                             for v in self.VARIANTS],
                 "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],
-                "latency": fmt_ms(r.latency_ms.get("fiq")),
-                "drop": "–" if r.accuracy_drop is None else fmt_points(-r.accuracy_drop),
+                # a built FIQ without a latency: its timing failed or was skipped (latency runs 0)
+                "latency": NOT_MEASURED if "fiq" in r.size_bytes and r.latency_ms.get("fiq") is None
+                else fmt_ms(r.latency_ms.get("fiq")),
+                "drop": (NOT_MEASURED if _missing(r, gated, "metrics") or _missing(r, "float", "metrics") else "–")
+                if r.accuracy_drop is None else fmt_points(-r.accuracy_drop),
                 "suspects": "–" if r.suspects is None else str(r.suspects),
                 "gap": fmt_percent(r.gap_recovered, 0),
                 "gate": gate,
@@ -180,6 +189,10 @@ class IndexView:
         if not g:
             return ""
         return f"{g['variant']} may lose at most {g['max_accuracy_drop'] * 100:.1f} accuracy points against float"
+
+
+def _missing(row: IndexRow, variant: str, measurement: str) -> bool:
+    return measurement in row.not_measured.get(variant, {})
 
 
 def write(index: Index, out) -> list[Path]:

@@ -159,7 +159,11 @@ def _conversion_error(path, exc) -> InputError:
 
 
 def _variant(variant, folder, model, data, s, progress, task, outputs, build=None) -> VariantResult:
-    """Converts (or builds with `build`) and measures one variant; a failure is recorded, not raised."""
+    """Converts (or builds with `build`) and measures one variant; a failure is recorded, not raised.
+
+    Only a model that does not convert or does not run fails the variant; a measurement that fails
+    after that is recorded in `measurement_errors` by `_measure`.
+    """
     try:
         with progress.stage("convert", detail=variant):
             tflite = build() if build else conv.convert(model.make_converter, variant, data.x_calib)
@@ -173,32 +177,49 @@ def _variant(variant, folder, model, data, s, progress, task, outputs, build=Non
 
 
 def _measure(variant, tflite: bytes, folder, data, s, progress, task: Task, outputs) -> VariantResult:
+    """Runs the model on the evaluation data (a failure there raises: the variant failed) and takes each
+    measurement on its own: one that fails leaves its field empty and its error in measurement_errors."""
     (folder / f"{variant}.tflite").write_bytes(tflite)
     t0 = time.perf_counter()
+    errors: dict[str, str] = {}
+
+    def attempt(measurement: str, take):
+        try:
+            return take()
+        except QuantReportError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the other measurements and the variant stand
+            traceback.print_exc()  # into run.log
+            errors[measurement] = _one_line(exc)
+            progress.say(f"{variant}: {measurement} not measured: {errors[measurement]}")
+            return None
+
+    def analyze():
+        text = structure.analyzer_text(tflite)
+        (folder / f"analyzer_{variant}.txt").write_text(text, encoding="utf-8")
+        return text
+
     with progress.stage("analyze", detail=variant):
-        analyzer = structure.analyzer_text(tflite)
-        (folder / f"analyzer_{variant}.txt").write_text(analyzer, encoding="utf-8")
-        ops = structure.ops(tflite)
-        types = structure.tensor_types(tflite)
+        analyzer = attempt("analyzer", analyze)
+        structure_counts = attempt("ops", lambda: (structure.ops(tflite), structure.tensor_types(tflite)))
+    ops, types = structure_counts if structure_counts is not None else ({}, {})
     with progress.stage("evaluate", detail=variant):
-        out = evaluate.predict(tflite, data.x)
+        out = evaluate.predict(tflite, data.x)  # a model that does not run fails the variant
         outputs[variant] = out
         metrics = output_error = None
         if task.classification:
-            preds = task.classes(out)
-            float_preds = task.classes(outputs["float"]) if "float" in outputs else None
-            metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
-            # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
-            references = ("float", "fiq") if variant in ("selective", "rule") else ("float",)
-            paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
-                      for ref in references if ref != variant and ref in outputs}
-            metrics = dataclasses.replace(metrics, paired=paired)
+            metrics = attempt("metrics", lambda: _classification_metrics(variant, out, data, task, outputs))
         elif variant != "float" and "float" in outputs:
-            output_error = qmetrics.output_error(out, outputs["float"])
-    with progress.stage("latency", detail=variant):
-        median, p90, runs = evaluate.latency_ms(tflite, data.x[:1], runs=s.latency_runs)
+            output_error = attempt("output_error", lambda: qmetrics.output_error(out, outputs["float"]))
+    latency = None
+    if s.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
+        with progress.stage("latency", detail=variant):
+            timed = attempt("latency", lambda: evaluate.latency_ms(tflite, data.x[:1], runs=s.latency_runs))
+        if timed is not None:
+            latency = Latency(median=timed[0], p90=timed[1], runs=timed[2])
     quality = f"accuracy {metrics.accuracy:.1%}" if metrics else (
-        f"output MSE vs float {output_error.mse:.3g}" if output_error else "reference output")
+        f"output MSE vs float {output_error.mse:.3g}" if output_error else
+        ("reference output" if variant == "float" else "quality not measured"))
     progress.say(f"{variant}: {len(tflite):,} bytes, {quality} on {len(data.x)} samples"
                  f" ({time.perf_counter() - t0:.1f} s to measure)")
     return VariantResult(
@@ -207,11 +228,23 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, task: Task, outp
         size_bytes=len(tflite),
         ops=ops,
         tensor_types=types,
-        latency_ms=Latency(median=median, p90=p90, runs=runs),
+        latency_ms=latency,
         metrics=metrics,
         output_error=output_error,
-        analyzer_text=analyzer,
+        analyzer_text=analyzer or "",
+        measurement_errors=errors,
     )
+
+
+def _classification_metrics(variant, out, data, task: Task, outputs):
+    preds = task.classes(out)
+    float_preds = task.classes(outputs["float"]) if "float" in outputs else None
+    metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
+    # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
+    references = ("float", "fiq") if variant in ("selective", "rule") else ("float",)
+    paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
+              for ref in references if ref != variant and ref in outputs}
+    return dataclasses.replace(metrics, paired=paired)
 
 
 def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, model_path):
@@ -272,7 +305,8 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
         with progress.stage("search", f"searched {trace.evaluations} candidates in {trace.seconds:.1f} s:"
                                       f" {len(chosen)} layer(s) in float"):
             steps = recommend.steps_on_evaluation(trace, candidates, layers, data, outputs["float"],
-                                                  classification, max(3, s.latency_runs // 10),
+                                                  classification,
+                                                  max(3, s.latency_runs // 10) if s.latency_runs else 0,
                                                   task.binary_sigmoid)
         search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
     else:

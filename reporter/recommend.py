@@ -157,7 +157,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
             out = evaluate.predict(model, data.x)
             acc = float(np.mean(predicted_classes(out, binary_sigmoid) == data.y)) if classification else None
             mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
-            latency = evaluate.latency_ms(model, data.x[:1], runs=latency_runs)[0] if latency_runs else None
+            latency = _step_latency(model, data.x[:1], latency_runs)
             cache[nodes] = (acc, mse, latency)
         acc, mse, latency = cache[nodes]
         rows.append(SearchStep(
@@ -168,6 +168,20 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
         ))
     quality = [(r.size_bytes, r.accuracy if classification else -(r.output_mse or 0.0)) for r in rows]
     return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, srch.pareto(quality))]
+
+
+def _step_latency(model: bytes, sample, runs: int) -> Optional[float]:
+    """A candidate's median latency; None when not timed (runs 0) or when timing fails (the step's size and
+    accuracy stand; the traceback goes to run.log)."""
+    if not runs:
+        return None
+    try:
+        return evaluate.latency_ms(model, sample, runs=runs)[0]
+    except Exception:  # noqa: BLE001 - a candidate's latency is a side column of the trade-off table
+        import traceback
+
+        traceback.print_exc()
+        return None
 
 
 def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, target_text: str,

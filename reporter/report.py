@@ -17,6 +17,10 @@ Format history (SCHEMA_VERSION):
      them. `metrics.top5_accuracy`, `.roc_auc`, `.classes_present`, `.paired` (discordant counts
      against float and FIQ, for McNemar); `model.binary_sigmoid`; `model.largest_weight_elements`.
      Version-2 files are migrated (the findings are derived when read).
+     Later additions with defaults (files without them still read as version 3):
+     `variants[].measurement_errors` ({measurement: one-line error} for a measurement of a built model
+     that failed: "analyzer", "ops", "metrics" / "output_error", "latency"; its field stays empty or null);
+     `findings.variants[].not_measured` (the same); `settings.latency_timing` (batch runs).
 """
 
 from __future__ import annotations
@@ -32,6 +36,16 @@ SCHEMA_VERSION = 3
 
 # The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
 RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
+
+
+# What `VariantResult.measurement_errors` may name, with the words a report uses for each.
+MEASUREMENTS = {
+    "analyzer": "TFLite Analyzer text",
+    "ops": "operators and tensor types",
+    "metrics": "accuracy and metrics",
+    "output_error": "output error against float",
+    "latency": "latency",
+}
 
 
 @dataclass(frozen=True)
@@ -124,10 +138,17 @@ class VariantResult:
     accuracy_gap_recovered: Optional[float] = None
     # The TFLite Analyzer's text, kept here so that every format renders from report.json alone.
     analyzer_text: str = ""
+    # A measurement of a built and run model that failed: {"latency": "RuntimeError: ..."}. Its field
+    # stays None (or empty); the variant is still "ok" (it converted and ran). Keys: MEASUREMENTS.
+    measurement_errors: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    def not_measured(self, measurement: str) -> Optional[str]:
+        """The error that kept `measurement` from being measured, or None."""
+        return self.measurement_errors.get(measurement)
 
 
 @dataclass(frozen=True)

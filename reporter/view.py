@@ -52,6 +52,9 @@ METRIC_SAME_POINTS = 0.5  # within this many points (of 100): "~"
 METRIC_BIG_POINTS = 5.0  # beyond this many points: a double arrow
 COUNT_BIG_RATIO = 2.0  # a count that more than doubles or halves: a double arrow
 LATENCY_SAME_RATIO = 0.10  # latency within 10 % of float: "~" (timing noise, not a change)
+# A value a built model should have but does not (its measurement failed, or latency was skipped): never a
+# blank or a zero, which would read as a measured value.
+NOT_MEASURED = "not measured"
 
 LEGEND = (
     ("~", "equal to the float model (tensor counts, sizes), within 10 % of it (latency), or within 0.5 points"
@@ -129,6 +132,11 @@ def ratio_words(ratio: Optional[float], down: str, up: str, same: float = 0.0) -
     if abs(ratio - 1) <= max(same, 0.005):
         return "same" if same == 0 else "~ same"
     return f"{1 / ratio:.1f}x {down}" if ratio < 1 else f"{ratio:.1f}x {up}"
+
+
+def _or_missing(value, fmt) -> str:
+    """`value` formatted, or "not measured" (a built model's value that is missing is never blank)."""
+    return NOT_MEASURED if value is None else fmt(value)
 
 
 def _ratio_tone(ratio: Optional[float], same: float) -> str:
@@ -226,6 +234,12 @@ class ReportView:
         return [v for v in self.columns if v.ok]
 
     @property
+    def _float_quality_missing(self) -> bool:
+        """The float model ran but its accuracy (or output) could not be measured: nothing compares with it."""
+        flt = self.float
+        return flt is not None and bool(flt.not_measured("metrics"))
+
+    @property
     def failed(self) -> list[VariantResult]:
         return [v for v in self.columns if not v.ok]
 
@@ -295,12 +309,17 @@ class ReportView:
                 rows.append(PanelRow(f.label, self.long(f.name), Cell("failed"), "", Cell(f.error or ""), Cell(""),
                                      Cell(""), Cell(""), f.name == "selective", failed=True))
                 continue
-            if f.direction == "reference":
+            quality_error = f.not_measured.get("metrics") or f.not_measured.get("output_error")
+            if quality_error:
+                vs = Cell(f"{NOT_MEASURED}: {quality_error}")
+            elif f.direction == "reference":
                 vs = Cell("reference")
             elif f.vs_float is not None:
                 vs = Cell(f.vs_float.text, "", {"worse": "bad", "better": "good"}.get(f.direction, "neutral"))
             elif f.output_mse is not None:
                 vs = Cell(f"MSE {fmt_number(f.output_mse)}")
+            elif self._float_quality_missing:
+                vs = Cell(f"float {NOT_MEASURED}")
             else:
                 vs = Cell("–")
             interval = "" if f.accuracy_low is None else f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
@@ -308,11 +327,12 @@ class ReportView:
                                                                                          "larger")
             lat_note = "" if f.latency_ratio is None or f.name == "float" else ratio_words(
                 f.latency_ratio, "faster", "slower", LATENCY_SAME_RATIO)
+            missing = quality_error and f.accuracy is None
             rows.append(PanelRow(
-                f.label, self.long(f.name), Cell(fmt_percent(f.accuracy)), interval, vs,
-                Cell(fmt_metric(f.main_value)),
+                f.label, self.long(f.name), Cell(NOT_MEASURED if missing else fmt_percent(f.accuracy)), interval, vs,
+                Cell(NOT_MEASURED if missing else fmt_metric(f.main_value)),
                 Cell(fmt_bytes(f.size_bytes), size_note, _ratio_tone(f.size_ratio, 0.0)),
-                Cell(fmt_ms(f.latency_ms), lat_note, _ratio_tone(f.latency_ratio, LATENCY_SAME_RATIO)),
+                Cell(_or_missing(f.latency_ms, fmt_ms), lat_note, _ratio_tone(f.latency_ratio, LATENCY_SAME_RATIO)),
                 f.name == "selective"))
         return rows
 
@@ -321,11 +341,15 @@ class ReportView:
     def tensor_rows(self) -> list[Row]:
         ref = self.float
         rows = []
+        ref_ok = ref is not None and not ref.not_measured("ops")
         for key, label in TENSOR_TYPES:
             cells = []
             for v in self.ok_columns:
+                if v.not_measured("ops"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
                 value = v.tensor_types.get(key, 0)
-                arrow = "" if v is ref or ref is None else count_arrow(value, ref.tensor_types.get(key, 0))
+                arrow = "" if v is ref or not ref_ok else count_arrow(value, ref.tensor_types.get(key, 0))
                 cells.append(Cell(f"{value:,}", arrow))
             rows.append(Row(label, cells))
         return rows
@@ -339,7 +363,7 @@ class ReportView:
             for v in self.ok_columns:
                 value = get(v)
                 arrow = "" if v is ref or ref is None else count_arrow(value, get(ref), same_ratio)
-                out.append(Cell(fmt(value), arrow, tone(arrow, higher_is_better=False)))
+                out.append(Cell(_or_missing(value, fmt), arrow, tone(arrow, higher_is_better=False)))
             return out
 
         return [
@@ -354,12 +378,16 @@ class ReportView:
     def op_rows(self) -> list[Row]:
         names = sorted({op for v in self.ok_columns for op in v.ops})
         ref = self.float
+        ref_ok = ref is not None and not ref.not_measured("ops")
         rows = []
         for op in names:
             cells = []
             for v in self.ok_columns:
+                if v.not_measured("ops"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
                 value = v.ops.get(op, 0)
-                arrow = "" if v is ref or ref is None else count_arrow(value, ref.ops.get(op, 0))
+                arrow = "" if v is ref or not ref_ok else count_arrow(value, ref.ops.get(op, 0))
                 cells.append(Cell(f"{value:,}" if value else "·", arrow))
             rows.append(Row(op, cells))
         return rows
@@ -386,6 +414,9 @@ class ReportView:
         for key, label in keys:
             cells = []
             for v in self.ok_columns:
+                if v.metrics is None and v.not_measured("metrics"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
                 value = getattr(v.metrics, key) if v.metrics else None
                 ref_value = getattr(ref.metrics, key) if ref and ref.metrics else None
                 arrow = "" if v is ref else metric_arrow(value, ref_value)
@@ -395,8 +426,15 @@ class ReportView:
         cells = []
         for v in self.ok_columns:
             f = self.findings.variant(v.name)
-            cells.append(Cell("reference" if v is ref else (f.vs_float.text if f and f.vs_float else "–"), "",
-                              {"worse": "bad", "better": "good"}.get(f.direction if f else "", "neutral")))
+            if v.not_measured("metrics"):
+                text = f"{NOT_MEASURED}: {v.not_measured('metrics')}"
+            elif v is ref:
+                text = "reference"
+            elif f and f.vs_float:
+                text = f.vs_float.text
+            else:
+                text = f"float {NOT_MEASURED}" if self._float_quality_missing else "–"
+            cells.append(Cell(text, "", {"worse": "bad", "better": "good"}.get(f.direction if f else "", "neutral")))
         rows.append(Row("Accuracy vs float (McNemar)", cells, wrap=True))
         return rows
 
@@ -409,7 +447,7 @@ class ReportView:
             cells = []
             for v in self.ok_columns:
                 value = getattr(v.output_error, key) if v.output_error else (0.0 if v is self.float else None)
-                cells.append(Cell(fmt_number(value)))
+                cells.append(Cell(NOT_MEASURED if v.not_measured("output_error") else fmt_number(value)))
             rows.append(Row(label, cells))
         return rows
 
@@ -418,13 +456,20 @@ class ReportView:
         """Class, support, then "precision / recall / F1" per variant, F1 arrowed against float."""
         if not self.is_classification or not self.float:
             return []
-        ref = self.float.metrics.per_class
+        # The classes and their support are the data's: any measured variant has them.
+        measured = [v for v in self.ok_columns if v.metrics is not None]
+        if not measured:
+            return []
+        flt = self.float.metrics.per_class if self.float.metrics else None
         rows = []
-        for i, base in enumerate(ref):
+        for i, base in enumerate(measured[0].metrics.per_class):
             cells = [Cell(f"{base.support:,}")]
             for v in self.ok_columns:
+                if v.metrics is None:
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
                 c = v.metrics.per_class[i]
-                arrow = "" if v is self.float else metric_arrow(c.f1, base.f1)
+                arrow = "" if v is self.float or flt is None else metric_arrow(c.f1, flt[i].f1)
                 text = f"{c.precision:.2f} / {c.recall:.2f} / {c.f1:.2f}"
                 cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if self._beyond_noise(v.name)
                                   else "neutral"))
@@ -505,7 +550,7 @@ class ReportView:
             float_layers=len(nodes), change=change, size=fmt_bytes(size),
             selection="–" if selection is None else f"{selection:.3f}",
             accuracy=fmt_metric(accuracy) if self.is_classification else fmt_number(mse),
-            latency=fmt_ms(latency), pareto=pareto, chosen=chosen, rule=rule)
+            latency=_or_missing(latency, fmt_ms), pareto=pareto, chosen=chosen, rule=rule)
 
     @property
     def search_facts(self) -> list[tuple[str, str]]:
@@ -586,7 +631,8 @@ class ReportView:
                 if c is None:
                     return Cell("–")
                 return Cell(c.text, "", "neutral" if not c.significant else ("good" if c.delta > 0 else "bad"))
-            rows.append(Row("Accuracy", [Cell(fmt_percent(v.metrics.accuracy)) for v in (flt, fiq, sel)]
+            rows.append(Row("Accuracy", [Cell(fmt_percent(v.metrics.accuracy) if v.metrics else NOT_MEASURED)
+                                         for v in (flt, fiq, sel)]
                             + [comparison_cell(fix.vs_fiq), comparison_cell(fix.vs_float)]))
             if fix.share_of_gap is not None:
                 rows.append(Row("Share of the gap won back", [Cell(""), Cell("0 %"), Cell(fmt_percent(fix.share_of_gap, 0))]
@@ -602,10 +648,11 @@ class ReportView:
             ("Size", lambda v: v.size_bytes, fmt_bytes, 0.0, True),
             ("Latency, median", lambda v: v.latency_ms.median if v.latency_ms else None, fmt_ms, LATENCY_SAME_RATIO,
              True),
-            ("Float32 tensors", lambda v: v.tensor_types.get("float32", 0), lambda n: f"{n:,}", 0.0, False),
+            ("Float32 tensors", lambda v: None if v.not_measured("ops") else v.tensor_types.get("float32", 0),
+             lambda n: f"{n:,}", 0.0, False),
         ):
             values = [get(v) for v in (flt, fiq, sel)]
-            cells = [Cell(fmt(x)) for x in values]
+            cells = [Cell(_or_missing(x, fmt)) for x in values]
             for ref in (values[1], values[0]):
                 ratio = values[2] / ref if values[2] is not None and ref else None
                 if label == "Size":
@@ -613,7 +660,7 @@ class ReportView:
                     if ratio is not None:
                         text += f" ({ratio_words(ratio, 'smaller', 'larger')})"
                 elif label == "Float32 tensors":
-                    text = f"{values[2] - ref:+,}" if ref is not None else "–"
+                    text = f"{values[2] - ref:+,}" if ref is not None and values[2] is not None else "–"
                 else:
                     text = ratio_words(ratio, "faster", "slower", same) or "–"
                 cells.append(Cell(text, "", _ratio_tone(ratio, same) if toned else "neutral"))
@@ -672,8 +719,24 @@ class ReportView:
         return out
 
     @property
+    def analyzer_missing(self) -> list[tuple[str, str]]:
+        """(variant, error) for each built variant whose Analyzer text could not be taken."""
+        return [(self.long(c.name), c.not_measured("analyzer")) for c in self.ok_columns if c.not_measured("analyzer")]
+
+    @property
+    def latency_note(self) -> str:
+        """How latency was timed beyond the legend's words: skipped."""
+        settings = self.report.settings
+        if settings.get("latency_runs") == 0:
+            return "Not measured in this report: latency runs were set to 0."
+        return ""
+
+    @property
     def legend(self):
-        return LEGEND
+        note = self.latency_note
+        if not note:
+            return LEGEND
+        return tuple((term, f"{text} {note}" if term == "Latency" else text) for term, text in LEGEND)
 
     @property
     def threshold_text(self) -> str:
