@@ -88,6 +88,40 @@ def clean_stale(out: Path) -> list[Path]:
     return removed
 
 
+TIMING_LOCK = ".timing.lock"  # in the output folder while a batch with more than one worker runs
+
+
+class FileLock:
+    """An exclusive lock on a file (flock), shared by the batch's worker processes: held around each
+    latency timing so that two models are never timed at once. The kernel releases it when the holder
+    dies, so a worker killed while timing (out of memory) does not block the others."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        self._fd = None
+
+    def __enter__(self):
+        import fcntl
+
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        import fcntl
+
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+        return False
+
+
+def latency_timing_note(workers: int) -> str:
+    """How latency was timed in a batch of `workers` processes, recorded in each report's settings."""
+    return (f"one model timed at a time across {workers} worker processes; the other workers' conversions and"
+            " evaluations may run on other cores meanwhile")
+
+
 def _worker(job: dict, messages) -> None:
     """Runs one model in a fresh process; reports stages and the outcome through `messages`."""
     import resource
@@ -108,15 +142,19 @@ def _worker(job: dict, messages) -> None:
         last["stage"] = stage
         messages.put(("stage", name, stage))
 
+    from reporter import evaluate
     from reporter.errors import QuantReportError
     from reporter.pipeline import RunSettings, run
+
+    if job.get("timing_lock"):
+        evaluate.set_timing_lock(FileLock(job["timing_lock"]))
 
     t0 = time.perf_counter()
     outcome = {"status": "ok", "stage": "", "error": ""}
     try:
         run(RunSettings(model=job["model"], data=job["data"], out=job["out"], name=name, quiet=True,
                         shown_paths=tuple(job["shown"]), listener=listener, failure_log=str(log_path),
-                        extra={FINGERPRINT_KEY: job["fingerprint"]},
+                        extra={FINGERPRINT_KEY: job["fingerprint"], **job.get("extra", {})},
                         **job["options"]))
     except QuantReportError as exc:
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}
@@ -240,10 +278,30 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
             "config_dir": str(config.path.parent.resolve()),
         })
 
+    # With more than one worker, models are timed one at a time (a lock file the workers share).
+    workers = min(max(1, jobs), len(pending))
+    lock_path = out / TIMING_LOCK
+    if workers > 1:
+        for job in pending:
+            job["timing_lock"] = str(lock_path)
+            job["extra"] = {"latency_timing": latency_timing_note(workers)}
+
     ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
     messages = ctx.Queue()
     running: dict[str, tuple] = {}
     results: dict[str, dict] = {}
+    try:
+        _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out)
+    finally:
+        lock_path.unlink(missing_ok=True)
+    display.close()
+    messages.close()
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+    return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2))
+
+
+def _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out):
     while pending or running:
         while pending and len(running) < max(1, jobs):
             job = pending.pop(0)
@@ -263,11 +321,6 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
             outcomes[name] = outcome
             del running[name]
             display.finish(outcome)
-    display.close()
-    messages.close()
-    if logs.is_dir() and not any(logs.iterdir()):
-        logs.rmdir()
-    return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2))
 
 
 def _drain(messages, results, display, timeout):

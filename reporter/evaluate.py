@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -87,8 +88,24 @@ def predict(model: bytes, x: np.ndarray) -> np.ndarray:
     return np.concatenate(results).reshape(len(x), -1)
 
 
+# Held around every timing when set: the batch runner's workers share one, so that at most one model is
+# timed at a time across them (their other stages still run meanwhile). None in a single `run`.
+_timing_lock = None
+
+
+def set_timing_lock(lock):
+    """Makes `latency_ms` hold `lock` (a context manager) while it times; None removes it. Returns the
+    lock that was set before."""
+    global _timing_lock
+    previous, _timing_lock = _timing_lock, lock
+    return previous
+
+
 def latency_ms(model: bytes, sample: np.ndarray, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:
-    """Median and p90 milliseconds of one single-sample invoke, single-threaded, after warm-up."""
+    """Median and p90 milliseconds of one single-sample invoke, single-threaded, after warm-up.
+
+    The warm-up and the timed invokes run under the timing lock when one is set (set_timing_lock).
+    """
     if runs < 1:
         raise ValueError(f"latency needs at least one timed run, not {runs}")
     it = _interpreter(model, num_threads=1)
@@ -98,11 +115,13 @@ def latency_ms(model: bytes, sample: np.ndarray, runs: int = 50, warmup: int = 5
         it.resize_tensor_input(inp["index"], [1, *sample.shape[1:]])
     it.allocate_tensors()
     it.set_tensor(inp["index"], _quantize(sample[:1], inp))
-    for _ in range(warmup):
-        it.invoke()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        it.invoke()
-        times.append((time.perf_counter() - t0) * 1000.0)
+    lock = _timing_lock
+    with lock if lock is not None else contextlib.nullcontext():
+        for _ in range(warmup):
+            it.invoke()
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            it.invoke()
+            times.append((time.perf_counter() - t0) * 1000.0)
     return float(np.median(times)), float(np.percentile(times, 90)), runs

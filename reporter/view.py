@@ -725,11 +725,12 @@ class ReportView:
 
     @property
     def latency_note(self) -> str:
-        """How latency was timed beyond the legend's words: skipped."""
+        """How latency was timed beyond the legend's words: skipped, or one model at a time in a batch."""
         settings = self.report.settings
         if settings.get("latency_runs") == 0:
             return "Not measured in this report: latency runs were set to 0."
-        return ""
+        timing = settings.get("latency_timing")
+        return f"{timing[:1].upper()}{timing[1:]}." if timing else ""
 
     @property
     def legend(self):

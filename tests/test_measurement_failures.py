@@ -1,9 +1,11 @@
-"""A measurement that fails is recorded as missing with its error, and the variant stays."""
+"""A measurement that fails is recorded as missing with its error, and the variant stays; batch timings
+hold a lock so that two models are never timed at once."""
 
 import contextlib
 import json
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -277,3 +279,81 @@ def test_recommended_model_without_metrics_is_not_called_a_fix():
     assert "| **Recommended** | not measured |" in md
     render.render(report, "html")
 
+
+# --- batch: one model timed at a time ------------------------------------------------------------------
+class _CountingLock:
+    def __init__(self):
+        self.entered = self.exited = 0
+        self.held = False
+
+    def __enter__(self):
+        assert not self.held
+        self.entered += 1
+        self.held = True
+        return self
+
+    def __exit__(self, *exc):
+        self.exited += 1
+        self.held = False
+        return False
+
+
+def test_latency_is_timed_under_the_timing_lock(broken, monkeypatch):
+    from reporter import evaluate
+
+    model = (broken[0] / "float.tflite").read_bytes()
+    lock = _CountingLock()
+    invokes = []
+    real = evaluate._interpreter
+
+    class Watched:
+        def __init__(self, it):
+            self._it = it
+
+        def __getattr__(self, name):
+            return getattr(self._it, name)
+
+        def invoke(self):
+            invokes.append(lock.held)
+            self._it.invoke()
+
+    monkeypatch.setattr(evaluate, "_interpreter", lambda *a, **k: Watched(real(*a, **k)))
+    import numpy as np
+
+    sample = np.zeros((1, 30), np.float32)
+    assert evaluate.set_timing_lock(lock) is None
+    try:
+        median, p90, runs = evaluate.latency_ms(model, sample, runs=4, warmup=2)
+    finally:
+        assert evaluate.set_timing_lock(None) is lock
+    assert runs == 4 and median > 0
+    assert (lock.entered, lock.exited, lock.held) == (1, 1, False)
+    assert invokes == [True] * 6  # warm-up and timed invokes, all under the lock
+    evaluate.latency_ms(model, sample, runs=2, warmup=1)  # no lock set: a single `run` times freely
+    assert lock.entered == 1
+
+
+def test_file_lock_excludes_other_processes(tmp_path):
+    from reporter.batch import FileLock
+
+    path = tmp_path / ".timing.lock"
+    probe = ("import fcntl, os, sys\n"
+             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
+    with FileLock(path):
+        assert subprocess.run([sys.executable, "-c", probe, str(path)]).returncode == 3
+    assert subprocess.run([sys.executable, "-c", probe, str(path)]).returncode == 0
+
+
+def test_batch_note_on_how_latency_was_timed():
+    from reporter.batch import latency_timing_note
+    from reporter.report import Report
+    from reporter.view import ReportView
+
+    note = latency_timing_note(3)
+    assert note.startswith("one model timed at a time across 3 worker processes")
+    data = json.loads((HERE / "fixtures" / "report.json").read_text())
+    data["settings"]["latency_timing"] = note
+    legend = dict(ReportView(Report.from_dict(data)).legend)
+    assert legend["Latency"].endswith("One model timed at a time across 3 worker processes; the other workers'"
+                                      " conversions and evaluations may run on other cores meanwhile.")
