@@ -733,6 +733,11 @@ class ReportView:
         return f"{timing[:1].upper()}{timing[1:]}." if timing else ""
 
     @property
+    def latency_timing_note(self) -> str:
+        """The batch's timing note alone (a skipped latency is already a hint of its own)."""
+        return "" if self.report.settings.get("latency_runs") == 0 else self.latency_note
+
+    @property
     def legend(self):
         note = self.latency_note
         if not note:
