@@ -14,7 +14,6 @@ from typing import Callable
 import jinja2
 import markupsafe
 
-from reporter import plots
 from reporter.report import Report
 from reporter.view import SHORT_NAMES, ReportView
 
@@ -106,6 +105,8 @@ def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
 
 
 def render_html(report: Report) -> bytes:
+    from reporter import plots  # matplotlib (0.3 s to import) only when a format needs the charts
+
     view = ReportView(report)
     images = {
         "confusion": plots.confusion_matrices(report, SHORT_NAMES) if view.is_classification else "",

@@ -278,12 +278,14 @@ def test_a_version_2_report_still_renders():
 
 
 def test_render_command_works_without_tensorflow(tmp_path):
-    """`quant-report render` in a process where importing TensorFlow fails."""
+    """`quant-report render` in a process where importing TensorFlow fails; Markdown loads neither
+    matplotlib nor WeasyPrint."""
     code = (
         "import sys; sys.modules['tensorflow'] = None; sys.modules['keras'] = None\n"
         "from reporter.cli import main\n"
         f"rc = main(['render', {str(FIXTURE)!r}, '--format', 'md', '--out', {str(tmp_path / 's.md')!r}])\n"
         "assert 'sklearn' not in sys.modules\n"
+        "assert 'matplotlib' not in sys.modules and 'weasyprint' not in sys.modules  # only for html/pdf\n"
         "sys.exit(rc)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
