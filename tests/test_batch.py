@@ -95,7 +95,7 @@ def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
 
 
 @pytest.mark.slow
-def test_gate_failure_exits_2_and_names_the_model(tmp_path, cache, capfd):
+def test_gate_failure_exits_3_and_names_the_model(tmp_path, cache, capfd):
     config = tmp_path / "q.toml"
     config.write_text(
         '[defaults]\nlatency_runs = 3\nformats = ["json"]\n[gate]\nmax_accuracy_drop = 0.02\nvariant = "fiq"\n'
