@@ -72,10 +72,17 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
 def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -> Report:
     import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
 
-    name = s.display_name
     with progress.stage("load", "model and data loaded"):
         model = inputs.load_model(s.model)
         data = inputs.load_data(s.data, s.calibration_samples)
+    try:
+        return _run_loaded(folder, s, variants, progress, model, data, tf)
+    finally:  # the SavedModel exported once for the conversions (batch workers exit without atexit)
+        getattr(model.make_converter, "cleanup", lambda: None)()
+
+
+def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progress, model, data, tf) -> Report:
+    name = s.display_name
     with progress.stage("convert", detail="float"):
         try:
             float_model = conv.convert(model.make_converter, "float", data.x_calib)

@@ -1,6 +1,8 @@
 """Tracing the model once (export, then convert every variant from the SavedModel) gives the same
 models as the seed notebook's `from_keras_model` per conversion: the speed work changes no number."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -40,3 +42,23 @@ def test_exported_once_converts_to_the_same_models(demo_cache, name):
     # compared by size, ops, tensor names and types, and predictions.
     _same_model(FiqQuantizer(loaded.make_converter, x_calib).quantize([]),
                 FiqQuantizer(per_conversion, x_calib).quantize([]), x, exact=name != "digits_lstm")
+
+
+def test_the_export_is_removed_after_the_run(mlp_files, tmp_path, monkeypatch):
+    """Batch workers exit without running atexit: the pipeline removes the export itself."""
+    from reporter.pipeline import RunSettings, run
+
+    made = []
+    original = inputs.traced_once.__call__
+
+    def spy(self):
+        converter = original(self)
+        made.append(self._folder)
+        return converter
+
+    monkeypatch.setattr(inputs.traced_once, "__call__", spy)
+    model, data = mlp_files
+    run(RunSettings(model=str(model), data=str(data), out=str(tmp_path), variants=("float", "fiq"),
+                    formats=("json",), latency_runs=1, quiet=True))
+    folders = {f for f in made if f}
+    assert folders and not any(os.path.exists(f) for f in folders)
