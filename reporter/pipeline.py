@@ -102,7 +102,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     if "fiq" in variants:
         try:
             with progress.stage("calibrate", "calibrated once (FIQ, debugger, search)"):
-                quantizer = FiqQuantizer(model.make_converter, data.x_calib)
+                quantizer = FiqQuantizer(model.make_converter, data.x_calib, float_model=float_model)
         except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
             traceback.print_exc()
             calibration_error = _one_line(exc)

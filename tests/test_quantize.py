@@ -20,14 +20,21 @@ def test_calibrate_once_gives_the_public_debuggers_models(mlp):
     from reporter.debugger import layer_statistics
     from reporter.quantize import CALIBRATE_ONCE, FiqQuantizer
 
+    from reporter.convert import convert
+
     model, data, path = mlp
-    q = FiqQuantizer(model.make_converter, data.x_calib)
-    assert q.method == CALIBRATE_ONCE and not q.note
-    layers, _ = layer_statistics(q, data.x_calib)
-    names = [layer.tensor_name for layer in layers]
-    for nodes in ([], names[:1], names[:2], [names[3]]):
-        assert without_conversion_metadata(q.quantize(nodes)) == \
-            without_conversion_metadata(public_selective(path, data.x_calib, nodes)), nodes
+    float_model = convert(model.make_converter, "float", data.x_calib)
+    # Calibrated by the converter (a conversion of its own) and from the float variant (the pipeline's way).
+    quantizers = (FiqQuantizer(model.make_converter, data.x_calib),
+                  FiqQuantizer(model.make_converter, data.x_calib, float_model=float_model))
+    assert [q.calibrated_from for q in quantizers] == ["converter", "float model"]
+    for q in quantizers:
+        assert q.method == CALIBRATE_ONCE and not q.note and q.calibrated_from
+        layers, _ = layer_statistics(q, data.x_calib)
+        names = [layer.tensor_name for layer in layers]
+        for nodes in ([], names[:1], names[:2], [names[3]]):
+            assert without_conversion_metadata(q.quantize(nodes)) == \
+                without_conversion_metadata(public_selective(path, data.x_calib, nodes)), nodes
     # Whole-model verify: error piles up after the broken normalization, so it exceeds the local one.
     assert layers[2].propagated_rmse_over_scale > 10 * layers[2].rmse_over_scale
 

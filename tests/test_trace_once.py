@@ -22,7 +22,7 @@ def _same_model(a: bytes, b: bytes, x, exact=True):
     np.testing.assert_array_equal(evaluate.predict(a, x), evaluate.predict(b, x))
 
 
-@pytest.mark.parametrize("name", ["breast_cancer_mlp", "digits_lstm"])
+@pytest.mark.parametrize("name", ["breast_cancer_mlp", "digits_lstm", "digits_cnn"])
 def test_exported_once_converts_to_the_same_models(demo_cache, name):
     import tensorflow as tf
 
@@ -42,6 +42,14 @@ def test_exported_once_converts_to_the_same_models(demo_cache, name):
     # compared by size, ops, tensor names and types, and predictions.
     _same_model(FiqQuantizer(loaded.make_converter, x_calib).quantize([]),
                 FiqQuantizer(per_conversion, x_calib).quantize([]), x, exact=name != "digits_lstm")
+    # Calibrating the float variant (the pipeline's way) gives the converter's calibrated model.
+    from independent import without_conversion_metadata
+
+    float_model = convert.convert(loaded.make_converter, "float", x_calib)
+    direct = FiqQuantizer(per_conversion, x_calib, float_model=float_model)
+    assert direct.calibrated_from == "float model"
+    assert without_conversion_metadata(direct.calibrated) == \
+        without_conversion_metadata(FiqQuantizer(per_conversion, x_calib).calibrated)
 
 
 def test_the_export_is_removed_after_the_run(mlp_files, tmp_path, monkeypatch):
