@@ -146,3 +146,24 @@ def test_gap_status():
     assert judgement.fiq_gap(None, None, None, None).status == "not_measurable"
     assert judgement.after_fix(gap, y, float_pred, float_pred, None).status == "recovered"
     assert judgement.after_fix(gap, y, float_pred, fiq_pred, None).status == "open"
+
+
+def test_candidate_models_are_built_once_within_a_memory_bound(monkeypatch):
+    """The search's steps, their evaluation and the recommended model reuse one build per candidate;
+    past the cache's byte limit a model is rebuilt rather than kept."""
+    from reporter import recommend
+
+    calls = []
+
+    class FakeQuantizer:
+        def quantize(self, nodes, ops):
+            calls.append(tuple(nodes))
+            return b"m" * 100
+
+    candidates = recommend.Candidates.__new__(recommend.Candidates)
+    candidates.quantizer, candidates.ops, candidates._built = FakeQuantizer(), [], {}
+    assert candidates.build({"a", "b"}) == candidates.build(["b", "a"])
+    assert calls == [("a", "b")]
+    monkeypatch.setattr(recommend, "BUILT_CACHE_BYTES", 150)
+    candidates.build({"c"}), candidates.build({"c"})
+    assert calls == [("a", "b"), ("c",), ("c",)]  # 100 + 100 bytes would pass the limit: not kept
