@@ -60,4 +60,5 @@ def check_story(report: Report) -> dict:
     if found.task == "regression":  # no accuracy, so no sentence about a gap or being as accurate
         for text in (plain, shown):
             assert "as accurate" not in text and "of the gap" not in text and "accuracy points" not in text
-    return {"html": html, "pdf_page1": page1, "md": md, "pdf_pages": len(pdf.pages)}
+    return {"html": html, "pdf_page1": page1, "md": md, "pdf_pages": len(pdf.pages),
+            "pdf": words(" ".join(page.extract_text() for page in pdf.pages))}

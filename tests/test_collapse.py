@@ -85,6 +85,7 @@ def test_deep_model_report_is_readable(collapse_reports):
     assert view.layers_truncated and len(view.top_layer_rows) == view.TOP_LAYERS
     kept = set(report.recommendation.denylisted_nodes)
     assert kept <= {row.layer.tensor_name for row in view.top_layer_rows}  # the kept layers are among the top
-    assert 'id="layer-table-full"' in texts["html"] and texts["pdf_pages"] <= 14
+    assert 'id="layer-table-full"' in texts["html"] and texts["pdf_pages"] <= 11
+    assert "full table is in report.html" in texts["pdf"]  # the PDF points to it instead
     culprit_layers = {c.layer for c in report.findings.culprits}
     assert all(layer in " ".join(report.findings.headline) for layer in culprit_layers if layer)
