@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from reporter import judgement as jd
-from reporter.formatting import fmt_bytes, fmt_ms, fmt_number, fmt_percent, fmt_signed_bytes
+from reporter.formatting import fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_signed_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.report import Metrics, Report, VariantResult
@@ -66,6 +66,7 @@ class VariantFinding:
     latency_ratio: Optional[float] = None  # latency / float latency
     slower: bool = False  # beyond judgement.LATENCY_NOTABLE_RATIO
     output_mse: Optional[float] = None  # regression: against the float output
+    output_variance: Optional[float] = None  # regression: the float output's variance (the MSE's scale)
     degenerate: Optional[Degenerate] = None
     verdict: str = ""  # one line
     not_measured: dict[str, str] = field(default_factory=dict)  # measurement -> error (VariantResult's)
@@ -329,9 +330,11 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
                        degenerate=degenerate)
     else:
         mse = v.output_error.mse if v.output_error else None
+        variance = v.output_error.float_variance if v.output_error else None
         if v.name != "float" and mse is not None:
-            parts.append(f"output MSE {fmt_number(mse)} against float")
-        finding = dict(direction="reference" if v.name == "float" else "not_measurable", output_mse=mse)
+            parts.append(f"output {fmt_mse(mse, variance)} against float")
+        finding = dict(direction="reference" if v.name == "float" else "not_measurable", output_mse=mse,
+                       output_variance=variance)
     if v.name != "float" and size_ratio is not None:
         parts.append(_size_words(size_ratio))
     if v.name == "drq" and ref and v.size_bytes == ref.size_bytes and not v.tensor_types.get("int8"):
@@ -506,7 +509,7 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
     if gap.status == "not_measurable":
         if fiq.output_mse is not None:
             lines.append(f"The model's output is not class scores, so accuracy is not measured: FIQ's output"
-                         f" differs from float's by a mean squared error of {fmt_number(fiq.output_mse)}; FIQ"
+                         f" differs from float's, {fmt_mse(fiq.output_mse, fiq.output_variance)}; FIQ"
                          f" is {size}.")
         else:
             lines.append(f"FIQ's accuracy gap is not measurable ({gap.reason}).")

@@ -35,6 +35,13 @@ def fmt_metric(x: Optional[float]) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def fmt_mse(mse: float, float_variance: Optional[float] = None) -> str:
+    """An output MSE with the scale to read it on: its share of the float output's variance."""
+    if float_variance:
+        return f"MSE {fmt_number(mse)} ({fmt_percent(mse / float_variance, 2)} of the float output's variance)"
+    return f"MSE {fmt_number(mse)}"
+
+
 def fmt_percent(x: Optional[float], digits: int = 1) -> str:
     return "–" if x is None else f"{x * 100:.{digits}f} %"
 

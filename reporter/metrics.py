@@ -84,4 +84,5 @@ def _balanced_accuracy(y_true, y_pred) -> float:
 def output_error(outputs: np.ndarray, float_outputs: np.ndarray) -> OutputError:
     """Error of a variant's raw output against the float variant's output."""
     diff = outputs.astype(np.float64) - float_outputs.astype(np.float64)
-    return OutputError(mse=float(np.mean(diff**2)), max_abs_error=float(np.max(np.abs(diff))))
+    return OutputError(mse=float(np.mean(diff**2)), max_abs_error=float(np.max(np.abs(diff))),
+                       float_variance=float(np.var(float_outputs.astype(np.float64))))

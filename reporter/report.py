@@ -121,6 +121,7 @@ class OutputError:
 
     mse: float
     max_abs_error: float
+    float_variance: Optional[float] = None  # variance of the float output, the scale the MSE is read on
 
 
 @dataclass(frozen=True)

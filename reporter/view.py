@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from reporter.formatting import (fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_points,  # noqa: F401
+from reporter.formatting import (fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_points,  # noqa: F401
                                  fmt_signed_bytes, size_ratio_text)
 from reporter import findings as fnd
 from reporter.report import RMSE_OVER_SCALE_IDEAL, LayerStat, Report, VariantResult
@@ -317,7 +317,7 @@ class ReportView:
             elif f.vs_float is not None:
                 vs = Cell(f.vs_float.text, "", {"worse": "bad", "better": "good"}.get(f.direction, "neutral"))
             elif f.output_mse is not None:
-                vs = Cell(f"MSE {fmt_number(f.output_mse)}")
+                vs = Cell(fmt_mse(f.output_mse, f.output_variance))
             elif self._float_quality_missing:
                 vs = Cell(f"float {NOT_MEASURED}")
             else:

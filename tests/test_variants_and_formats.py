@@ -78,6 +78,10 @@ def test_single_output_model_reports_output_error(tmp_path):
     assert fiq.metrics is None
     assert fiq.output_error.mse == pytest.approx(np.mean((outputs("fiq") - ref) ** 2))
     assert fiq.output_error.max_abs_error == pytest.approx(np.max(np.abs(outputs("fiq") - ref)))
+    # The MSE's scale, and the sentence a reader gets: the share of the float output's variance.
+    assert fiq.output_error.float_variance == pytest.approx(np.var(ref))
+    share = f"{100 * np.mean((outputs('fiq') - ref) ** 2) / np.var(ref):.2f} % of the float output's variance"
+    assert share in " ".join(report.findings.headline)
 
 
 def test_one_failing_variant_does_not_stop_the_others(tmp_path, monkeypatch, mlp_files):
