@@ -66,10 +66,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", default="breast_cancer_mlp,mobilenet_offset")
+    parser.add_argument("--also-formats", default="json,md",
+                        help="also time the tool with only these formats ('' to skip)")
     parser.add_argument("--baseline-src", help="another checkout (git worktree add DIR COMMIT) timed as 'before'")
     args = parser.parse_args()
     models = _models(args.models.split(","))
-    results = {name: {"bare": [], "tool": [], "bare_mb": [], "tool_mb": [], "stages": [], "before": []}
+    results = {name: {"bare": [], "tool": [], "bare_mb": [], "tool_mb": [], "stages": [], "before": [], "some": []}
                for name in models}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
@@ -84,6 +86,11 @@ def main() -> int:
                 results[name]["tool"].append(seconds)
                 results[name]["tool_mb"].append(mb)
                 results[name]["stages"].append(json.loads((out / name / "report.json").read_text())["timings_s"])
+                if args.also_formats:
+                    some, _ = _timed([sys.executable, "-m", "reporter", "run", str(model), "--data", str(data),
+                                      "--out", str(Path(tmp) / f"some{r}"), "--name", name, "--quiet",
+                                      "--formats", args.also_formats])
+                    results[name]["some"].append(some)
                 if args.baseline_src:
                     before, _ = _timed([sys.executable, "-m", "reporter", "run", str(model), "--data", str(data),
                                         "--out", str(Path(tmp) / f"before{r}"), "--name", name, "--quiet"],
@@ -100,6 +107,8 @@ def main() -> int:
         stages = ", ".join(f"{k} {med(s.get(k, 0.0) for s in res['stages']):.2f}" for k in keys)
         b, t = med(res["bare"]), med(res["tool"])
         print(f"{name:<20}{b:8.2f}{t:8.2f}{t / b:7.2f}x{med(res['bare_mb']):9.0f}{med(res['tool_mb']):9.0f}   {stages}")
+        if res["some"]:
+            print(f"{'':<20}only {args.also_formats}: {med(res['some']):.2f} s ({med(res['some']) / b:.2f}x bare)")
         if res["before"]:
             print(f"{'':<20}before this change: {med(res['before']):.2f} s ({med(res['before']) / b:.2f}x bare)")
     return 0
