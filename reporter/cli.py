@@ -157,7 +157,7 @@ def _error(text: str):
 
 def _run_one(settings, debug: bool):
     """Runs one model; prints a one-line error (traceback with --debug); returns (report, exit code)."""
-    from reporter.errors import QuantReportError, RenderError
+    from reporter.errors import QuantReportError, RenderError, UsageError
 
     try:
         settings.check()  # before importing the pipeline (1.4 s) and TensorFlow (4 s): bad input fails at once
@@ -167,6 +167,9 @@ def _run_one(settings, debug: bool):
         return report, ExitCode.OK
     except RenderError as exc:  # measured and partly written: still a failure
         _error(str(exc))
+    except UsageError as exc:  # settings that cannot go together: nothing ran
+        _error(str(exc))
+        return None, ExitCode.USAGE
     except QuantReportError as exc:
         if debug:
             traceback.print_exc()

@@ -16,10 +16,13 @@ VARIANT_LABELS = {
     "f16": "Float16",
     "int16x8": "16x8 (int16 activations)",
     "int8_io": "Integer only (int8 I/O)",
+    "wo8": "Weight-only int8",
     "selective": "Selective (recommended layers in float)",
     "rule": "Selective by the rmse/scale rule",
 }
 ALL_VARIANTS = tuple(v for v in VARIANT_LABELS if v not in ("selective", "rule"))
+
+CONVERTER = "TensorFlow converter"
 
 # Variants whose conversion needs a representative data set.
 CALIBRATED = {"fiq", "int16x8", "int8_io"}

@@ -31,9 +31,14 @@ class LoadedModel:
     """A model ready for conversion: `make_converter()` returns a fresh TFLiteConverter each call."""
 
     path: Path
-    format: str  # "keras", "h5" or "saved_model"
-    make_converter: Callable
+    format: str  # "keras", "h5", "saved_model" or "tflite"
+    make_converter: Optional[Callable]  # None for a .tflite: there is nothing to convert
     keras_model: object = None  # the loaded Keras model (not for a SavedModel folder)
+    tflite: Optional[bytes] = None  # a float .tflite input, as given
+
+    @property
+    def is_tflite(self) -> bool:
+        return self.tflite is not None
 
 
 @dataclass
@@ -51,7 +56,8 @@ class Dataset:
         return self.calibration_source == "x"
 
 
-MODEL_KINDS = "a Keras 3 .keras file, a legacy .h5 file or a SavedModel folder"
+MODEL_KINDS = "a Keras 3 .keras file, a legacy .h5 file, a SavedModel folder or a float .tflite file"
+TFLITE_IDENTIFIER = b"TFL3"  # a TFLite flatbuffer's file identifier, bytes 4-8
 DATA_KINDS = "an .npz file with arrays x and y (and optional x_calib), or package.module:function returning them"
 _TEXT_SUFFIXES = {".csv": "a CSV file", ".tsv": "a TSV file", ".txt": "a text file", ".json": "a JSON file",
                   ".npy": "a single .npy array", ".pkl": "a pickle", ".pickle": "a pickle",
@@ -67,6 +73,11 @@ def preflight(model, data):
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb inside)")
+    elif path.suffix.lower() == ".tflite":
+        with open(path, "rb") as f:
+            head = f.read(8)
+        if head[4:8] != TFLITE_IDENTIFIER:
+            raise InputError(path, "not a TFLite model (no TFL3 flatbuffer identifier)")
     elif path.suffix.lower() not in (".keras", ".h5"):
         raise InputError(path, f"unsupported model format '{path.suffix or path.name}': MODEL must be {MODEL_KINDS}")
     spec = str(data)
@@ -101,6 +112,8 @@ def load_model(path) -> LoadedModel:
         return LoadedModel(path, "saved_model", lambda: tf.lite.TFLiteConverter.from_saved_model(str(path)))
 
     suffix = path.suffix.lower()
+    if suffix == ".tflite":
+        return LoadedModel(path, "tflite", None, tflite=_float_tflite(path))
     if suffix == ".keras":
         import zipfile
 
@@ -127,6 +140,23 @@ def load_model(path) -> LoadedModel:
 
     export = model.export if fmt == "keras" else lambda folder: tf.saved_model.save(model, folder)
     return LoadedModel(path, fmt, traced_once(model, export), model)
+
+
+def _float_tflite(path: Path) -> bytes:
+    """The bytes of a float .tflite; InputError if it is not a TFLite model or is already quantized."""
+    from reporter import structure
+
+    data = path.read_bytes()
+    if data[4:8] != TFLITE_IDENTIFIER:
+        raise InputError(path, "not a TFLite model (no TFL3 flatbuffer identifier)")
+    try:
+        quantized = structure.quantized_tensors(data)
+    except Exception as exc:  # noqa: BLE001 - a damaged flatbuffer
+        raise InputError(path, f"cannot read the TFLite model: {_first_line(exc)}") from exc
+    if quantized:
+        raise InputError(path, f"the model is already quantized ({quantized} int8/int16/float16 tensors, e.g."
+                               " weights); quant-report needs the float .tflite to quantize it")
+    return data
 
 
 class traced_once:

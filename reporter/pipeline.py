@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import time
 import traceback
 from pathlib import Path
@@ -12,7 +13,7 @@ import numpy as np
 
 from reporter import __version__
 from reporter import convert as conv
-from reporter import debugger, evaluate, findings, inputs, judgement, recommend, render, structure
+from reporter import debugger, evaluate, findings, inputs, judgement, litert, recommend, render, structure
 from reporter import metrics as qmetrics
 from reporter import search as srch
 from reporter.quantize import FiqQuantizer
@@ -79,11 +80,14 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
 
 def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progress, model, data, tf) -> Report:
     name = s.display_name
-    with progress.stage("convert", detail="float"):
-        try:
-            float_model = conv.convert(model.make_converter, "float", data.x_calib)
-        except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
-            raise _conversion_error(model.path, exc) from exc
+    if model.is_tflite:
+        float_model = model.tflite
+    else:
+        with progress.stage("convert", detail="float"):
+            try:
+                float_model = conv.convert(model.make_converter, "float", data.x_calib)
+            except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
+                raise _conversion_error(model.path, exc) from exc
     n_in, n_out = evaluate.io_counts(float_model)
     if (n_in, n_out) != (1, 1):
         raise InputError(model.path, f"the model has {n_in} input(s) and {n_out} output(s); quant-report measures"
@@ -94,11 +98,16 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     # A classifier with one output unit is a sigmoid head: class 1 when the output is at least 0.5.
     task = Task(num_classes, binary_sigmoid=num_classes is not None and num_outputs == 1)
 
+    litert_models = _LiteRtModels(float_model, data.x_calib)
     quantizer, calibration_error = None, None
     if "fiq" in variants:
         try:
             with progress.stage("calibrate", "calibrated once (FIQ, debugger, search)"):
-                quantizer = FiqQuantizer(model.make_converter, data.x_calib, float_model=float_model)
+                if model.is_tflite:
+                    quantizer = litert_models.quantizer()
+                    quantizer.calibration()
+                else:
+                    quantizer = FiqQuantizer(model.make_converter, data.x_calib, float_model=float_model)
         except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
             traceback.print_exc()
             calibration_error = _one_line(exc)
@@ -109,12 +118,17 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     results: dict[str, VariantResult] = {}
     outputs: dict[str, np.ndarray] = {}
     for variant in variants:
-        build = None
+        build, converter = None, conv.CONVERTER
         if variant == "float":
             build = lambda: float_model  # noqa: E731
+            converter = "given" if model.is_tflite else conv.CONVERTER
         elif variant == "fiq" and quantizer is not None:
             build = lambda: quantizer.quantize([])  # noqa: E731
-        results[variant] = _variant(variant, folder, model, data, s, progress, task, outputs, build)
+            converter = quantizer.converter
+        elif model.is_tflite or variant in litert.ONLY_LITERT:
+            build = functools.partial(litert_models.build, variant)
+            converter = litert.CONVERTER
+        results[variant] = _variant(variant, folder, model, data, s, progress, task, outputs, build, converter)
 
     layers, recommendation, debugger_error = [], None, calibration_error
     if quantizer is not None and results["fiq"].ok:
@@ -161,7 +175,26 @@ def _conversion_error(path, exc) -> InputError:
     return InputError(path, f"the model does not convert to TFLite: {_one_line(exc)}")
 
 
-def _variant(variant, folder, model, data, s, progress, task, outputs, build=None) -> VariantResult:
+class _LiteRtModels:
+    """LiteRT Quantizer on the float variant, set up on first use (one calibration for all)."""
+
+    def __init__(self, float_model: bytes, x_calib):
+        self._float_model, self._x_calib, self._quantizer = float_model, x_calib, None
+
+    def quantizer(self) -> litert.LiteRtQuantizer:
+        if self._quantizer is None:
+            self._quantizer = litert.LiteRtQuantizer(self._float_model, self._x_calib)
+        return self._quantizer
+
+    def build(self, variant: str, layers=None) -> bytes:
+        if variant not in litert.RECIPES:
+            raise ValueError(f"{variant} cannot be made by LiteRT Quantizer (from a float .tflite the variants are"
+                             f" float, {', '.join(litert.RECIPES)})")
+        return self.quantizer().build(variant, layers)
+
+
+def _variant(variant, folder, model, data, s, progress, task, outputs, build=None,
+             converter: str = "") -> VariantResult:
     """Converts (or builds with `build`) and measures one variant; a failure is recorded, not raised.
 
     Only a model that does not convert or does not run fails the variant; a measurement that fails
@@ -170,13 +203,14 @@ def _variant(variant, folder, model, data, s, progress, task, outputs, build=Non
     try:
         with progress.stage("convert", detail=variant):
             tflite = build() if build else conv.convert(model.make_converter, variant, data.x_calib)
-        return _measure(variant, tflite, folder, data, s, progress, task, outputs)
+        result = _measure(variant, tflite, folder, data, s, progress, task, outputs)
+        return dataclasses.replace(result, converter=converter)
     except QuantReportError:
         raise
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
         traceback.print_exc()  # into run.log
         progress.say(f"{variant} FAILED: {_one_line(exc)}")
-        return VariantResult(name=variant, status="failed", error=_one_line(exc))
+        return VariantResult(name=variant, status="failed", error=_one_line(exc), converter=converter)
 
 
 def _measure(variant, tflite: bytes, folder, data, s, progress, task: Task, outputs) -> VariantResult:

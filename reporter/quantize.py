@@ -42,6 +42,8 @@ class FiqQuantizer:
     the debugger's `tensor_name` column spells them) or op types in float.
     """
 
+    converter = "TensorFlow converter"
+
     def __init__(self, make_converter: Callable, x_calib: np.ndarray, force_public: bool = False,
                  float_model: Optional[bytes] = None):
         self._make_converter = make_converter
@@ -138,12 +140,17 @@ class FiqQuantizer:
         return self._names
 
     def check_nodes(self, nodes: Iterable[str]):
-        """Raises UnknownNodeError for a name that is no tensor of the model, with the closest names."""
-        unknown = [n for n in nodes if n not in self.tensor_names]
-        if not unknown:
-            return
-        name = unknown[0]
-        close = difflib.get_close_matches(name, sorted(self.tensor_names), n=3, cutoff=0.5)
-        hint = f"; closest: {', '.join(repr(c) for c in close)}" if close else ""
-        more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
-        raise UnknownNodeError(f"no tensor named {name!r} in the model{more}{hint}")
+        check_names(list(nodes), self.tensor_names)
+
+
+def check_names(nodes: list, names: set):
+    """Raises UnknownNodeError for a name that is no tensor of the model, with the closest names
+    (TF and LiteRT Quantizer would silently ignore it)."""
+    unknown = [n for n in nodes if n not in names]
+    if not unknown:
+        return
+    name = unknown[0]
+    close = difflib.get_close_matches(name, sorted(names), n=3, cutoff=0.5)
+    hint = f"; closest: {', '.join(repr(c) for c in close)}" if close else ""
+    more = f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""
+    raise UnknownNodeError(f"no tensor named {name!r} in the model{more}{hint}")

@@ -142,6 +142,8 @@ class VariantResult:
     # A measurement of a built and run model that failed: {"latency": "RuntimeError: ..."}. Its field
     # stays None (or empty); the variant is still "ok" (it converted and ran). Keys: MEASUREMENTS.
     measurement_errors: dict[str, str] = field(default_factory=dict)
+    # What built the model: "TensorFlow converter", "LiteRT Quantizer", or "given" (the float .tflite input).
+    converter: str = ""
 
     @property
     def ok(self) -> bool:

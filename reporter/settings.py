@@ -139,6 +139,17 @@ class RunSettings:
         if bad:
             raise QuantReportError("; ".join(bad))
         inputs.preflight(self.model, self.data)
+        if Path(self.model).suffix.lower() == ".tflite":
+            from reporter.litert import NEEDS_TF_CONVERTER
+
+            unavailable = [v for v in self.variants if v in NEEDS_TF_CONVERTER]
+            if unavailable:
+                from reporter.errors import UsageError
+
+                raise UsageError(
+                    f"--variants {','.join(unavailable)}: not available for a float .tflite input ({self.model}):"
+                    " TensorFlow's converter makes them from a Keras model or SavedModel; LiteRT Quantizer makes"
+                    " drq, fiq, int16x8 and wo8 (its fiq already has int8 input and output)")
         output.check_writable(self.out)
 
     @property

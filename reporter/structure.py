@@ -116,3 +116,18 @@ def largest_weight_elements(model: bytes) -> int:
                     n *= int(d)
                 largest = max(largest, n)
     return largest
+
+
+def quantized_tensors(model: bytes) -> int:
+    """Tensors stored as int8, int16, uint8 or float16, or carrying quantization parameters: zero for
+    a float model (int32/int64 index tensors do not count)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    low = {schema.TensorType.INT8, schema.TensorType.INT16, schema.TensorType.UINT8, schema.TensorType.FLOAT16}
+    count = 0
+    for sg in _model_object(model).subgraphs or []:
+        for t in sg.tensors or []:
+            q = t.quantization
+            if t.type in low or (q is not None and q.scale is not None and len(q.scale) > 0):
+                count += 1
+    return count

@@ -15,16 +15,7 @@ from reporter.formatting import (fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_num
 from reporter import findings as fnd
 from reporter.report import RMSE_OVER_SCALE_IDEAL, LayerStat, Report, VariantResult
 
-SHORT_NAMES = {
-    "float": "Float",
-    "drq": "DRQ",
-    "fiq": "FIQ",
-    "f16": "Float16",
-    "int16x8": "16x8",
-    "int8_io": "Int8 I/O",
-    "selective": "Recommended",
-    "rule": "Rule",
-}
+SHORT_NAMES = fnd.NAMES
 LONG_NAMES = {
     "float": "Float TFLite (reference)",
     "drq": "Dynamic-range quantization (weights int8)",
@@ -32,6 +23,7 @@ LONG_NAMES = {
     "f16": "Float16 weights",
     "int16x8": "16-bit activations, 8-bit weights",
     "int8_io": "Integer only (int8 input and output)",
+    "wo8": "Weight-only int8 (dequantized to float at run time)",
     "selective": "FIQ with the recommended layers left in float",
     "rule": "FIQ with the rmse/scale rule's layers left in float",
 }
@@ -256,7 +248,15 @@ class ReportView:
         return SHORT_NAMES.get(name, name)
 
     def long(self, name: str) -> str:
-        return LONG_NAMES.get(name, name)
+        """The variant's description, and which converter built it when that is not TensorFlow's."""
+        text = LONG_NAMES.get(name, name)
+        converter = getattr(self.report.variant(name), "converter", "")
+        if converter == "LiteRT Quantizer":
+            text = text.replace(" (float I/O)", "")
+            return f"{text}, by LiteRT Quantizer"
+        if converter == "given":
+            return "Float TFLite as given (reference)"
+        return text
 
     @property
     def title(self) -> str:

@@ -1,0 +1,111 @@
+"""A float .tflite as input: every variant made by LiteRT Quantizer, the same report, and what is not
+available said plainly."""
+
+import json
+
+import numpy as np
+import pytest
+
+from reporter.cli import main
+
+
+@pytest.fixture(scope="module")
+def cnn_tflite(demo_cache, tmp_path_factory):
+    """The demo's digits CNN converted to a float .tflite by TF's converter, and its FIQ by TF's path
+    (same calibration samples as `run` uses) for comparison."""
+    from reporter import convert as conv
+    from reporter import demo, inputs
+    from reporter.settings import RunSettings
+
+    model_path, data_path = demo.ensure_model("digits_cnn")
+    loaded = inputs.load_model(model_path)
+    data = inputs.load_data(str(data_path), RunSettings(model_path, data_path, "").calibration_samples)
+    try:
+        float_model = conv.convert(loaded.make_converter, "float", data.x_calib)
+        tf_fiq = conv.convert(loaded.make_converter, "fiq", data.x_calib)
+    finally:
+        loaded.make_converter.cleanup()
+    path = tmp_path_factory.mktemp("tflite_in") / "digits_cnn_float.tflite"
+    path.write_bytes(float_model)
+    return path, data_path, tf_fiq, data
+
+
+@pytest.fixture(scope="module")
+def tflite_report(cnn_tflite, tmp_path_factory):
+    path, data_path, _, _ = cnn_tflite
+    out = tmp_path_factory.mktemp("tflite_out")
+    code = main(["run", str(path), "--data", str(data_path), "--out", str(out), "--name", "cnn_tflite", "--quiet",
+                 "--variants", "float,drq,fiq,int16x8,wo8", "--formats", "json,md,html", "--latency-runs", "3"])
+    assert code == 0
+    folder = out / "cnn_tflite"
+    return folder, json.loads((folder / "report.json").read_text())
+
+
+def _accuracy(model: bytes, data) -> float:
+    from reporter import evaluate
+
+    return float(np.mean(np.argmax(evaluate.predict(model, data.x), axis=1) == data.y))
+
+
+def test_every_variant_of_a_float_tflite_is_made_by_litert_quantizer_and_measured(tflite_report, cnn_tflite):
+    folder, report = tflite_report
+    _, _, _, data = cnn_tflite
+    variants = {v["name"]: v for v in report["variants"]}
+    assert set(variants) == {"float", "drq", "fiq", "int16x8", "wo8"}
+    assert all(v["status"] == "ok" for v in variants.values()), [v.get("error") for v in variants.values()]
+    assert variants["float"]["converter"] == "given"
+    assert {variants[n]["converter"] for n in ("drq", "fiq", "int16x8", "wo8")} == {"LiteRT Quantizer"}
+    assert report["model"]["format"] == "tflite"
+    # The float variant is the file as given, and each accuracy is what the written model scores.
+    assert (folder / "float.tflite").read_bytes() == cnn_tflite[0].read_bytes()
+    for name, v in variants.items():
+        assert v["metrics"]["accuracy"] == pytest.approx(_accuracy((folder / f"{name}.tflite").read_bytes(), data))
+    html = (folder / "report.html").read_text()
+    assert "by LiteRT Quantizer" in html
+
+
+def test_litert_fiq_is_close_to_tf_fiq_of_the_same_model(tflite_report, cnn_tflite):
+    """Same float model, same calibration samples, two quantizers: the accuracies differ by at most two
+    points. They are not the same model: LiteRT Quantizer's static int8 recipe also quantizes the input
+    and output (int8 I/O), where TF's FIQ keeps float I/O with QUANTIZE/DEQUANTIZE ops inside."""
+    from reporter import evaluate
+
+    folder, report = tflite_report
+    _, _, tf_fiq, data = cnn_tflite
+    litert_fiq = (folder / "fiq.tflite").read_bytes()
+    litert_acc = next(v for v in report["variants"] if v["name"] == "fiq")["metrics"]["accuracy"]
+    tf_acc = _accuracy(tf_fiq, data)
+    assert abs(litert_acc - tf_acc) <= 0.02, (litert_acc, tf_acc)
+    from ai_edge_litert.interpreter import Interpreter
+
+    assert Interpreter(model_content=litert_fiq).get_input_details()[0]["dtype"] == np.int8
+    assert Interpreter(model_content=tf_fiq).get_input_details()[0]["dtype"] == np.float32
+    assert evaluate.io_shapes(litert_fiq) == evaluate.io_shapes(tf_fiq)
+
+
+def test_variants_only_tf_can_make_are_refused_for_a_tflite_before_anything_runs(cnn_tflite, tmp_path, capsys):
+    path, data_path, _, _ = cnn_tflite
+    code = main(["run", str(path), "--data", str(data_path), "--out", str(tmp_path), "--variants", "float,f16"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "f16" in err and str(path) in err and "LiteRT Quantizer makes" in err
+    assert not any(tmp_path.iterdir())
+
+
+def test_an_already_quantized_tflite_is_refused_with_its_name(cnn_tflite, tmp_path, capsys):
+    _, data_path, tf_fiq, _ = cnn_tflite
+    quantized = tmp_path / "model_int8.tflite"
+    quantized.write_bytes(tf_fiq)
+    code = main(["run", str(quantized), "--data", str(data_path), "--out", str(tmp_path / "out"), "--quiet"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "model_int8.tflite" in err and "already quantized" in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_file_that_is_not_tflite_is_refused_before_tensorflow(tmp_path, capsys, mlp_files):
+    fake = tmp_path / "model.tflite"
+    fake.write_bytes(b"not a flatbuffer at all")
+    code = main(["run", str(fake), "--data", str(mlp_files[1]), "--out", str(tmp_path / "out")])
+    assert code == 1
+    assert "model.tflite" in capsys.readouterr().err
