@@ -20,7 +20,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from reporter.report import Metrics, Report, VariantResult
 
 NAMES = {"float": "Float", "drq": "DRQ", "fiq": "FIQ", "f16": "Float16", "int16x8": "16x8",
-         "int8_io": "Int8 I/O", "wo8": "Weight-only", "selective": "Recommended", "rule": "Rule"}
+         "int8_io": "Int8 I/O", "wo8": "Weight-only", "alt_float": "LiteRT, float layers",
+         "alt_int16x8": "16x8 layers", "alt_drq": "DRQ layers", "selective": "Recommended", "rule": "Rule"}
 
 
 # --- the records -------------------------------------------------------------------------------------

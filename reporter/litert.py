@@ -37,6 +37,8 @@ NEEDS_TF_CONVERTER = {"f16", "int8_io"}
 # Schemes a chosen layer can be given instead of the model's (float = not quantized).
 LAYER_SCHEMES = ("float", "drq", "int16x8")
 STATIC = {"fiq", "int16x8"}
+# Lighter than float for the layers FIQ cannot keep in int8, tried beside keeping them float.
+MIXED_SCHEMES = ("int16x8", "drq")
 
 
 def _recipe(scheme: str) -> list[dict]:

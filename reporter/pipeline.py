@@ -22,7 +22,7 @@ from reporter.errors import InputError, QuantReportError, RenderError
 from reporter.output import folder_name, staged_folder
 from reporter.settings import RunSettings  # noqa: F401 - where callers have always found it
 from reporter.progress import Progress
-from reporter.report import (SCHEMA_VERSION, DatasetInfo, GapStatus, Latency, ModelInfo, Recommendation, Report,
+from reporter.report import (SCHEMA_VERSION, Alternative, DatasetInfo, GapStatus, Latency, ModelInfo, Recommendation, Report,
                              RuleResult, VariantResult)
 
 
@@ -133,7 +133,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     layers, recommendation, debugger_error = [], None, calibration_error
     if quantizer is not None and results["fiq"].ok:
         layers, recommendation, debugger_error = _debug_and_recommend(
-            folder, data, s, progress, task, outputs, results, quantizer, float_model
+            folder, data, s, progress, task, outputs, results, quantizer, float_model, litert_models
         )
 
     return Report(
@@ -186,11 +186,11 @@ class _LiteRtModels:
             self._quantizer = litert.LiteRtQuantizer(self._float_model, self._x_calib)
         return self._quantizer
 
-    def build(self, variant: str, layers=None) -> bytes:
+    def build(self, variant: str, layers=None, ops=()) -> bytes:
         if variant not in litert.RECIPES:
             raise ValueError(f"{variant} cannot be made by LiteRT Quantizer (from a float .tflite the variants are"
                              f" float, {', '.join(litert.RECIPES)})")
-        return self.quantizer().build(variant, layers)
+        return self.quantizer().build(variant, layers, ops)
 
 
 def _variant(variant, folder, model, data, s, progress, task, outputs, build=None,
@@ -278,10 +278,13 @@ def _classification_metrics(variant, out, data, task: Task, outputs):
     float_preds = task.classes(outputs["float"]) if "float" in outputs else None
     metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
     # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
-    references = ("float", "fiq") if variant in ("selective", "rule") else ("float",)
+    references = ("float", "fiq") if variant in FIXES_FIQ else ("float",)
     paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
               for ref in references if ref != variant and ref in outputs}
     return dataclasses.replace(metrics, paired=paired)
+
+
+FIXES_FIQ = ("selective", "rule", *(f"alt_{scheme}" for scheme in litert.LAYER_SCHEMES))  # compared with FIQ as well as float
 
 
 def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, model_path):
@@ -300,7 +303,8 @@ def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, m
                                      f" (its ops: {', '.join(sorted(present))})")
 
 
-def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results, quantizer, float_model):
+def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results, quantizer, float_model,
+                         litert_models):
     try:
         with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
             layers, csv_text = debugger.layer_statistics(quantizer, data.x_calib)
@@ -366,16 +370,59 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
         search_result = dataclasses.replace(
             search_result, selection_data=dataclasses.replace(search_result.selection_data, heldout_accuracy=held))
 
+    alternatives = []
+    if chosen and selective is not None and selective.ok:
+        schemes = litert.MIXED_SCHEMES if quantizer.method == litert.METHOD else ("float", *litert.MIXED_SCHEMES)
+        alternatives = _alternatives(chosen, schemes, litert_models, folder, data, s, progress, task, outputs,
+                                     results)
     if s.recommend == "search" and rule_nodes:
         rule = _measure_rule(rule, set(rule_nodes) | forced, all_nodes, candidates, folder, data, s, progress,
                              task, outputs, results)
     rec = Recommendation(
         denylisted_nodes=chosen,
-        code=conv.reproduction_code(chosen, list(s.keep_float_ops), len(data.x_calib)) if selective else "",
+        code=_reproduction_code(quantizer, chosen, s, len(data.x_calib)) if selective else "",
         summary="",  # worded by the findings
-        selective=selective, size_cost_bytes=size_cost, gap=gap_status, search=search_result, rule=rule, **base,
+        selective=selective, size_cost_bytes=size_cost, gap=gap_status, search=search_result, rule=rule,
+        alternatives=alternatives, **base,
     )
     return layers, rec, None
+
+
+def _reproduction_code(quantizer, chosen, s, calibration_samples: int) -> str:
+    if quantizer.method == litert.METHOD:
+        return litert.reproduction_code("fiq", {n: "float" for n in chosen}, s.keep_float_ops, calibration_samples)
+    return conv.reproduction_code(chosen, list(s.keep_float_ops), calibration_samples)
+
+
+def _alternatives(chosen, schemes, litert_models, folder, data, s, progress, task, outputs,
+                  results) -> list[Alternative]:
+    """The recommended layers in 16x8 or dynamic range instead of float (LiteRT Quantizer; TF's converter
+    cannot mix schemes), each built and measured like the recommended model. When TF's converter made
+    the recommended model, LiteRT Quantizer's model with the same layers in float is measured too, so
+    that the scheme's effect is not mistaken for the converter's."""
+    found = []
+    try:
+        plain = litert_models.build("fiq", None, s.keep_float_ops)
+    except Exception as exc:  # noqa: BLE001 - LiteRT Quantizer cannot quantize this model: say so, go on
+        traceback.print_exc()
+        return [Alternative(scheme, list(chosen), error=_one_line(exc)) for scheme in schemes]
+    for scheme in schemes:
+        name = f"alt_{scheme}"
+        try:
+            with progress.stage("selective", f"{name}: the recommended layers in {scheme} (LiteRT Quantizer)"):
+                model = litert_models.build("fiq", {n: scheme for n in chosen}, s.keep_float_ops)
+            if model == plain:  # the scheme does not apply to these layers: nothing to measure
+                found.append(Alternative(scheme, list(chosen), applicable=False))
+                continue
+            measured = _measure(name, model, folder, data, s, progress, task, outputs)
+            measured = dataclasses.replace(measured, converter=litert.CONVERTER, accuracy_gap_recovered=(
+                recommend.gap_recovered(results.get("float"), results.get("fiq"), measured)))
+            found.append(Alternative(scheme, list(chosen), measured))
+        except Exception as exc:  # noqa: BLE001 - record and go on
+            traceback.print_exc()
+            progress.say(f"{name} FAILED: {_one_line(exc)}")
+            found.append(Alternative(scheme, list(chosen), error=_one_line(exc)))
+    return found
 
 
 def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progress, task, outputs, results):

@@ -22,6 +22,7 @@ from reporter.report import RMSE_OVER_SCALE_IDEAL, Report  # noqa: E402
 SUSPECT = "#c0392b"
 NORMAL = "#4a6fa5"
 DPI = 130
+ALT_LABELS = {"float": "float (LiteRT)", "int16x8": "16x8 (LiteRT)", "drq": "DRQ (LiteRT)"}
 
 plt.rcParams.update({
     "font.size": 8,
@@ -447,6 +448,14 @@ def tradeoff(report: Report) -> str:
             if rq is not None:
                 rx = rule.selective.size_bytes / 1024 if xlabel.startswith("model") else len(rule.denylisted_nodes)
                 ax.scatter(rx, rq, s=40, marker="X", color=SUSPECT, label="rmse/scale rule", zorder=3)
+        for alt, marker in zip(rec.alternatives, ("D", "s", "^")):
+            m = alt.model
+            aq = (m.metrics.accuracy if classification and m.metrics else m.output_error.mse if m.output_error
+                  else None) if m is not None and m.ok else None
+            if aq is not None:
+                ax_x = m.size_bytes / 1024 if xlabel.startswith("model") else len(alt.layers)
+                ax.scatter(ax_x, aq, s=36, marker=marker, facecolor="white", edgecolor="#6a3d9a", linewidth=1,
+                           label=f"those layers: {ALT_LABELS.get(alt.scheme, alt.scheme)}", zorder=3)
         for name, style in (("float", ":"), ("fiq", "--")):
             v = report.variant(name)
             if v and v.ok and classification and v.metrics:

@@ -21,6 +21,13 @@ Format history (SCHEMA_VERSION):
      `variants[].measurement_errors` ({measurement: one-line error} for a measurement of a built model
      that failed: "analyzer", "ops", "metrics" / "output_error", "latency"; its field stays empty or null);
      `findings.variants[].not_measured` (the same); `settings.latency_timing` (batch runs).
+  4: beyond TensorFlow's converter. `model.format` "tflite" (a float .tflite input); `variants[].converter`
+     ("TensorFlow converter", "LiteRT Quantizer", "given"); variant "wo8" (weight-only int8);
+     `variants[].layer_errors` (every quantized variant against float, tensor by tensor: MSE, SNR,
+     cosine, the SNR lost at each layer, weight SNR; the layer to blame); `variants[].fix` (a variant
+     that loses accuracy, rebuilt with the blamed layers in float, measured);
+     `recommendation.alternatives` (the recommended layers in 16x8 or DRQ instead of float, measured).
+     Version-3 files read as they are (every new field has a default).
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
 RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
@@ -144,6 +151,8 @@ class VariantResult:
     measurement_errors: dict[str, str] = field(default_factory=dict)
     # What built the model: "TensorFlow converter", "LiteRT Quantizer", or "given" (the float .tflite input).
     converter: str = ""
+    layer_errors: Optional[LayerErrors] = None
+    fix: Optional[SchemeFix] = None
 
     @property
     def ok(self) -> bool:
@@ -152,6 +161,58 @@ class VariantResult:
     def not_measured(self, measurement: str) -> Optional[str]:
         """The error that kept `measurement` from being measured, or None."""
         return self.measurement_errors.get(measurement)
+
+
+@dataclass(frozen=True)
+class LayerError:
+    """One op's output in a quantized model against the same tensor of the float model, over the same
+    samples: the error accumulated from the input up to this layer."""
+
+    index: int  # the op's position in the quantized model
+    op_name: str
+    tensor_name: str  # in the quantized model (Model Explorer overlays key on it)
+    float_tensor_name: str
+    matched_by: str  # "name" or "position"
+    mse: float
+    snr_db: Optional[float]  # None: no error at all (infinite SNR)
+    cosine: float
+    snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs
+    weight_snr_db: Optional[float] = None  # its quantized weights against the float weights
+    weight_mse: Optional[float] = None
+    quantized_dtype: str = ""
+
+
+@dataclass(frozen=True)
+class LayerErrors:
+    """A quantized variant compared with float tensor by tensor, and the layer it blames."""
+
+    layers: list[LayerError] = field(default_factory=list)
+    samples: int = 0
+    unmatched: int = 0
+    culprit: Optional[str] = None  # tensor name of the layer to blame
+    note: str = ""
+    error: Optional[str] = None  # the comparison failed (the variant's other measurements stand)
+
+
+@dataclass(frozen=True)
+class SchemeFix:
+    """A variant that lost accuracy, rebuilt with the blamed layers kept in float and measured."""
+
+    layers: list[str]  # tensor names kept in float
+    model: Optional["VariantResult"] = None
+    code: str = ""
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The recommended layers given a lighter scheme than float (16x8 or dynamic range), measured."""
+
+    scheme: str  # "int16x8" or "drq"
+    layers: list[str]
+    model: Optional["VariantResult"] = None
+    applicable: bool = True  # False: the scheme changes none of these layers (e.g. DRQ on ops without weights)
+    error: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -259,8 +320,9 @@ class Recommendation:
     gap: Optional[GapStatus] = None
     search: Optional[SearchResult] = None
     rule: Optional[RuleResult] = None
-    quantizer: str = ""  # "calibrate-once" or "public-debugger"
+    quantizer: str = ""  # "calibrate-once", "public-debugger" or "litert-quantizer"
     quantizer_note: str = ""
+    alternatives: list[Alternative] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -327,6 +389,11 @@ def migrate(data: dict) -> dict:
         # Version 3 only adds fields with defaults; the findings are derived when the report is built.
         data = json.loads(json.dumps(data))
         data["schema_version"] = 3
+        data.pop("findings", None)
+    if data.get("schema_version") == 3:
+        # Version 4 only adds fields with defaults; the findings are derived again (they may say more).
+        data = json.loads(json.dumps(data))
+        data["schema_version"] = 4
         data.pop("findings", None)
     return data
 

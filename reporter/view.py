@@ -26,7 +26,12 @@ LONG_NAMES = {
     "wo8": "Weight-only int8 (dequantized to float at run time)",
     "selective": "FIQ with the recommended layers left in float",
     "rule": "FIQ with the rmse/scale rule's layers left in float",
+    "alt_float": "FIQ with the recommended layers in float",
+    "alt_int16x8": "FIQ with the recommended layers in 16x8 (int16 activations)",
+    "alt_drq": "FIQ with the recommended layers in dynamic range (int8 weights, float activations)",
 }
+
+SCHEME_WORDS = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}
 
 METRICS = (
     ("accuracy", "Accuracy"),
@@ -250,7 +255,11 @@ class ReportView:
     def long(self, name: str) -> str:
         """The variant's description, and which converter built it when that is not TensorFlow's."""
         text = LONG_NAMES.get(name, name)
-        converter = getattr(self.report.variant(name), "converter", "")
+        found = self.report.variant(name)
+        if found is None and name.startswith("alt_") and self.report.recommendation:
+            found = next((a.model for a in self.report.recommendation.alternatives if a.model and a.model.name == name),
+                         None)
+        converter = getattr(found, "converter", "")
         if converter == "LiteRT Quantizer":
             text = text.replace(" (float I/O)", "")
             return f"{text}, by LiteRT Quantizer"
@@ -543,7 +552,29 @@ class ReportView:
                 rule.denylisted_nodes, "the rmse/scale rule's pick", sel.size_bytes, rule.selection_score,
                 sel.metrics.accuracy if sel.metrics else None, sel.output_error.mse if sel.output_error else None,
                 sel.latency_ms.median if sel.latency_ms else None, False, False, rule=True))
+        for alt in self.report.recommendation.alternatives:
+            m = alt.model
+            if m is None or not m.ok:
+                continue
+            rows.append(self._tradeoff_row(
+                alt.layers, f"the recommended layers in {SCHEME_WORDS[alt.scheme]} ({m.converter})", m.size_bytes,
+                None, m.metrics.accuracy if m.metrics else None, m.output_error.mse if m.output_error else None,
+                m.latency_ms.median if m.latency_ms else None, False, False, rule=True))
         return rows
+
+    @property
+    def alternatives_not_built(self) -> list[str]:
+        """Why a lighter scheme for the recommended layers has no row (not applicable, or it failed)."""
+        rec = self.report.recommendation
+        out = []
+        for alt in rec.alternatives if rec else []:
+            if not alt.applicable:
+                out.append(f"{SCHEME_WORDS[alt.scheme].capitalize()} for the recommended layers: not applicable"
+                           " (it changes none of them: dynamic range only quantizes ops with weights).")
+            elif alt.error:
+                out.append(f"{SCHEME_WORDS[alt.scheme].capitalize()} for the recommended layers could not be built:"
+                           f" {alt.error}")
+        return out
 
     def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
         return TradeoffRow(
