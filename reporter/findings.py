@@ -123,6 +123,19 @@ class FixFinding:
 
 
 @dataclass(frozen=True)
+class AlternativeFinding:
+    """The recommended layers in a lighter scheme than float, against the recommended model."""
+
+    scheme: str  # "float" (LiteRT's own FIQ with them in float), "int16x8" or "drq"
+    converter: str
+    status: str  # "lighter" (as accurate within noise and smaller), "worse", "not_lighter", "not_applicable", "failed"
+    accuracy: Optional[float] = None
+    vs_recommended: Optional[Comparison] = None
+    size_delta_bytes: Optional[int] = None  # against the recommended model
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Notice:
     code: str  # stable, for tools: "stateful", "calibration_overlap", "classes_missing", "measurement_failed", ...
     text: str
@@ -150,6 +163,7 @@ class Findings:
     hints: list[Notice]
     gate: Optional[GateFinding] = None
     recommendation: str = ""  # one sentence: what the recommendation keeps in float and what that measured
+    alternatives: list[AlternativeFinding] = field(default_factory=list)
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)
@@ -169,7 +183,8 @@ def derive(report: "Report") -> Findings:
         if limit is not None else None
     return Findings(task=task, headline=_headline(report, variants, gap, culprits, fix), variants=variants, gap=gap,
                     culprits=culprits, fix=fix, warnings=_warnings(report), hints=_hints(report, gap),
-                    gate=gate, recommendation=_recommendation_text(report, gap, fix))
+                    gate=gate, recommendation=_recommendation_text(report, gap, fix),
+                    alternatives=_alternatives(report))
 
 
 def attach(report: "Report") -> "Report":
@@ -216,6 +231,55 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
         text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
                  f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
     return text + "."
+
+
+SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}
+
+
+def _alternatives(report: "Report") -> list[AlternativeFinding]:
+    """Each lighter scheme tried for the recommended layers, judged against the recommended model: a
+    lighter fix only when it is smaller and not worse beyond noise on the same samples."""
+    rec = report.recommendation
+    sel = rec.selective if rec else None
+    if rec is None or sel is None or not sel.ok:
+        return []
+    out = []
+    for alt in rec.alternatives:
+        words = SCHEME_NAMES.get(alt.scheme, alt.scheme)
+        m = alt.model
+        if not alt.applicable:
+            out.append(AlternativeFinding(alt.scheme, "", "not_applicable", text=(
+                f"{words.capitalize()} for the recommended layers is not applicable: it quantizes only ops with"
+                " weights, and none of them has any.")))
+            continue
+        if alt.error or m is None or not m.ok:
+            out.append(AlternativeFinding(alt.scheme, getattr(m, "converter", ""), "failed",
+                                          text=f"{words.capitalize()} for the recommended layers could not be built:"
+                                               f" {alt.error or (m.error if m else '')}"))
+            continue
+        size_delta = m.size_bytes - sel.size_bytes if m.size_bytes and sel.size_bytes else None
+        cmp = compare(m.metrics, sel.metrics, "selective") if m.metrics and sel.metrics else None
+        if cmp is None:
+            status = "not_lighter"
+        elif cmp.significant and cmp.delta < 0:
+            status = "worse"
+        elif size_delta is not None and size_delta < 0 and cmp.p_value is not None:
+            status = "lighter"
+        else:
+            status = "not_lighter"
+        what = (f"The recommended layers in {words} ({m.converter}): "
+                + (f"{fmt_percent(m.metrics.accuracy)}" if m.metrics else "accuracy not measured")
+                + (f", {cmp.text} against the recommended model" if cmp else "")
+                + (f", {fmt_signed_bytes(size_delta)}" if size_delta is not None else ""))
+        verdict = {"lighter": " — as accurate within noise and smaller: a lighter fix.",
+                   "worse": " — worse than keeping them in float.",
+                   "not_lighter": "."}[status]
+        if alt.scheme == "float":
+            verdict = (" — the same layers in float through the converter that mixes schemes, so that 16x8 and"
+                       " dynamic range are read against it too.")
+        out.append(AlternativeFinding(alt.scheme, m.converter, status if alt.scheme != "float" else "reference",
+                                      m.metrics.accuracy if m.metrics else None, cmp, size_delta, what + verdict))
+    return out
 
 
 def _columns(report: "Report") -> list:

@@ -279,6 +279,8 @@ def _classification_metrics(variant, out, data, task: Task, outputs):
     metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
     # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
     references = ("float", "fiq") if variant in FIXES_FIQ else ("float",)
+    if variant.startswith("alt_"):
+        references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
     paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
               for ref in references if ref != variant and ref in outputs}
     return dataclasses.replace(metrics, paired=paired)

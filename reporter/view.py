@@ -563,18 +563,13 @@ class ReportView:
         return rows
 
     @property
-    def alternatives_not_built(self) -> list[str]:
-        """Why a lighter scheme for the recommended layers has no row (not applicable, or it failed)."""
-        rec = self.report.recommendation
-        out = []
-        for alt in rec.alternatives if rec else []:
-            if not alt.applicable:
-                out.append(f"{SCHEME_WORDS[alt.scheme].capitalize()} for the recommended layers: not applicable"
-                           " (it changes none of them: dynamic range only quantizes ops with weights).")
-            elif alt.error:
-                out.append(f"{SCHEME_WORDS[alt.scheme].capitalize()} for the recommended layers could not be built:"
-                           f" {alt.error}")
-        return out
+    def lighter_fixes(self) -> list[str]:
+        return [a.text for a in self.findings.alternatives if a.status == "lighter"]
+
+    @property
+    def alternative_lines(self) -> list[str]:
+        """What each lighter scheme for the recommended layers measured, or why it has no row."""
+        return [a.text for a in self.findings.alternatives]
 
     def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
         return TradeoffRow(

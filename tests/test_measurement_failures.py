@@ -223,9 +223,9 @@ def test_latency_needs_a_run():
 
 
 def test_old_version_3_files_without_the_new_fields_still_read():
-    from reporter.report import Report
+    from reporter.report import SCHEMA_VERSION, Report
 
-    data = json.loads((HERE / "fixtures" / "report.json").read_text())
+    data = json.loads((HERE / "fixtures" / "report_v3.json").read_text())
     for v in data["variants"]:
         del v["measurement_errors"]
     for v in data["findings"]["variants"]:
@@ -233,7 +233,7 @@ def test_old_version_3_files_without_the_new_fields_still_read():
     data["recommendation"]["selective"].pop("measurement_errors")
     data["recommendation"]["rule"]["selective"].pop("measurement_errors")
     report = Report.from_dict(data)
-    assert report.schema_version == 3
+    assert report.schema_version == SCHEMA_VERSION
     assert all(v.measurement_errors == {} for v in report.variants)
     assert all(f.not_measured == {} for f in report.findings.variants)
 

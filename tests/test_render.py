@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reporter import render
-from reporter.report import Report
+from reporter.report import SCHEMA_VERSION, Report
 from reporter.view import ReportView, shorten
 
 HERE = Path(__file__).parent
@@ -252,7 +252,7 @@ def test_a_version_1_report_still_renders():
     v1_text = (HERE / "fixtures" / "report_v1.json").read_text()
     assert json.loads(v1_text)["schema_version"] == 1
     old = Report.from_json(v1_text)
-    assert old.schema_version == 3 and old.recommendation.method == "rule"
+    assert old.schema_version == SCHEMA_VERSION and old.recommendation.method == "rule"
     assert old.recommendation.search is None and old.layers[0].propagated_rmse_over_scale is None
     html = render.render(old, "html").decode()
     md = render.render(old, "md").decode()
@@ -268,7 +268,7 @@ def test_a_version_2_report_still_renders():
     v2_text = (HERE / "fixtures" / "report_v2.json").read_text()
     assert json.loads(v2_text)["schema_version"] == 2 and "findings" not in json.loads(v2_text)
     old = Report.from_json(v2_text)
-    assert old.schema_version == 3 and old.findings.gap.status == "recovered"
+    assert old.schema_version == SCHEMA_VERSION and old.findings.gap.status == "recovered"
     assert old.findings.variant("fiq").vs_float.p_value is None  # not recorded in version 2: not invented
     assert "significance not recorded" in old.findings.variant("fiq").verdict
     md = render.render(old, "md").decode()

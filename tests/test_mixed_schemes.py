@@ -1,0 +1,108 @@
+"""Mixed schemes: the recommended layers in 16x8 or dynamic range instead of float, built by LiteRT
+Quantizer and measured like every other model; checked against models built here with LiteRT
+Quantizer's own API."""
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def mlp_run(demo_reports):
+    folder = demo_reports / "breast_cancer_mlp"
+    return folder, json.loads((folder / "report.json").read_text())
+
+
+def _independent_model(float_model: bytes, x_calib: np.ndarray, layers: list[str], layer_recipe) -> bytes:
+    """LiteRT Quantizer called directly: static int8 for the model, `layer_recipe` for each layer (matched by
+    its op scope, 'output_tensor_name;')."""
+    from ai_edge_litert.interpreter import Interpreter
+    from litert_quantizer import quantizer, recipe
+
+    it = Interpreter(model_content=float_model)
+    signature, spec = next(iter(it.get_signature_list().items()))
+    entries = recipe.static_wi8_ai8()
+    for name in layers:
+        regex = "^" + re.escape(name + ";") + "$"
+        entries += [dict(e, regex=regex) for e in layer_recipe()] if layer_recipe else [
+            {"regex": regex, "operation": "*", "algorithm_key": "no_quantize"}]
+    q = quantizer.Quantizer(float_model, entries)
+    calibration = q.calibrate({signature: [{spec["inputs"][0]: x_calib[i:i + 1]} for i in range(len(x_calib))]})
+    return bytes(q.quantize(calibration, enable_progress_report=False).quantized_model)
+
+
+def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judged(mlp_run, mlp_files):
+    from litert_quantizer import recipe
+
+    from reporter import evaluate, inputs
+    from reporter.settings import RunSettings
+
+    folder, report = mlp_run
+    rec = report["recommendation"]
+    chosen = rec["denylisted_nodes"]
+    assert chosen, "the MLP's FIQ collapses: the recommendation keeps layers in float"
+    alternatives = {a["scheme"]: a for a in rec["alternatives"]}
+    # TF's converter made the recommended model, so LiteRT's own model with the same float layers is measured
+    # too; dynamic range changes none of the normalization's SUB/MUL (no weights): not applicable, no file.
+    assert set(alternatives) == {"float", "int16x8", "drq"}
+    assert alternatives["drq"]["applicable"] is False and alternatives["drq"]["model"] is None
+    assert not (folder / "alt_drq.tflite").exists()
+
+    data = inputs.load_data(str(mlp_files[1]), RunSettings("", "", "").calibration_samples)
+    float_model = (folder / "float.tflite").read_bytes()
+    for scheme, layer_recipe in (("float", None), ("int16x8", recipe.static_wi8_ai16)):
+        alt = alternatives[scheme]
+        assert alt["layers"] == chosen and alt["model"]["converter"] == "LiteRT Quantizer"
+        built = (folder / f"alt_{scheme}.tflite").read_bytes()
+        mine = _independent_model(float_model, data.x_calib, chosen, layer_recipe)
+        assert built == mine  # the same recipe, the same calibration: the same model
+        accuracy = float(np.mean(np.argmax(evaluate.predict(mine, data.x), axis=1) == data.y))
+        assert alt["model"]["metrics"]["accuracy"] == pytest.approx(accuracy)
+        assert alt["model"]["size_bytes"] == len(mine)
+
+    found = {a["scheme"]: a for a in report["findings"]["alternatives"]}
+    selective_acc = rec["selective"]["metrics"]["accuracy"]
+    sixteen = found["int16x8"]
+    # Judged against the recommended model on the same samples (McNemar): worse only when significant.
+    if sixteen["status"] == "worse":
+        assert sixteen["accuracy"] < selective_acc and sixteen["vs_recommended"]["p_value"] < 0.05
+    assert found["drq"]["status"] == "not_applicable"
+    html = (folder / "report.html").read_text()
+    assert "the recommended layers in 16x8 (LiteRT Quantizer)" in html
+    assert "Dynamic range for the recommended layers is not applicable" in html
+
+
+def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_worse():
+    """The judgement itself, on made-up paired counts: smaller and within noise is a lighter fix; smaller but
+    significantly worse is not; within noise but larger is not lighter."""
+    import dataclasses
+
+    from reporter import findings
+    from reporter.report import Report
+
+    from pathlib import Path
+
+    base = Report.from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    sel = base.recommendation.selective
+
+    def alt(size_delta, only_sel, only_alt):
+        paired = dict(sel.metrics.paired)
+        paired["selective"] = dataclasses.replace(next(iter(paired.values())), reference_only=only_sel,
+                                                  variant_only=only_alt)
+        n = base.dataset.num_eval
+        metrics = dataclasses.replace(sel.metrics, paired=paired,
+                                      accuracy=sel.metrics.accuracy + (only_alt - only_sel) / n)
+        model = dataclasses.replace(sel, name="alt_int16x8", converter="LiteRT Quantizer", metrics=metrics,
+                                    size_bytes=sel.size_bytes + size_delta)
+        from reporter.report import Alternative
+
+        rec = dataclasses.replace(base.recommendation, alternatives=[Alternative("int16x8", [], model)])
+        return findings.derive(dataclasses.replace(base, recommendation=rec)).alternatives[0]
+
+    assert alt(-500, 1, 0).status == "lighter"
+    assert alt(-500, 30, 0).status == "worse"
+    assert alt(+500, 1, 0).status == "not_lighter"
