@@ -46,6 +46,24 @@ class Degenerate:
 
 
 @dataclass(frozen=True)
+class BlameFinding:
+    """The layer a variant's per-layer error blames, and the measured fix when the variant loses accuracy."""
+
+    tensor: str
+    layer: str  # the model layer the tensor belongs to (see layer_of)
+    op: str
+    snr_db: Optional[float] = None
+    snr_drop_db: Optional[float] = None
+    weight_snr_db: Optional[float] = None
+    fix_status: str = "none"  # "fixed", "open", "failed", "none" (no fix built: the variant does not lose accuracy)
+    fix_layers: list[str] = field(default_factory=list)
+    fix_accuracy: Optional[float] = None
+    fix_vs_float: Optional[Comparison] = None
+    fix_converter: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class VariantFinding:
     name: str
     label: str
@@ -71,6 +89,7 @@ class VariantFinding:
     degenerate: Optional[Degenerate] = None
     verdict: str = ""  # one line
     not_measured: dict[str, str] = field(default_factory=dict)  # measurement -> error (VariantResult's)
+    blame: Optional[BlameFinding] = None  # only for a quantized variant that loses accuracy
 
 
 @dataclass(frozen=True)
@@ -233,6 +252,7 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
     return text + "."
 
 
+BLAMED_IN_HEADLINE = ("drq", "wo8", "int16x8", "f16", "int8_io")
 SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}
 
 
@@ -409,7 +429,49 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
     if v.name == "float":
         parts = parts if quality_error else ["reference"]
     verdict = f"{label}: " + "; ".join(parts)
-    return VariantFinding(v.name, label, True, verdict=verdict, **base, **finding)
+    blame = _blame(report, v, label, ref) if finding.get("direction") == "worse" else None
+    return VariantFinding(v.name, label, True, verdict=verdict, blame=blame, **base, **finding)
+
+
+def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[BlameFinding]:
+    """The layer to blame for a variant that loses accuracy, and what keeping the blamed layers in float
+    measured (a fix only when it is no longer worse than float beyond noise or the allowed drop)."""
+    errors = v.layer_errors
+    if errors is None or errors.culprit is None:
+        return None
+    row = next((e for e in errors.layers if e.tensor_name == errors.culprit), None)
+    if row is None:
+        return None
+    why = []
+    if row.snr_drop_db is not None:
+        why.append(f"{row.snr_drop_db:.1f} dB of SNR lost at this op")
+    if row.weight_snr_db is not None:
+        why.append(f"its quantized weights' SNR {row.weight_snr_db:.1f} dB")
+    where = f"{layer_of(row.tensor_name)} ({row.op_name}" + (f": {', '.join(why)})" if why else ")")
+    found = dict(tensor=row.tensor_name, layer=layer_of(row.tensor_name), op=row.op_name, snr_db=row.snr_db,
+                 snr_drop_db=row.snr_drop_db, weight_snr_db=row.weight_snr_db)
+    fix = v.fix
+    if fix is None:
+        return BlameFinding(**found, text=f"{label}'s per-layer error blames {where}.")
+    layers = ", ".join(layer_of(n) for n in fix.layers)
+    if fix.error or fix.model is None or not fix.model.ok:
+        return BlameFinding(**found, fix_status="failed", fix_layers=list(fix.layers),
+                            text=f"{label}'s per-layer error blames {where}; the model keeping {layers} in float"
+                                 f" could not be built: {fix.error or (fix.model.error if fix.model else '')}.")
+    m = fix.model
+    if m.metrics is None or ref is None or ref.metrics is None:
+        return BlameFinding(**found, fix_status="open", fix_layers=list(fix.layers), fix_converter=m.converter,
+                            text=f"{label}'s per-layer error blames {where}; keeping {layers} in float"
+                                 f" ({m.converter}) was built, but its accuracy was not measured.")
+    cmp = compare(m.metrics, ref.metrics, "float")
+    limit = report.settings.get("max_accuracy_drop")
+    fixed = not (cmp.significant and cmp.delta < 0) or (limit is not None and -cmp.delta <= limit + 1e-12)
+    result = (f"keeping {layers} in float ({m.converter}, {fmt_signed_bytes(m.size_bytes - v.size_bytes)} against"
+              f" {label}) gives {fmt_percent(m.metrics.accuracy)}, {cmp.text} against float")
+    text = (f"{label}'s loss is caused by {where}: {result}: fixed." if fixed else
+            f"{label}'s per-layer error blames {where}, but {result}: the loss stays.")
+    return BlameFinding(**found, fix_status="fixed" if fixed else "open", fix_layers=list(fix.layers),
+                        fix_accuracy=m.metrics.accuracy, fix_vs_float=cmp, fix_converter=m.converter, text=text)
 
 
 def _size_words(ratio: float) -> str:
@@ -566,9 +628,9 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
     if flt is None or not flt.ok:
         return ["The float model could not be measured, so nothing can be compared with it."]
     if fiq is None:
-        return ["FIQ was not built (not among the variants asked for): " + _others(variants)]
+        return ["FIQ was not built (not among the variants asked for): " + _others(variants)] + _blames(variants)
     if not fiq.ok:
-        return [f"FIQ could not be built: {fiq.error}."]
+        return [f"FIQ could not be built: {fiq.error}."] + _blames(variants)
     lines = []
     size = _size_words(fiq.size_ratio) if fiq.size_ratio else ""
     if gap.status == "not_measurable":
@@ -616,10 +678,17 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
             lines.append(f"The rmse/scale rule flags {where}; no model was built with {it} in float.")
     elif fix is not None and fix.status == "not_built":
         lines.append(_recommendation_text(report, gap, fix))
+    lines += _blames(variants)
     if fiq.slower:
         lines.append(f"On this machine FIQ runs {fiq.latency_ratio:.1f}x slower than float"
                      f" ({fmt_ms(fiq.latency_ms)} against {fmt_ms(flt.latency_ms)} per sample, one thread).")
     return lines
+
+
+def _blames(variants) -> list[str]:
+    """A line for each variant other than FIQ (which has the search) that loses accuracy: the layer to blame
+    and what keeping it in float measured."""
+    return [v.blame.text for v in variants if v.name in BLAMED_IN_HEADLINE and v.blame is not None]
 
 
 def _cost(report: "Report", fix: FixFinding) -> str:

@@ -65,18 +65,24 @@ class Gap:
 
 def fiq_gap(y, float_pred, fiq_pred, max_accuracy_drop: Optional[float]) -> Gap:
     """`gap` when FIQ is less accurate than float beyond noise (and beyond the allowed drop)."""
-    if y is None or float_pred is None or fiq_pred is None:
+    return accuracy_gap(y, float_pred, fiq_pred, max_accuracy_drop, "FIQ")
+
+
+def accuracy_gap(y, float_pred, pred, max_accuracy_drop: Optional[float], name: str) -> Gap:
+    """`gap` when the variant called `name` is less accurate than float beyond noise (and beyond the
+    allowed drop); `no_gap` otherwise, with the reason."""
+    if y is None or float_pred is None or pred is None:
         return Gap("not_measurable", reason="the model's output is not class scores, so there is no accuracy")
-    f_ok, q_ok = float_pred == y, fiq_pred == y
+    f_ok, q_ok = float_pred == y, pred == y
     drop = float(f_ok.mean() - q_ok.mean())
     p = mcnemar_p(f_ok, q_ok)
     if drop <= 0:
-        return Gap("no_gap", drop, p, "FIQ is at least as accurate as float")
+        return Gap("no_gap", drop, p, f"{name} is at least as accurate as float")
     if max_accuracy_drop is not None and drop <= max_accuracy_drop + 1e-12:
         return Gap("no_gap", drop, p, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
     if p >= ALPHA:
         return Gap("no_gap", drop, p, f"the drop is within noise (McNemar p = {p:.2g})")
-    return Gap("gap", drop, p, f"FIQ loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
+    return Gap("gap", drop, p, f"{name} loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
 
 
 def after_fix(gap: Gap, y, float_pred, fixed_pred, max_accuracy_drop: Optional[float]) -> Gap:

@@ -13,7 +13,7 @@ import numpy as np
 
 from reporter import __version__
 from reporter import convert as conv
-from reporter import debugger, evaluate, findings, inputs, judgement, litert, recommend, render, structure
+from reporter import blame, debugger, evaluate, findings, inputs, judgement, litert, recommend, render, structure
 from reporter import metrics as qmetrics
 from reporter import search as srch
 from reporter.quantize import FiqQuantizer
@@ -130,6 +130,8 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             converter = litert.CONVERTER
         results[variant] = _variant(variant, folder, model, data, s, progress, task, outputs, build, converter)
 
+    _blame_variants(folder, float_model, data, s, progress, task, outputs, results, litert_models)
+
     layers, recommendation, debugger_error = [], None, calibration_error
     if quantizer is not None and results["fiq"].ok:
         layers, recommendation, debugger_error = _debug_and_recommend(
@@ -173,6 +175,48 @@ def _conversion_error(path, exc) -> InputError:
     if "TensorListReserve" in text or "read_variable" in text.lower():
         return InputError(path, inputs.KERAS3_RNN_HINT.format(names="LSTM/GRU"))
     return InputError(path, f"the model does not convert to TFLite: {_one_line(exc)}")
+
+
+def _blame_variants(folder, float_model, data, s, progress, task: Task, outputs, results, litert_models):
+    """Per-layer error of every quantized variant against float, and for a variant other than FIQ that loses
+    accuracy, the model with the blamed layers kept in float (LiteRT Quantizer), measured."""
+    quantized = [name for name, v in results.items() if name != "float" and v.ok]
+    if not quantized or not results["float"].ok:
+        return
+    with progress.stage("layer error", f"per-layer error of {', '.join(quantized)} against float"):
+        for name in quantized:
+            model = (folder / f"{name}.tflite").read_bytes()
+            errors = blame.layer_errors(float_model, model, data.x_calib)
+            results[name] = dataclasses.replace(results[name], layer_errors=errors)
+            if errors.error is None:
+                (folder / f"layer_errors_{name}.csv").write_text(blame.csv_text(errors), encoding="utf-8")
+    if not task.classification:
+        return  # no accuracy to lose: the per-layer error is the evidence
+    float_preds = task.classes(outputs["float"])
+
+    def loses(name: str, preds) -> bool:
+        label = findings.NAMES.get(name, name)
+        return judgement.accuracy_gap(data.y, float_preds, preds, s.max_accuracy_drop, label).status == "gap"
+
+    for name in quantized:
+        v = results[name]
+        if name not in blame.FIXABLE or v.layer_errors is None or not loses(name, task.classes(outputs[name])):
+            continue
+        fixed_name = f"{name}_fix"
+
+        def measure(model, fixed_name=fixed_name):
+            out = _measure(fixed_name, model, folder, data, s, progress, task, outputs)
+            return dataclasses.replace(out, converter=litert.CONVERTER)
+
+        with progress.stage("selective", f"{name}: blamed layers kept in float (LiteRT Quantizer)"):
+            found = blame.fix(
+                name, v.layer_errors,
+                build=lambda layers, name=name: litert_models.build(name, {n: "float" for n in layers}),
+                measure=measure,
+                still_loses=lambda r: r.name in outputs and loses(r.name, task.classes(outputs[r.name])),
+                code=lambda layers, name=name: litert.reproduction_code(name, {n: "float" for n in layers}, (),
+                                                                         len(data.x_calib)))
+        results[name] = dataclasses.replace(v, fix=found)
 
 
 class _LiteRtModels:
@@ -279,6 +323,8 @@ def _classification_metrics(variant, out, data, task: Task, outputs):
     metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
     # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
     references = ("float", "fiq") if variant in FIXES_FIQ else ("float",)
+    if variant.endswith("_fix"):
+        references += (variant[: -len("_fix")],)  # a variant's fix, against the variant it fixes
     if variant.startswith("alt_"):
         references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
     paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
@@ -308,9 +354,16 @@ def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, m
 def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results, quantizer, float_model,
                          litert_models):
     try:
-        with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
-            layers, csv_text = debugger.layer_statistics(quantizer, data.x_calib)
-            (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
+        if quantizer.method == litert.METHOD:  # the TFLite debugger reads TF-converter models only
+            errors = results["fiq"].layer_errors
+            if errors is None or errors.error:
+                raise RuntimeError(f"the per-layer comparison of FIQ with float failed: "
+                                   f"{errors.error if errors else 'not run'}")
+            layers = blame.layer_stats(errors, (folder / "fiq.tflite").read_bytes())
+        else:
+            with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
+                layers, csv_text = debugger.layer_statistics(quantizer, data.x_calib)
+                (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
         traceback.print_exc()
         progress.say(f"debugger FAILED: {_one_line(exc)}")

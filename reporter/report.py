@@ -224,9 +224,9 @@ class LayerStat:
     tensor_name: str
     tensor_idx: int
     num_elements: float
-    stddev: float
-    mean_error: float
-    max_abs_error: float
+    stddev: Optional[float]  # None: not measured (a LiteRT Quantizer model, compared by reporter.blame)
+    mean_error: Optional[float]
+    max_abs_error: Optional[float]
     mean_squared_error: float
     scale: float
     zero_point: int

@@ -173,6 +173,31 @@ class Row:
 
 
 @dataclass(frozen=True)
+class SchemeErrorRow:
+    index: int
+    op: str
+    tensor: str
+    snr: str
+    snr_drop: str
+    cosine: str
+    weight_snr: str
+    blamed: bool
+
+
+@dataclass(frozen=True)
+class SchemeErrors:
+    """One quantized variant's per-layer error against float, for the HTML."""
+
+    name: str
+    label: str
+    rows: list  # SchemeErrorRow, the layers that lose the most SNR first (at most SCHEME_ROWS)
+    total: int
+    csv: str  # the file beside the report with every row
+    summary: str  # what the comparison covered, and the finding when the variant loses accuracy
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class LayerRow:
     layer: LayerStat
     num_elements: str
@@ -502,6 +527,43 @@ class ReportView:
             )
             for layer in self.report.layers
         ]
+
+    SCHEME_ROWS = 10
+
+    @property
+    def layers_from_comparison(self) -> bool:
+        """The FIQ layer table comes from comparing LiteRT Quantizer's model with float, not from TF's debugger."""
+        rec = self.report.recommendation
+        return rec is not None and rec.quantizer == "litert-quantizer"
+
+    @cached_property
+    def scheme_errors(self) -> list[SchemeErrors]:
+        """Every quantized variant against float, tensor by tensor (any converter, any scheme)."""
+        out = []
+        for v in self.report.variants:
+            errors = v.layer_errors
+            if errors is None:
+                continue
+            label = self.short(v.name)
+            if errors.error:
+                out.append(SchemeErrors(v.name, label, [], 0, "", "", error=errors.error))
+                continue
+            order = sorted(errors.layers, key=lambda e: (e.tensor_name != errors.culprit,
+                                                         -(e.snr_drop_db if e.snr_drop_db is not None else -1e9),
+                                                         e.index))
+            rows = [SchemeErrorRow(
+                index=e.index, op=e.op_name, tensor=e.tensor_name,
+                snr="no error" if e.snr_db is None else f"{e.snr_db:.1f}",
+                snr_drop="–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}",
+                cosine=f"{e.cosine:.4f}", weight_snr="–" if e.weight_snr_db is None else f"{e.weight_snr_db:.1f}",
+                blamed=e.tensor_name == errors.culprit) for e in order[: self.SCHEME_ROWS]]
+            found = self.findings.variant(v.name)
+            covered = (f"{len(errors.layers)} op outputs compared on {errors.samples} calibration samples"
+                       + (f"; {errors.unmatched} could not be matched with a float tensor" if errors.unmatched else "")
+                       + (f"; {errors.note}" if errors.note else "") + ".")
+            summary = (found.blame.text + " " if found and found.blame else "") + covered
+            out.append(SchemeErrors(v.name, label, rows, len(errors.layers), f"layer_errors_{v.name}.csv", summary))
+        return out
 
     @cached_property
     def kept_names(self) -> set:
