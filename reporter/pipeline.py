@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import math
 import time
 import traceback
 from pathlib import Path
@@ -138,6 +139,8 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             folder, data, s, progress, task, outputs, results, quantizer, float_model, litert_models
         )
 
+    _write_overlays(folder, results, layers)
+
     return Report(
         schema_version=SCHEMA_VERSION,
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -217,6 +220,39 @@ def _blame_variants(folder, float_model, data, s, progress, task: Task, outputs,
                 code=lambda layers, name=name: litert.reproduction_code(name, {n: "float" for n in layers}, (),
                                                                          len(data.x_calib)))
         results[name] = dataclasses.replace(v, fix=found)
+
+
+def _write_overlays(folder, results, layers):
+    """Model Explorer overlays for each quantized variant: one node-data file per metric, keyed by the op
+    output tensor names of <variant>.tflite (a failure costs the overlays only)."""
+    from reporter import overlays
+
+    snr = overlays.Metric("snr_db", "SNR against float (dB)", higher_is_better=True)
+    lost = overlays.Metric("snr_lost_db", "SNR lost at this op (dB)", higher_is_better=False)
+    local = overlays.Metric("rmse_over_scale", "RMSE/scale (debugger, per layer)", higher_is_better=False)
+    propagated = overlays.Metric("propagated_rmse_over_scale", "RMSE/scale accumulated from the input",
+                                 higher_is_better=False)
+    for name, v in list(results.items()):
+        if name == "float" or not v.ok:
+            continue
+        per_metric = {}
+        errors = v.layer_errors
+        if errors is not None and errors.layers:
+            per_metric[snr] = {e.tensor_name: math.inf if e.snr_db is None else e.snr_db for e in errors.layers}
+            per_metric[lost] = {e.tensor_name: e.snr_drop_db for e in errors.layers if e.snr_drop_db is not None}
+        if name == "fiq" and layers:
+            per_metric[local] = {layer.tensor_name: layer.rmse_over_scale for layer in layers}
+            per_metric[propagated] = {layer.tensor_name: layer.propagated_rmse_over_scale for layer in layers
+                                      if layer.propagated_rmse_over_scale is not None}
+        if not per_metric:
+            continue
+        try:
+            written = overlays.write_overlays(folder, (folder / f"{name}.tflite").read_bytes(), f"{name}.tflite",
+                                              per_metric)
+        except Exception:  # noqa: BLE001 - the report stands without its overlays
+            traceback.print_exc()
+            continue
+        results[name] = dataclasses.replace(v, overlays=[p.name for p in written])
 
 
 class _LiteRtModels:

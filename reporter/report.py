@@ -26,7 +26,8 @@ Format history (SCHEMA_VERSION):
      `variants[].layer_errors` (every quantized variant against float, tensor by tensor: MSE, SNR,
      cosine, the SNR lost at each layer, weight SNR; the layer to blame); `variants[].fix` (a variant
      that loses accuracy, rebuilt with the blamed layers in float, measured);
-     `recommendation.alternatives` (the recommended layers in 16x8 or DRQ instead of float, measured).
+     `recommendation.alternatives` (the recommended layers in 16x8 or DRQ instead of float, measured);
+     `variants[].overlays` (Model Explorer node-data files, one per metric).
      Version-3 files read as they are (every new field has a default).
 """
 
@@ -153,6 +154,7 @@ class VariantResult:
     converter: str = ""
     layer_errors: Optional[LayerErrors] = None
     fix: Optional[SchemeFix] = None
+    overlays: list[str] = field(default_factory=list)  # Model Explorer node-data files beside <name>.tflite
 
     @property
     def ok(self) -> bool:

@@ -531,6 +531,14 @@ class ReportView:
     SCHEME_ROWS = 10
 
     @property
+    def explorer_commands(self) -> list[tuple[str, str]]:
+        """The model-explorer command line for each variant that has overlays."""
+        from reporter.overlays import explorer_command
+
+        return [(self.long(v.name), explorer_command(f"{v.name}.tflite", v.overlays))
+                for v in self.report.variants if v.ok and v.overlays]
+
+    @property
     def layers_from_comparison(self) -> bool:
         """The FIQ layer table comes from comparing LiteRT Quantizer's model with float, not from TF's debugger."""
         rec = self.report.recommendation
