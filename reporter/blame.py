@@ -36,7 +36,8 @@ def layer_errors(float_model: bytes, model: bytes, x: np.ndarray) -> LayerErrors
         LayerError(
             index=e.index, op_name=e.op_name, tensor_name=e.tensor_name, float_tensor_name=e.float_tensor_name,
             matched_by=e.matched_by, mse=float(e.mse), snr_db=_finite(e.snr_db), cosine=float(e.cosine),
-            snr_drop_db=_finite(e.snr_drop_db), weight_snr_db=_finite(e.weight_snr_db),
+            snr_drop_db=_finite(e.snr_drop_db), error_starts_here=e.snr_drop_db == math.inf,
+            weight_snr_db=_finite(e.weight_snr_db),
             weight_mse=None if e.weight_mse is None else float(e.weight_mse), quantized_dtype=e.quantized_dtype,
         )
         for e in compared.layers
@@ -46,7 +47,7 @@ def layer_errors(float_model: bytes, model: bytes, x: np.ndarray) -> LayerErrors
 
 
 CSV_COLUMNS = ("index", "op_name", "tensor_name", "float_tensor_name", "matched_by", "mse", "snr_db", "cosine",
-               "snr_drop_db", "weight_snr_db", "weight_mse", "quantized_dtype")
+               "snr_drop_db", "error_starts_here", "weight_snr_db", "weight_mse", "quantized_dtype")
 
 
 def csv_text(errors: LayerErrors) -> str:
@@ -77,8 +78,8 @@ def blamed(errors: LayerErrors, limit: int = FIX_MAX_LAYERS) -> list[str]:
         return []
     by_name = {e.tensor_name: e for e in errors.layers}
     first = [by_name[errors.culprit]] if errors.culprit in by_name else []
-    losing = sorted((e for e in errors.layers if e.snr_drop_db is not None and e.snr_drop_db > 0),
-                    key=lambda e: (-e.snr_drop_db, e.index))
+    losing = sorted((e for e in errors.layers if e.error_starts_here or (e.snr_drop_db or 0) > 0),
+                    key=lambda e: (not e.error_starts_here, -(e.snr_drop_db or 0), e.index))
     return list(dict.fromkeys(e.float_tensor_name for e in first + losing))[:limit]
 
 

@@ -443,10 +443,11 @@ def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[Bl
     if row is None:
         return None
     why = []
-    if row.snr_drop_db is not None:
+    if row.error_starts_here:
+        snr = "no error" if row.snr_db is None else f"{row.snr_db:.1f} dB"
+        why.append(f"its output's SNR is {snr} although its inputs are exact")
+    elif row.snr_drop_db is not None:
         why.append(f"{row.snr_drop_db:.1f} dB of SNR lost at this op")
-    if row.weight_snr_db is not None:
-        why.append(f"its quantized weights' SNR {row.weight_snr_db:.1f} dB")
     where = f"{layer_of(row.tensor_name)} ({row.op_name}" + (f": {', '.join(why)})" if why else ")")
     found = dict(tensor=row.tensor_name, layer=layer_of(row.tensor_name), op=row.op_name, snr_db=row.snr_db,
                  snr_drop_db=row.snr_drop_db, weight_snr_db=row.weight_snr_db)

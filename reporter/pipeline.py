@@ -405,7 +405,11 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
         progress.say(f"debugger FAILED: {_one_line(exc)}")
         return [], None, _one_line(exc)
 
-    layers = recommend.mark_suspects(layers, s.suspect_threshold, s.first_layers)
+    # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
+    # accumulated from the input, which would flag every layer after the first bad one: no rule then.
+    local_view = quantizer.method != litert.METHOD
+    if local_view:
+        layers = recommend.mark_suspects(layers, s.suspect_threshold, s.first_layers)
     rule_nodes = recommend.denylist(layers)
     classification = task.classification
     y = data.y if classification else None
@@ -415,7 +419,7 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
     base = dict(threshold=s.suspect_threshold, first_layers=s.first_layers, method=s.recommend,
                 denylisted_ops=list(s.keep_float_ops), forced_nodes=list(s.keep_float),
                 quantizer=quantizer.method, quantizer_note=quantizer.note)
-    rule = RuleResult(s.suspect_threshold, s.first_layers, rule_nodes)
+    rule = RuleResult(s.suspect_threshold, s.first_layers, rule_nodes) if local_view else None
     gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap.drop, gap.reason)
     if gap.status == "no_gap":
         return layers, Recommendation(

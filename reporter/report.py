@@ -178,7 +178,8 @@ class LayerError:
     mse: float
     snr_db: Optional[float]  # None: no error at all (infinite SNR)
     cosine: float
-    snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs
+    snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs (None: see next)
+    error_starts_here: bool = False  # its inputs are exact and its output is not: all its error is its own
     weight_snr_db: Optional[float] = None  # its quantized weights against the float weights
     weight_mse: Optional[float] = None
     quantized_dtype: str = ""

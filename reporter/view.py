@@ -556,19 +556,21 @@ class ReportView:
             if errors.error:
                 out.append(SchemeErrors(v.name, label, [], 0, "", "", error=errors.error))
                 continue
-            order = sorted(errors.layers, key=lambda e: (e.tensor_name != errors.culprit,
+            found = self.findings.variant(v.name)
+            blames = found is not None and found.blame is not None  # only a variant that loses accuracy blames
+            order = sorted(errors.layers, key=lambda e: (e.tensor_name != errors.culprit, not e.error_starts_here,
                                                          -(e.snr_drop_db if e.snr_drop_db is not None else -1e9),
                                                          e.index))
             rows = [SchemeErrorRow(
                 index=e.index, op=e.op_name, tensor=e.tensor_name,
                 snr="no error" if e.snr_db is None else f"{e.snr_db:.1f}",
-                snr_drop="–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}",
+                snr_drop="all of it" if e.error_starts_here else
+                ("–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}"),
                 cosine=f"{e.cosine:.4f}", weight_snr="–" if e.weight_snr_db is None else f"{e.weight_snr_db:.1f}",
-                blamed=e.tensor_name == errors.culprit) for e in order[: self.SCHEME_ROWS]]
-            found = self.findings.variant(v.name)
-            covered = (f"{len(errors.layers)} op outputs compared on {errors.samples} calibration samples"
-                       + (f"; {errors.unmatched} could not be matched with a float tensor" if errors.unmatched else "")
-                       + (f"; {errors.note}" if errors.note else "") + ".")
+                blamed=e.tensor_name == errors.culprit and blames) for e in order[: self.SCHEME_ROWS]]
+            covered = errors.note or (
+                f"{len(errors.layers)} op outputs compared on {errors.samples} calibration samples"
+                + (f"; {errors.unmatched} could not be matched with a float tensor" if errors.unmatched else "") + ".")
             summary = (found.blame.text + " " if found and found.blame else "") + covered
             out.append(SchemeErrors(v.name, label, rows, len(errors.layers), f"layer_errors_{v.name}.csv", summary))
         return out
