@@ -21,18 +21,27 @@ What is measured
 
 How tensors are matched
 * By exact output tensor name (TF's converter and LiteRT Quantizer keep activation names), when the
-  shapes agree. QUANTIZE and DEQUANTIZE ops have no float twin: they are not rows and not unmatched;
+  op types and shapes agree (a name held by two float tensors matches nothing). QUANTIZE and DEQUANTIZE ops have no float twin: they are not rows and not unmatched;
   their output inherits the twin of their input (so an int8 model's quantized input, or the QUANTIZE
   of a float input, still counts as an input with its own error).
 * Otherwise by position: the quantized model's non-(DE)QUANTIZE ops are aligned with the float model's
   by op type and output shapes (difflib, which is plain k-th against k-th when the sequences agree), and
-  the output in the same slot with the same shape is taken. Renamed outputs need this, e.g. an int8
-  SOFTMAX whose float name moved to the DEQUANTIZE that TF's converter appends.
+  the output in the same slot with the same shape is taken. Renamed outputs need this: the int8
+  SOFTMAX of TF's full-integer model (float's output name moves to the DEQUANTIZE appended after it),
+  and most ops of TF's float16 model (its weight DEQUANTIZE ops take the float model's names, e.g.
+  `.../batchnorm/sub1`, and the ops are numbered on, `.../batchnorm/sub2`).
 * Model inputs are paired by name, else by position.
-* Ops with several outputs: every matched output is measured (for the inputs of later ops); the row
-  reports the op's first matched output.
+* Ops with several outputs (SPLIT, WHILE, ...): every matched output is measured (for the inputs of
+  later ops); the op's row reports its worst matched output (lowest SNR; the first one on a tie), so a
+  WHILE loop's row is its noisy state rather than its exact loop counter.
 * Only the main subgraph is compared (WHILE/IF bodies are not; `Comparison.note` says so). Variable
   tensors (LSTM state) are reset before every sample and are never taken for weights.
+
+Both models run in the LiteRT interpreter as the evaluation runs them (default op resolver, so XNNPACK),
+with every tensor kept and delegate node fusion disabled, so that every op output is a kernel output.
+
+The culprit (`culprit`): the op that loses the most SNR, with SNRs capped at SNR_CEILING_DB (60 dB),
+among the ops quantization changed; see its docstring for why.
 
 Infinities: an error-free tensor has snr_db = +inf (stored as float('inf')); snr_drop_db is +inf for an
 op whose inputs are exact but whose output is not, 0.0 when both are exact, None when the op has no
@@ -45,7 +54,6 @@ import difflib
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Optional
 
 import numpy as np
 
@@ -63,9 +71,9 @@ class LayerError:
     mse: float  # float tensor vs the quantized tensor dequantized (error accumulated from the input)
     snr_db: float  # 10*log10(sum(float^2)/sum(err^2)); +inf when err == 0
     cosine: float  # over all samples, flattened; 1.0 when both are all zero
-    snr_drop_db: Optional[float]  # min(SNR of matched activation inputs) - snr_db; None: no matched input
-    weight_snr_db: Optional[float] = None  # worst quantized constant input against the float constant
-    weight_mse: Optional[float] = None
+    snr_drop_db: float | None  # min(SNR of matched activation inputs) - snr_db; None: no matched input
+    weight_snr_db: float | None = None  # worst quantized constant input against the float constant
+    weight_mse: float | None = None
     quantized_dtype: str = ""  # dtype of the output tensor in the quantized model
 
 
@@ -93,7 +101,7 @@ class _Model:
     subgraphs: int = 1
 
 
-def _flatbuffer_facts(model: bytes) -> tuple[Optional[set], set, int]:
+def _flatbuffer_facts(model: bytes) -> tuple[set | None, set, int]:
     """(constant tensor indices or None when unreadable, variable tensor indices, number of subgraphs)
     of the main subgraph, read from the flatbuffer."""
     try:
@@ -157,12 +165,8 @@ def _load(model: bytes) -> _Model:
         for op in ops:
             for t in op["inputs"]:
                 t = int(t)
-                if t >= 0 and t not in producer and t not in input_idx:
-                    try:
-                        it.get_tensor(t)
-                        constants.add(t)
-                    except Exception:  # noqa: BLE001
-                        pass
+                if t >= 0 and t not in producer and t not in input_idx and _read_tensor(it, t) is not None:
+                    constants.add(t)
     constants = {t for t in constants if t not in producer and t not in input_idx}
     const_derived = set(constants)
     for op in ops:  # execution order: a constant-fed op's output is constant-derived
@@ -194,7 +198,7 @@ def _scales(d: dict):
     return scales, zeros, axis
 
 
-def _dequantize(values: np.ndarray, d: dict) -> Optional[np.ndarray]:
+def _dequantize(values: np.ndarray, d: dict) -> np.ndarray | None:
     """float64 values of a tensor: integers through their scale and zero point (per axis when there are
     several scales), float16 widened; None when the scales fit no axis (blockwise quantization)."""
     v = np.asarray(values)
@@ -254,10 +258,11 @@ def _match(fm: _Model, qm: _Model):
         f = f_inputs.get(d["name"])
         if f is None and k < len(fm.inputs):
             f = int(fm.inputs[k]["index"])
-        if f is not None and np.prod(_shape(qm, q) or (0,)) == np.prod(_shape(fm, f) or (0,)):
+        if f is not None and None not in (_shape(qm, q), _shape(fm, f)) and \
+                np.prod(_shape(qm, q)) == np.prod(_shape(fm, f)):
             twins[q], how[q] = f, "input"
 
-    f_names: dict[str, Optional[int]] = {}
+    f_names: dict[str, int | None] = {}
     for op in fm.ops:
         for t in _outputs(op):
             name = fm.tensors[t]["name"] if t in fm.tensors else ""
@@ -279,7 +284,8 @@ def _match(fm: _Model, qm: _Model):
         for t in _outputs(qm.ops[k]):
             name = qm.tensors[t]["name"] if t in qm.tensors else ""
             f = f_names.get(name) if name else None
-            if f is not None and _shape(fm, f) == _shape(qm, t):
+            if (f is not None and _shape(fm, f) == _shape(qm, t)
+                    and fm.ops[fm.producer[f]]["op_name"] == qm.ops[k]["op_name"]):
                 by_name[t] = f
     claimed = set(by_name.values())
 
@@ -295,7 +301,8 @@ def _match(fm: _Model, qm: _Model):
         for slot, t in enumerate(outs):
             if t in by_name:
                 twins[t], how[t] = by_name[t], "name"
-            elif slot < len(f_outs) and f_outs[slot] not in claimed and _shape(fm, f_outs[slot]) == _shape(qm, t):
+            elif (slot < len(f_outs) and f_outs[slot] not in claimed and _shape(qm, t) is not None
+                  and _shape(fm, f_outs[slot]) == _shape(qm, t)):
                 twins[t], how[t] = f_outs[slot], "position"
                 claimed.add(f_outs[slot])
     return twins, how, aligned
@@ -323,14 +330,23 @@ class _Acc:
 
 
 def _snr(f2: float, e2: float) -> float:
+    """+inf without error, -inf when the error is infinite (an overflow) or the float tensor is all zero,
+    NaN when the quantized tensor holds NaN."""
+    if math.isnan(e2) or math.isnan(f2):
+        return math.nan
     if e2 <= 0.0:
         return math.inf
-    if f2 <= 0.0:
+    if f2 <= 0.0 or math.isinf(e2):
         return -math.inf
-    return 10.0 * math.log10(f2 / e2)
+    ratio = f2 / e2
+    if ratio == 0.0:
+        return -math.inf
+    return math.inf if math.isinf(ratio) else 10.0 * math.log10(ratio)
 
 
 def _cosine(a: _Acc) -> float:
+    if not all(math.isfinite(v) for v in (a.f2, a.q2, a.fq)):
+        return math.nan
     if a.f2 <= 0.0 and a.q2 <= 0.0:
         return 1.0
     if a.f2 <= 0.0 or a.q2 <= 0.0:
@@ -341,10 +357,10 @@ def _cosine(a: _Acc) -> float:
 def _drop(inputs_snr: float, snr: float) -> float:
     if math.isinf(inputs_snr) and math.isinf(snr) and (inputs_snr > 0) == (snr > 0):
         return 0.0
-    return inputs_snr - snr
+    return inputs_snr - snr  # NaN when either is NaN
 
 
-def _constant_source(m: _Model, t: int) -> Optional[int]:
+def _constant_source(m: _Model, t: int) -> int | None:
     """The constant behind input tensor t: t itself, or the constant a DEQUANTIZE op turns into t."""
     if t in m.constants:
         return t
@@ -356,14 +372,18 @@ def _constant_source(m: _Model, t: int) -> Optional[int]:
     return None
 
 
-def _read(m: _Model, t: int) -> Optional[np.ndarray]:
+def _read_tensor(it, t: int) -> np.ndarray | None:
     try:
-        return np.asarray(m.it.get_tensor(t))
+        return np.asarray(it.get_tensor(t))
     except Exception:  # noqa: BLE001 - a tensor the interpreter cannot hand out
         return None
 
 
-def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[Optional[float], Optional[float]]:
+def _read(m: _Model, t: int) -> np.ndarray | None:
+    return _read_tensor(m.it, t)
+
+
+def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[float | None, float | None]:
     """(snr_db, mse) of the worst quantized constant input of q_op against f_op's constant in that slot."""
     worst = None
     q_ins, f_ins = list(q_op["inputs"]), list(f_op["inputs"])
@@ -376,7 +396,7 @@ def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[Optional[float], 
             continue
         if _dtype_name(qm.tensors[qc]) not in WEIGHT_DTYPES or _dtype_name(fm.tensors[fc]) not in ("float32", "float16"):
             continue
-        if qm.tensors[qc]["dtype"] in (np.int8, np.uint8, np.int16) and _scales(qm.tensors[qc]) is None:
+        if _dtype_name(qm.tensors[qc]) != "float16" and _scales(qm.tensors[qc]) is None:
             continue  # an integer constant with no scale is not a quantized weight
         qv, fv = _read(qm, qc), _read(fm, fc)
         if qv is None or fv is None or qv.shape != fv.shape or qv.size == 0:
@@ -396,7 +416,7 @@ def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[Optional[float], 
 def _samples(x, n_inputs: int, max_samples: int) -> list[np.ndarray]:
     """x as one array per model input (a list/tuple/dict of arrays for a model with several inputs)."""
     if isinstance(x, dict):
-        arrays = list(x.values())
+        arrays = list(x.values())  # in input order (see compare)
     elif isinstance(x, (list, tuple)) and n_inputs > 1:
         arrays = list(x)
     else:
@@ -406,12 +426,36 @@ def _samples(x, n_inputs: int, max_samples: int) -> list[np.ndarray]:
     return [np.asarray(a)[:max_samples] for a in arrays]
 
 
+def _fit_inputs(m: _Model, arrays: list[np.ndarray], order: list[int]):
+    """Resizes inputs whose shape signature allows one sample of `arrays` (batch 1) when the allocated
+    shape does not fit it; a fixed batch larger than 1 is filled with copies of the sample."""
+    resized = False
+    for k, d in enumerate(m.inputs):
+        want = (1, *arrays[order[k]].shape[1:])
+        shape = tuple(int(s) for s in d["shape"])
+        sig = d.get("shape_signature")
+        sig = tuple(int(s) for s in sig) if sig is not None and len(sig) else shape
+        size, held = int(np.prod(want)), int(np.prod(shape))
+        if size == held or (len(shape) and shape[0] > 1 and size * shape[0] == held):
+            continue  # one sample fits as it is, or fills a fixed batch by repetition
+        if len(sig) == len(want) and all(s == -1 or s == w for s, w in zip(sig, want)):
+            m.it.resize_tensor_input(d["index"], list(want))
+            resized = True
+    if resized:
+        m.it.allocate_tensors()
+        m.inputs = m.it.get_input_details()
+        m.tensors.update({int(d["index"]): d for d in m.it.get_tensor_details()})
+
+
 def _set_inputs(m: _Model, arrays: list[np.ndarray], i: int, order: list[int]):
     for k, d in enumerate(m.inputs):
         a = arrays[order[k]][i : i + 1].astype(np.float32)
         shape = tuple(int(s) for s in d["shape"])
-        if a.shape != shape and a.size == int(np.prod(shape)):
-            a = a.reshape(shape)
+        if a.shape != shape:
+            if len(shape) and shape[0] > 1 and a.size * shape[0] == int(np.prod(shape)):
+                a = np.repeat(a.reshape((1, *shape[1:])), shape[0], axis=0)  # a fixed batch: the same sample
+            elif a.size == int(np.prod(shape)):
+                a = a.reshape(shape)
         m.it.set_tensor(d["index"], _quantize_input(a, d))
 
 
@@ -433,6 +477,8 @@ def compare(float_model: bytes, quant_model: bytes, x: np.ndarray, max_samples: 
     f_pos = {d["name"]: k for k, d in enumerate(fm.inputs)}
     q_order = [f_pos.get(d["name"], k) for k, d in enumerate(qm.inputs)]
 
+    _fit_inputs(fm, arrays, f_order)
+    _fit_inputs(qm, arrays, q_order)
     twins, how, aligned = _match(fm, qm)
     accs = {t: _Acc() for t in twins}
     has_vars = bool(fm.variables or qm.variables)
@@ -452,7 +498,7 @@ def compare(float_model: bytes, quant_model: bytes, x: np.ndarray, max_samples: 
                 fv = _read(fm, f)
                 f_cache[f] = None if fv is None else fv.astype(np.float64).ravel()
             fv = f_cache[f]
-            deq = None if qv is None else _dequantize(qv, qm.tensors[q])
+            deq = None if qv is None or q not in qm.tensors else _dequantize(qv, qm.tensors[q])
             if fv is None or deq is None or deq.size != fv.size:
                 acc.ok = False
                 continue
@@ -469,7 +515,7 @@ def compare(float_model: bytes, quant_model: bytes, x: np.ndarray, max_samples: 
             continue
         if len(_outputs(op)) > 1:
             multi += 1
-        t = outs[0]
+        t = min(outs, key=lambda o: snr[o])  # the worst output (the first, for a single one)
         a, f = accs[t], twins[t]
         ins = [snr[int(i)] for i in op["inputs"] if i >= 0 and int(i) in snr and int(i) not in qm.const_derived]
         drop = _drop(min(ins), snr[t]) if ins else None
@@ -492,7 +538,15 @@ def compare(float_model: bytes, quant_model: bytes, x: np.ndarray, max_samples: 
     if unmatched:
         notes.append(f"{unmatched} ops unmatched or unreadable")
     if multi:
-        notes.append(f"{multi} ops with several outputs: their first matched output is reported")
+        notes.append(f"{multi} ops with several outputs: each row reports the op's worst matched output")
+    for d in qm.inputs:  # the input's own quantization is no op's row: say what it costs
+        q = int(d["index"])
+        quantized = [q] if _dtype_name(d) not in _FLOAT_DTYPES else [
+            int(op["outputs"][0]) for op in qm.ops
+            if op["op_name"] == "QUANTIZE" and len(op["inputs"]) and int(op["inputs"][0]) == q]
+        for t in quantized:
+            if t in snr:
+                notes.append(f"input {d['name']} quantized to {_dtype_name(qm.tensors[t])}: SNR {snr[t]:.1f} dB")
     extra = max(fm.subgraphs, qm.subgraphs) - 1
     if extra > 0:
         notes.append(f"only the main subgraph is compared ({extra} other subgraphs, e.g. WHILE bodies, are not)")
@@ -505,29 +559,38 @@ SNR_CEILING_DB = 60.0  # SNR treated as clean when ranking culprits: an error un
 _FLOAT_DTYPES = ("float32", "float64")
 
 
-def culprit_score(e: LayerError) -> Optional[float]:
+def culprit_score(e: LayerError) -> float | None:
     """The SNR this op loses, with both its input's and its output's SNR capped at SNR_CEILING_DB:
     min(input SNR, cap) - min(output SNR, cap), the input SNR being the lowest among its matched
-    activation inputs (+inf, i.e. the cap, when they are exact or none is matched). None when the op
-    cannot be blamed: its output has no error, or the float tensor is all zero (no signal to lose)."""
-    if e.snr_db == math.inf or e.snr_db == -math.inf or math.isnan(e.snr_db):
+    activation inputs (+inf, i.e. the cap, when they are exact or none is matched). +inf for an op whose
+    output overflows (infinite error) from finite inputs. None when the op cannot be blamed: its output
+    has no error, holds NaN, or its float tensor is all zero (no signal to lose; a small error there
+    shows in the ops after it)."""
+    if e.snr_db == math.inf or math.isnan(e.snr_db) or e.snr_drop_db is not None and math.isnan(e.snr_drop_db):
         return None
     if e.snr_drop_db is None or e.snr_drop_db == math.inf:
         inputs = math.inf
     else:
         inputs = e.snr_db + e.snr_drop_db
+    if e.snr_db == -math.inf:
+        overflow = not math.isfinite(e.mse) and inputs > -math.inf
+        return math.inf if overflow else None
     return min(inputs, SNR_CEILING_DB) - min(e.snr_db, SNR_CEILING_DB)
 
 
 def _quantized(e: LayerError) -> bool:
-    return e.quantized_dtype not in _FLOAT_DTYPES or e.weight_snr_db is not None
+    """Whether quantization changed this op: an integer output, quantized weights, or error that starts
+    here (a float op fed exact inputs computes exactly what float computes; this catches weights whose
+    error could not be measured, e.g. blockwise ones)."""
+    return e.quantized_dtype not in _FLOAT_DTYPES or e.weight_snr_db is not None or e.snr_drop_db == math.inf
 
 
-def culprit(c: Comparison) -> Optional[LayerError]:
+def culprit(c: Comparison) -> LayerError | None:
     """The layer to blame: the op that loses the most SNR (`culprit_score`: snr_drop_db with both SNRs
-    capped at SNR_CEILING_DB), among the ops that quantization changed (an integer output, or quantized
-    weights; only if there are none, among all ops); ties go to the worse quantized weights
-    (lower weight_snr_db), then to the earliest op. None when no op loses any SNR.
+    capped at SNR_CEILING_DB), among the ops that quantization changed (an integer output, quantized
+    weights, or error that starts at the op; only if there are none, among all ops); ties go to the
+    worse quantized weights (lower weight_snr_db), then to the earliest op. None when no op loses SNR
+    below the cap (an exact model, or a float16 one whose error stays above 60 dB).
 
     Why capped: the first quantized op of a dynamic-range, weight-only or float16 model has exact inputs,
     so its snr_drop_db is +inf however small its error; uncapped, it would be blamed in every such model.
