@@ -35,8 +35,9 @@ def layer_errors(float_model: bytes, model: bytes, x: np.ndarray) -> LayerErrors
     rows = [
         LayerError(
             index=e.index, op_name=e.op_name, tensor_name=e.tensor_name, float_tensor_name=e.float_tensor_name,
-            matched_by=e.matched_by, mse=float(e.mse), snr_db=_finite(e.snr_db), cosine=float(e.cosine),
-            snr_drop_db=_finite(e.snr_drop_db), error_starts_here=e.snr_drop_db == math.inf,
+            matched_by=e.matched_by, mse=_finite(e.mse), snr_db=_snr(e.snr_db), cosine=float(e.cosine),
+            snr_drop_db=_finite(e.snr_drop_db),
+            error_starts_here=e.snr_drop_db == math.inf and math.isfinite(e.snr_db),
             weight_snr_db=_finite(e.weight_snr_db),
             weight_mse=None if e.weight_mse is None else float(e.weight_mse), quantized_dtype=e.quantized_dtype,
         )
@@ -64,6 +65,15 @@ def csv_text(errors: LayerErrors) -> str:
     return buf.getvalue()
 
 
+SNR_FLOOR_DB = -200.0  # an overflowing op (infinite error) is recorded at this SNR: JSON has no -inf
+
+
+def _snr(value) -> Optional[float]:
+    if value is None or math.isnan(value) or value == math.inf:
+        return None  # no error at all
+    return max(float(value), SNR_FLOOR_DB)
+
+
 def _finite(value) -> Optional[float]:
     """JSON has no infinity: an error-free tensor's SNR (and anything not a finite number) is None."""
     if value is None or not math.isfinite(value):
@@ -78,9 +88,25 @@ def blamed(errors: LayerErrors, limit: int = FIX_MAX_LAYERS) -> list[str]:
         return []
     by_name = {e.tensor_name: e for e in errors.layers}
     first = [by_name[errors.culprit]] if errors.culprit in by_name else []
-    losing = sorted((e for e in errors.layers if e.error_starts_here or (e.snr_drop_db or 0) > 0),
-                    key=lambda e: (not e.error_starts_here, -(e.snr_drop_db or 0), e.index))
+    # The culprit rule's own score (reporter.layer_error.culprit_score: SNR lost with both sides capped at
+    # 60 dB, an exact input counting as 60) ranks the rest, so blame and the culprit agree.
+    scored = [(_score(e), e) for e in errors.layers]
+    losing = [e for score, e in sorted(((sc, e) for sc, e in scored if sc is not None and sc > 0),
+                                       key=lambda pair: (-pair[0], pair[1].index))]
     return list(dict.fromkeys(e.float_tensor_name for e in first + losing))[:limit]
+
+
+def _score(e: LayerError) -> Optional[float]:
+    """SNR lost at this op, both sides capped at SNR_CEILING_DB (an error-free or exact side counts as the
+    ceiling); None when its inputs were not matched."""
+    from reporter.layer_error import SNR_CEILING_DB
+
+    out = min(e.snr_db, SNR_CEILING_DB) if e.snr_db is not None else SNR_CEILING_DB
+    if e.error_starts_here:
+        return SNR_CEILING_DB - out
+    if e.snr_drop_db is None:
+        return None
+    return min(out + e.snr_drop_db, SNR_CEILING_DB) - out
 
 
 def fix(name: str, errors: LayerErrors, build: Callable[[list[str]], bytes],
@@ -124,7 +150,7 @@ def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
         d = details.get(e.tensor_name)
         q = d.get("quantization_parameters", {}) if d else {}
         scales = q.get("scales") if q else None
-        if d is None or scales is None or len(scales) != 1 or not np.issubdtype(d["dtype"], np.integer):
+        if d is None or e.mse is None or scales is None or len(scales) != 1 or not np.issubdtype(d["dtype"], np.integer):
             continue  # a float op (kept float, or dequantized) or a per-channel output: no int8 grid to compare with
         scale = float(scales[0])
         bits = np.iinfo(d["dtype"]).bits

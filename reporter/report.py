@@ -175,7 +175,7 @@ class LayerError:
     tensor_name: str  # in the quantized model (Model Explorer overlays key on it)
     float_tensor_name: str
     matched_by: str  # "name" or "position"
-    mse: float
+    mse: Optional[float]  # None: not finite (the quantized op overflowed)
     snr_db: Optional[float]  # None: no error at all (infinite SNR)
     cosine: float
     snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs (None: see next)
