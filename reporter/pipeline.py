@@ -534,7 +534,8 @@ def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progres
         progress.say(f"{name} model FAILED: {_one_line(exc)}")
         return VariantResult(name=name, status="failed", error=_one_line(exc))
     return dataclasses.replace(
-        result, accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), results.get("fiq"), result))
+        result, accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), results.get("fiq"), result),
+        converter=candidates.quantizer.converter)
 
 
 def _measure_rule(rule, nodes, all_nodes, candidates, folder, data, s, progress, task, outputs, results):

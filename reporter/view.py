@@ -286,7 +286,7 @@ class ReportView:
                          None)
         converter = getattr(found, "converter", "")
         if converter == "LiteRT Quantizer":
-            text = text.replace(" (float I/O)", "")
+            text = text.replace(" (float I/O)", " (int8 input and output)" if name == "fiq" else "")
             return f"{text}, by LiteRT Quantizer"
         if converter == "given":
             return "Float TFLite as given (reference)"
