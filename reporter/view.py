@@ -556,6 +556,12 @@ class ReportView:
             if errors.error:
                 out.append(SchemeErrors(v.name, label, [], 0, "", "", error=errors.error))
                 continue
+            if all(e.snr_db is None for e in errors.layers):
+                out.append(SchemeErrors(v.name, label, [], len(errors.layers), f"layer_errors_{v.name}.csv",
+                                        f"Every one of the {len(errors.layers)} op outputs compared equals float's"
+                                        f" exactly on {errors.samples} samples: quantization changed nothing"
+                                        " this comparison can see."))
+                continue
             found = self.findings.variant(v.name)
             blames = found is not None and found.blame is not None  # only a variant that loses accuracy blames
             order = sorted(errors.layers, key=lambda e: (e.tensor_name != errors.culprit, not e.error_starts_here,
@@ -568,7 +574,7 @@ class ReportView:
                 ("–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}"),
                 cosine=f"{e.cosine:.4f}", weight_snr="–" if e.weight_snr_db is None else f"{e.weight_snr_db:.1f}",
                 blamed=e.tensor_name == errors.culprit and blames) for e in order[: self.SCHEME_ROWS]]
-            covered = errors.note or (
+            covered = (errors.note.rstrip(".") + ".") if errors.note else (
                 f"{len(errors.layers)} op outputs compared on {errors.samples} calibration samples"
                 + (f"; {errors.unmatched} could not be matched with a float tensor" if errors.unmatched else "") + ".")
             summary = (found.blame.text + " " if found and found.blame else "") + covered
