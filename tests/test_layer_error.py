@@ -386,3 +386,23 @@ def test_a_fused_lstm_with_state_tensors_is_compared_sample_by_sample():
     assert lstm.mse == pytest.approx((one.mse + two.mse) / 2, rel=1e-9)
     same = L.compare(flt, flt, x[:4])
     assert all(e.mse == 0.0 for e in same.layers)
+
+
+def test_on_litert_quantizers_own_model_every_mse_equals_its_validate(mlp):
+    """LiteRT Quantizer's own `validate` (which matches tensors by name and works on the models it made)
+    gives the same accumulated MSE for every op output; our matching is needed beyond it (renamed outputs,
+    TF-converter models, weight error), not instead of it."""
+    from litert_quantizer import quantizer
+    from litert_quantizer.utils import validation_utils as vu
+
+    fb, lq = mlp["models"]["float"], mlp["models"]["lq_fiq"]
+    sig_key, sig = next(iter(_interpreter(fb).get_signature_list().items()))
+    x = mlp["x"][:SAMPLES]
+    theirs = quantizer.Quantizer(fb, previous_quantized_model=lq).validate(
+        {sig_key: [{sig["inputs"][0]: x[i : i + 1]} for i in range(len(x))]},
+        error_metrics=[vu.ValidationErrorMetric.MSE]).get_all_tensor_results()
+    ours = L.compare(fb, lq, x, max_samples=SAMPLES)
+    assert ours.layers
+    for e in ours.layers:
+        assert e.tensor_name in theirs, e.tensor_name
+        assert e.mse == pytest.approx(theirs[e.tensor_name]["mse"], rel=1e-5, abs=1e-9), e.tensor_name
