@@ -39,6 +39,11 @@ class _Parser(argparse.ArgumentParser):
         return args
 
 
+BASELINE_HELP = ("an earlier run to compare with (report.json, report folder or batch folder): writes diff.md and"
+                 " diff.json beside the result; with --max-accuracy-drop D, fails (exit 3) when a variant's"
+                 " accuracy falls more than D below the baseline's")
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=help_text())
     parser = _Parser(
@@ -61,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name", help="report name (default: the model file's name)")
     add_flag(run, GATE_BY_NAME["max_accuracy_drop"])
     add_flag(run, GATE_BY_NAME["variant"], "--gate-variant")
+    run.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
     _add_run_options(run)
 
     batch = subcommand("batch", "run many models from a TOML config, in parallel, with an index")
@@ -71,6 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--resume", action="store_true",
                        help="skip models whose complete report exists and whose inputs have not changed")
     batch.add_argument("--quiet", action="store_true", help="no progress display")
+    batch.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
+    batch.add_argument("--max-accuracy-drop", type=float, metavar="D", default=None,
+                       help="with --baseline: fail (exit 3) when a variant's accuracy falls more than D"
+                            " (0-1) below BASE's")
+
+    diff = subcommand("diff", "compare two runs: report.json files, report folders or batch folders")
+    diff.add_argument("base", metavar="BASE", help="the earlier run (e.g. the base branch's)")
+    diff.add_argument("new", metavar="NEW", help="the later run (e.g. the pull request's)")
+    diff.add_argument("--format", choices=("md", "html", "json"), default="md")
+    diff.add_argument("--out", help="output file (default: print to standard output)")
+    diff.add_argument("--max-accuracy-drop", type=float, metavar="D", default=None,
+                      help="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's")
 
     render = subcommand("render", "re-render a saved report.json (TensorFlow not needed)")
     render.add_argument("report", help="a report.json written by quant-report")
@@ -129,6 +147,8 @@ def main(argv=None) -> int:
             return _demo(args)
         if args.command == "render":
             return _render(args)
+        if args.command == "diff":
+            return _diff(args)
         return _batch(args)
     except KeyboardInterrupt:
         print("quant-report: interrupted", file=sys.stderr)
@@ -185,14 +205,81 @@ def _run_one(settings, debug: bool):
 def _run(args) -> int:
     from reporter.config import Gate
 
-    report, code = _run_one(_settings(args, args.model, args.data, args.name), args.debug)
-    if report is None or args.max_accuracy_drop is None:
+    settings = _settings(args, args.model, args.data, args.name)
+    if args.baseline and not _baseline_readable(args.baseline):
+        return int(ExitCode.USAGE)
+    report, code = _run_one(settings, args.debug)
+    if report is None:
         return int(code)
-    from reporter.gate import check
+    passed = True
+    if args.max_accuracy_drop is not None:
+        from reporter.gate import check
 
-    result = check(report, Gate(args.max_accuracy_drop, args.variant))
-    print(f"quant-report: gate {'passed' if result.passed else 'FAILED'}: {result.message}", file=sys.stderr)
-    return int(ExitCode.OK if result.passed else ExitCode.GATE_FAILED)
+        result = check(report, Gate(args.max_accuracy_drop, args.variant))
+        print(f"quant-report: gate {'passed' if result.passed else 'FAILED'}: {result.message}", file=sys.stderr)
+        passed = result.passed
+    if args.baseline:
+        from pathlib import Path
+
+        from reporter.output import folder_name
+
+        folder = Path(args.out) / folder_name(settings.display_name)
+        passed = _against_baseline(args.baseline, folder, folder, args.max_accuracy_drop) and passed
+    return int(ExitCode.OK if passed else ExitCode.GATE_FAILED)
+
+
+def _baseline_readable(base) -> bool:
+    """--baseline is checked before anything runs: a typo must not cost a whole run."""
+    from reporter.diff import DiffError, load_side
+
+    try:
+        load_side(base)
+    except DiffError as exc:
+        _error(f"--baseline: {exc}")
+        return False
+    return True
+
+
+def _against_baseline(base, new, folder, max_accuracy_drop) -> bool:
+    """Writes diff.md and diff.json into `folder` and prints the baseline gate's failures; False if it failed."""
+    from pathlib import Path
+
+    from reporter import diff as qdiff
+    from reporter.render import write_atomic
+
+    result = qdiff.compare(base, new, max_accuracy_drop)
+    for fmt in ("md", "json"):
+        write_atomic(Path(folder) / f"diff.{fmt}", qdiff.render(result, fmt))
+    for failure in result.gate_failures:
+        print(f"quant-report: baseline gate FAILED: {failure.message}", file=sys.stderr)
+    print(f"quant-report: against the baseline: {result.summary}; {Path(folder) / 'diff.md'}", file=sys.stderr)
+    return not result.gate_failures
+
+
+def _diff(args) -> int:
+    """Compares two runs; imports no TensorFlow."""
+    from pathlib import Path
+
+    from reporter import diff as qdiff
+    from reporter.render import write_atomic
+
+    try:
+        result = qdiff.compare(args.base, args.new, args.max_accuracy_drop)
+    except qdiff.DiffError as exc:
+        _error(str(exc))
+        return int(ExitCode.FAILED)
+    data = qdiff.render(result, args.format)
+    if args.out:
+        try:
+            write_atomic(Path(args.out), data)
+        except OSError as exc:
+            _error(f"{exc.filename or args.out}: cannot write ({exc.strerror})")
+            return int(ExitCode.FAILED)
+    else:
+        sys.stdout.write(data.decode("utf-8"))
+    for failure in result.gate_failures:
+        print(f"quant-report: gate FAILED: {failure.message}", file=sys.stderr)
+    return int(ExitCode.GATE_FAILED if result.gate_failures else ExitCode.OK)
 
 
 def _demo(args) -> int:
@@ -278,6 +365,8 @@ def _batch(args) -> int:
     except QuantReportError as exc:
         _error(str(exc))
         return int(ExitCode.FAILED)
+    if args.baseline and not _baseline_readable(args.baseline):
+        return int(ExitCode.USAGE)
     display = Display(len(config.models), quiet=args.quiet)
     result = run_batch(config, args.out, args.jobs, args.resume, display)
     idx = index.build(config, args.out, result)
@@ -288,4 +377,7 @@ def _batch(args) -> int:
         print(f"quant-report: gate FAILED for {row.name}: {row.gate['message']}", file=sys.stderr)
     if not args.quiet:
         print(f"quant-report: {index.IndexView(idx).summary}; index: {written[1]}", file=sys.stderr)
-    return idx.exit_code
+    code = idx.exit_code
+    if args.baseline and not _against_baseline(args.baseline, args.out, args.out, args.max_accuracy_drop):
+        code = max(code, int(ExitCode.GATE_FAILED)) if code != int(ExitCode.FAILED) else code
+    return code

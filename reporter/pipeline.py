@@ -163,6 +163,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             num_calibration=int(len(data.x_calib)),
             calibration_overlaps_eval=data.calibration_overlaps_eval,
             calibration_source=data.calibration_source,
+            fingerprint=qmetrics.fingerprint(data.x, data.y),
         ),
         variants=[results[v] for v in variants],
         layers=layers,
@@ -365,7 +366,7 @@ def _classification_metrics(variant, out, data, task: Task, outputs):
         references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
     paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
               for ref in references if ref != variant and ref in outputs}
-    return dataclasses.replace(metrics, paired=paired)
+    return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(preds == data.y))
 
 
 FIXES_FIQ = ("selective", "rule", *(f"alt_{scheme}" for scheme in litert.LAYER_SCHEMES))  # compared with FIQ as well as float

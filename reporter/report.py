@@ -27,7 +27,9 @@ Format history (SCHEMA_VERSION):
      cosine, the SNR lost at each layer, weight SNR; the layer to blame); `variants[].fix` (a variant
      that loses accuracy, rebuilt with the blamed layers in float, measured);
      `recommendation.alternatives` (the recommended layers in 16x8 or DRQ instead of float, measured);
-     `variants[].overlays` (Model Explorer node-data files, one per metric).
+     `variants[].overlays` (Model Explorer node-data files, one per metric); `metrics.correct_bits`
+     (which samples each variant gets right) and `dataset.fingerprint` (what was evaluated), so that
+     two runs can be paired (`quant-report diff`).
      Version-3 files read as they are (every new field has a default).
 """
 
@@ -77,6 +79,9 @@ class DatasetInfo:
     num_calibration: int
     calibration_overlaps_eval: bool
     calibration_source: str  # "x_calib" or "x"
+    # sha256 of the evaluation inputs and labels (shapes, dtypes, bytes): two reports measured the same
+    # samples when these agree ("" in reports written before schema 4)
+    fingerprint: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +126,9 @@ class Metrics:
     # Classes with evaluation samples: macro averages and balanced accuracy are over these.
     classes_present: Optional[list[int]] = None
     paired: dict[str, Paired] = field(default_factory=dict)  # reference variant ("float", "fiq") -> counts
+    # Which evaluation samples it gets right, in order: numpy.packbits of the booleans, base64 ("" before
+    # schema 4). `quant-report diff` pairs two runs on the same samples with it (McNemar).
+    correct_bits: str = ""
 
 
 @dataclass(frozen=True)
