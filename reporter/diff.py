@@ -169,9 +169,17 @@ def _from_index(path: Path) -> tuple[dict[str, Report], dict[str, str]]:
 def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> Diff:
     base, base_failed = load_side(base_path)
     new, new_failed = load_side(new_path)
+    renamed = ""
+    if _single(base_path) and _single(new_path) and len(base) == len(new) == 1 and set(base) != set(new):
+        # Two single reports are compared whatever their names (a model renamed between runs).
+        (old_name, report), = base.items()
+        renamed = f"Named {old_name} in BASE and {next(iter(new))} in NEW. "
+        base = {next(iter(new)): report}
     names = list(dict.fromkeys([*base, *base_failed, *new, *new_failed]))
     models = [_model(name, base.get(name), new.get(name), base_failed.get(name), new_failed.get(name))
               for name in sorted(names)]
+    if renamed:
+        models = [dataclasses.replace(m, samples_note=(renamed + m.samples_note).strip()) for m in models]
     failures = []
     if max_accuracy_drop is not None:
         for m in models:
@@ -185,6 +193,12 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
                         f"{m.name}: {v.label} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
                         f" ({-drop * 100:+.1f} points; limit {max_accuracy_drop * 100:g})").replace("-", "−", 1)))
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
+
+
+def _single(path) -> bool:
+    """A report.json or a report folder, not a batch."""
+    path = Path(path)
+    return not (path.name == "index.json" or (path.is_dir() and (path / "index.json").is_file()))
 
 
 def _variants(report: Report) -> dict[str, VariantResult]:
@@ -296,7 +310,8 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
         ratio = n.latency_ms.median / b.latency_ms.median
         latency = Change(b.latency_ms.median, n.latency_ms.median, n.latency_ms.median - b.latency_ms.median,
                          text=f"{fmt_ms(b.latency_ms.median)} → {fmt_ms(n.latency_ms.median)}")
-        if ratio >= jd.LATENCY_CHANGE_RATIO or ratio <= 1 / jd.LATENCY_CHANGE_RATIO:
+        if (ratio >= jd.LATENCY_CHANGE_RATIO or ratio <= 1 / jd.LATENCY_CHANGE_RATIO) \
+                and abs(latency.delta) >= jd.LATENCY_CHANGE_MIN_MS:
             why.append(f"latency {ratio:.2f}x")
     return VariantDiff(name, label, "changed" if why else "unchanged", accuracy, main_label, main, mse, size,
                        latency, why)
@@ -337,4 +352,5 @@ def render(diff: Diff, fmt: str) -> bytes:
 
     template = {"md": "diff.md.j2", "html": "diff.html.j2"}[fmt]
     return environment(fmt == "html").get_template(template).render(
-        d=diff, latency_ratio=f"{jd.LATENCY_CHANGE_RATIO:g}").encode("utf-8")
+        d=diff, latency_ratio=f"{jd.LATENCY_CHANGE_RATIO:g}", latency_floor=fmt_ms(jd.LATENCY_CHANGE_MIN_MS)
+    ).encode("utf-8")

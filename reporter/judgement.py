@@ -119,7 +119,8 @@ def selection_target(max_accuracy_drop: Optional[float], classification: bool) -
 # --- what the report says about a variant --------------------------------------------------------
 CONFIDENCE = 0.95  # intervals on accuracy (Wilson)
 LATENCY_NOTABLE_RATIO = 1.5  # a variant this many times slower than float: said in the verdict
-LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster than in BASE has changed
+LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster than in BASE has changed,
+LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings of tiny models jump run to run
 DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
 DRQ_MIN_WEIGHT_ELEMENTS = 1024  # the converter's default: smaller weight tensors stay float under DRQ
 WIDE_RANGE_FACTOR = 10.0  # a layer's range this many times the median range: a hint for the rule
