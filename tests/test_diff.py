@@ -169,3 +169,40 @@ def test_diff_never_imports_tensorflow(runs):
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "<h1>quant-report diff</h1>" in done.stdout
+
+
+def test_batch_with_a_baseline_writes_the_diff_beside_the_index_and_gates(runs, mlp_files, capsys):
+    config = runs["root"] / "batch.toml"
+    config.write_text(
+        '[defaults]\nformats = ["json"]\nlatency_runs = 3\nvariants = ["float", "fiq"]\n\n'
+        f'[[model]]\nname = "mlp"\npath = "{runs["root"] / "perturbed.keras"}"\ndata = "{mlp_files[1]}"\n')
+    out = runs["root"] / "batch_out"
+    code = main(["batch", str(config), "--out", str(out), "--jobs", "1", "--quiet", "--baseline", str(runs["base"]),
+                 "--max-accuracy-drop", "0.01"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "baseline gate FAILED: mlp: Float accuracy" in err
+    diff = json.loads((out / "diff.json").read_text())
+    assert [m["name"] for m in diff["models"]] == ["mlp"] and diff["gate_failures"]
+
+
+def test_the_example_workflow_uses_commands_and_flags_that_exist():
+    """examples/quant-report-pr.yml is documentation that must not rot: every quant-report command in it
+    parses with the tool's own parser, and it comments the diff with gh and uploads the reports."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from reporter.cli import build_parser
+
+    text = (Path(__file__).parents[1] / "examples" / "quant-report-pr.yml").read_text()
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    joined = re.sub(r">\n\s+", "", code)  # folded YAML blocks: one line each
+    joined = re.sub(r"\n\s{10,}(?=--)", " ", joined)
+    commands = re.findall(r"quant-report (?:batch|diff|run)[^|\n]*", joined)
+    kinds = {c.split()[1] for c in commands}
+    assert {"batch", "diff"} <= kinds
+    for command in commands:
+        build_parser().parse_args(shlex.split(command.strip())[1:])  # raises UsageError on an unknown flag
+    assert "--baseline reports-base --max-accuracy-drop" in joined
+    assert "gh pr comment" in text and "--body-file diff.md" in text and "upload-artifact" in text
