@@ -249,8 +249,10 @@ class BatchResult:
     seconds: float = 0.0
 
 
-def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Display) -> BatchResult:
-    """Runs every model of `config` with at most `jobs` worker processes at once."""
+def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Display, executor: str = "local",
+              address=None, cpus_per_task: int = 1, shared_dir: bool = False) -> BatchResult:
+    """Runs every model of `config` with at most `jobs` worker processes at once, or as Ray tasks
+    (`executor="ray"`, reporter/ray_batch.py): the same worker function, outcomes and index either way."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     clean_stale(out)
@@ -286,16 +288,25 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
             job["timing_lock"] = str(lock_path)
             job["extra"] = {"latency_timing": latency_timing_note(workers)}
 
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
-    messages = ctx.Queue()
-    running: dict[str, tuple] = {}
-    results: dict[str, dict] = {}
-    try:
-        _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out)
-    finally:
-        lock_path.unlink(missing_ok=True)
-    display.close()
-    messages.close()
+    if executor == "ray":
+        from reporter import ray_batch
+
+        try:
+            outcomes.update(ray_batch.run(pending, out, display, jobs, address, cpus_per_task, shared_dir))
+        finally:
+            lock_path.unlink(missing_ok=True)
+        display.close()
+    else:
+        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
+        messages = ctx.Queue()
+        running: dict[str, tuple] = {}
+        results: dict[str, dict] = {}
+        try:
+            _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out)
+        finally:
+            lock_path.unlink(missing_ok=True)
+        display.close()
+        messages.close()
     if logs.is_dir() and not any(logs.iterdir()):
         logs.rmdir()
     return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2))

@@ -78,6 +78,16 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip models whose complete report exists and whose inputs have not changed")
     batch.add_argument("--quiet", action="store_true", help="no progress display")
     batch.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
+    batch.add_argument("--executor", choices=("local", "ray"), default=None,
+                       help="local: worker processes on this machine (default); ray: one Ray task per model")
+    batch.add_argument("--address", metavar="ADDR", default=None,
+                       help="with --executor ray: the cluster to join (e.g. ray://head:10001 or auto);"
+                            " default: a local Ray instance with --jobs CPUs")
+    batch.add_argument("--cpus-per-task", type=_positive, default=None, metavar="N",
+                       help="with --executor ray: CPUs Ray reserves for each model (default 1)")
+    batch.add_argument("--shared-dir", action="store_true",
+                       help="with --executor ray: every node sees --out at the same path, so tasks write"
+                            " their reports there instead of returning the files")
     batch.add_argument("--max-accuracy-drop", type=float, metavar="D", default=None,
                        help="with --baseline: fail (exit 3) when a variant's accuracy falls more than D"
                             " (0-1) below BASE's")
@@ -367,8 +377,19 @@ def _batch(args) -> int:
         return int(ExitCode.FAILED)
     if args.baseline and not _baseline_readable(args.baseline):
         return int(ExitCode.USAGE)
+    executor = args.executor or config.batch.get("executor", "local")
+    address = args.address or config.batch.get("address")
+    cpus = args.cpus_per_task or config.batch.get("cpus_per_task", 1)
+    if executor == "ray":
+        from reporter.ray_batch import require_ray
+
+        try:
+            require_ray()
+        except UsageError as exc:
+            _error(str(exc))
+            return int(ExitCode.USAGE)
     display = Display(len(config.models), quiet=args.quiet)
-    result = run_batch(config, args.out, args.jobs, args.resume, display)
+    result = run_batch(config, args.out, args.jobs, args.resume, display, executor, address, cpus, args.shared_dir)
     idx = index.build(config, args.out, result)
     written = index.write(idx, args.out)
     for row in idx.failed:

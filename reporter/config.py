@@ -45,12 +45,19 @@ class ModelEntry:
     shown: tuple = ()  # (model, data) as the config file gives them: what the report shows
 
 
+EXECUTORS = ("local", "ray")
+# [batch]: where the models run (the command line's --executor, --address, --cpus-per-task win)
+BATCH_KEYS = {"executor": "'local' or 'ray'", "address": "a Ray cluster address (text)",
+              "cpus_per_task": "an integer >= 1"}
+
+
 @dataclass
 class BatchConfig:
     path: Path
     models: list[ModelEntry]
     gate: Optional[Gate] = None
     defaults: dict = field(default_factory=dict)
+    batch: dict = field(default_factory=dict)  # [batch]: executor, address, cpus_per_task
 
 
 def _key_lines(text: str) -> dict:
@@ -108,9 +115,21 @@ def load(path) -> BatchConfig:
         problems.append((line, f"{path}:{line}: {message}"))
 
     for key in data:
-        if key not in ("defaults", "gate", "model"):
+        if key not in ("defaults", "gate", "model", "batch"):
             problem(at("", -1, key) if not isinstance(data[key], dict) else at(key, -1, None),
-                    f"unknown key '{key}' (expected [defaults], [gate] and [[model]] tables)")
+                    f"unknown key '{key}' (expected [defaults], [gate], [batch] and [[model]] tables)")
+
+    batch = data.get("batch", {})
+    if not isinstance(batch, dict):
+        problem(at("", -1, "batch"), "'batch' must be a table")
+        batch = {}
+    for key, value in batch.items():
+        ok = {"executor": lambda v: v in EXECUTORS, "address": lambda v: isinstance(v, str) and bool(v),
+              "cpus_per_task": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1}.get(key)
+        if ok is None:
+            problem(at("batch", -1, key), f"unknown key '{key}' in [batch] (allowed: {', '.join(sorted(BATCH_KEYS))})")
+        elif not ok(value):
+            problem(at("batch", -1, key), f"'{key}' must be {BATCH_KEYS[key]}, not {value!r}")
 
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
@@ -188,4 +207,4 @@ def load(path) -> BatchConfig:
 
     if problems:
         raise ConfigError([message for _, message in sorted(problems, key=lambda p: p[0])])
-    return BatchConfig(path=path, models=models, gate=gate, defaults=defaults)
+    return BatchConfig(path=path, models=models, gate=gate, defaults=defaults, batch=batch)
