@@ -191,7 +191,7 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
                 if drop > max_accuracy_drop + 1e-12:
                     failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
                         f"{m.name}: {v.label} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
-                        f" ({-drop * 100:+.1f} points; limit {max_accuracy_drop * 100:g})").replace("-", "−", 1)))
+                        f" ({-drop * 100:+.1f} points; limit {max_accuracy_drop * 100:.1f} points)").replace("-", "−", 1)))
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
 
 
