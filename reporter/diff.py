@@ -189,9 +189,10 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
                     continue
                 drop = a.base - a.new
                 if drop > max_accuracy_drop + 1e-12:
+                    points = f"{-drop * 100:+.1f}".replace("-", "−")
                     failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
                         f"{m.name}: {v.label} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
-                        f" ({-drop * 100:+.1f} points; limit {max_accuracy_drop * 100:.1f} points)").replace("-", "−", 1)))
+                        f" ({points} points; limit {max_accuracy_drop * 100:.1f} points)")))
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
 
 
@@ -320,7 +321,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
 def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval: int) -> Change:
     ba, na = b.metrics.accuracy, n.metrics.accuracy
     delta = na - ba
-    points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({delta * 100:+.1f} points".replace("-", "−")
+    points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({f'{delta * 100:+.1f}'.replace('-', '−')} points"
     if same:
         b_ok = unpack_correct(b.metrics.correct_bits, num_eval)
         n_ok = unpack_correct(n.metrics.correct_bits, num_eval)
