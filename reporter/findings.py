@@ -478,6 +478,8 @@ def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[Bl
 def _size_words(ratio: float) -> str:
     if abs(ratio - 1) < 0.005:
         return "same size as float"
+    if abs(ratio - 1) < 0.05:  # "1.0x smaller" reads as no change: say the percentage
+        return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'} than float"
     return f"{1 / ratio:.1f}x smaller than float" if ratio < 1 else f"{ratio:.1f}x larger than float"
 
 

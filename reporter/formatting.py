@@ -38,7 +38,11 @@ def fmt_metric(x: Optional[float]) -> str:
 def fmt_mse(mse: float, float_variance: Optional[float] = None) -> str:
     """An output MSE with the scale to read it on: its share of the float output's variance."""
     if float_variance:
-        return f"MSE {fmt_number(mse)} ({fmt_percent(mse / float_variance, 2)} of the float output's variance)"
+        if mse == 0:
+            return "MSE 0 (no error)"
+        share = mse / float_variance
+        words = "< 0.01 %" if share < 0.0001 else fmt_percent(share, 2)
+        return f"MSE {fmt_number(mse)} ({words} of the float output's variance)"
     return f"MSE {fmt_number(mse)}"
 
 

@@ -64,3 +64,18 @@ def test_rule_comparison_and_verdicts_of_the_breast_cancer_fixture():
 def test_long_names_are_shortened_in_the_middle(name, limit, short):
     assert view.shorten(name, limit) == short
     assert len(view.shorten(name, limit)) <= limit
+
+
+def test_tiny_errors_and_near_equal_sizes_are_worded_so_that_they_read_right():
+    """A regression variant with no error is 'no error', a tiny one is '< 0.01 %', never '0.00 %'; a size
+    within 5 % of float is a percentage, never '1.0x smaller'."""
+    from reporter.findings import _size_words
+    from reporter.formatting import fmt_mse
+
+    assert fmt_mse(0.0, 3100.0) == "MSE 0 (no error)"
+    assert fmt_mse(0.0763, 3100.0) == "MSE 0.0763 (< 0.01 % of the float output's variance)"
+    assert fmt_mse(6.076, 3100.0) == "MSE 6.076 (0.20 % of the float output's variance)"
+    assert _size_words(0.99) == "1 % smaller than float"
+    assert _size_words(1.03) == "3 % larger than float"
+    assert _size_words(0.5) == "2.0x smaller than float"
+    assert _size_words(1.001) == "same size as float"
