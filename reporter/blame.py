@@ -15,6 +15,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from reporter.errors import one_line
 from reporter.report import LayerError, LayerErrors, LayerStat, SchemeFix, VariantResult
 
 COMPARE_SAMPLES = 32  # samples run through both models with every tensor kept (per-tensor error converges fast)
@@ -31,7 +32,7 @@ def layer_errors(float_model: bytes, model: bytes, x: np.ndarray) -> LayerErrors
         culprit = layer_error.culprit(compared)
     except Exception as exc:  # noqa: BLE001 - the variant's other measurements stand
         traceback.print_exc()  # into run.log
-        return LayerErrors(error=_one_line(exc))
+        return LayerErrors(error=one_line(exc))
     rows = [
         LayerError(
             index=e.index, op_name=e.op_name, tensor_name=e.tensor_name, float_tensor_name=e.float_tensor_name,
@@ -125,16 +126,11 @@ def fix(name: str, errors: LayerErrors, build: Callable[[list[str]], bytes],
             result = measure(build(layers))
         except Exception as exc:  # noqa: BLE001 - the variant's report stands without its fix
             traceback.print_exc()
-            return SchemeFix(layers, error=f"{name} with {', '.join(layers)} in float: {_one_line(exc)}")
+            return SchemeFix(layers, error=f"{name} with {', '.join(layers)} in float: {one_line(exc)}")
         if not result.ok or not still_loses(result):
             break
     return SchemeFix(layers, result, code(layers))
 
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
 
 
 def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:

@@ -26,3 +26,10 @@ class RenderError(QuantReportError):
         self.errors = dict(errors)
         what = "; ".join(f"{fmt}: {error}" for fmt, error in self.errors.items())
         super().__init__(f"{self.folder}: could not render {what} (the other formats were written)")
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line for a report or a progress line: its type and the first line of its text."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__

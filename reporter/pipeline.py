@@ -19,7 +19,7 @@ from reporter import metrics as qmetrics
 from reporter import search as srch
 from reporter.quantize import FiqQuantizer
 from reporter.task import Task
-from reporter.errors import InputError, QuantReportError, RenderError
+from reporter.errors import InputError, QuantReportError, RenderError, one_line
 from reporter.output import folder_name, staged_folder
 from reporter.settings import RunSettings  # noqa: F401 - where callers have always found it
 from reporter.progress import Progress
@@ -111,7 +111,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
                     quantizer = FiqQuantizer(model.make_converter, data.x_calib, float_model=float_model)
         except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
             traceback.print_exc()
-            calibration_error = _one_line(exc)
+            calibration_error = one_line(exc)
             progress.say(f"calibration FAILED: {calibration_error}")
         if quantizer is not None:
             _check_forced(quantizer, float_model, s, model.path)
@@ -178,7 +178,7 @@ def _conversion_error(path, exc) -> InputError:
     text = str(exc)
     if "TensorListReserve" in text or "read_variable" in text.lower():
         return InputError(path, inputs.KERAS3_RNN_HINT.format(names="LSTM/GRU"))
-    return InputError(path, f"the model does not convert to TFLite: {_one_line(exc)}")
+    return InputError(path, f"the model does not convert to TFLite: {one_line(exc)}")
 
 
 def _blame_variants(folder, float_model, data, s, progress, task: Task, outputs, results, litert_models):
@@ -290,8 +290,8 @@ def _variant(variant, folder, model, data, s, progress, task, outputs, build=Non
         raise
     except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
         traceback.print_exc()  # into run.log
-        progress.say(f"{variant} FAILED: {_one_line(exc)}")
-        return VariantResult(name=variant, status="failed", error=_one_line(exc), converter=converter)
+        progress.say(f"{variant} FAILED: {one_line(exc)}")
+        return VariantResult(name=variant, status="failed", error=one_line(exc), converter=converter)
 
 
 def _measure(variant, tflite: bytes, folder, data, s, progress, task: Task, outputs) -> VariantResult:
@@ -308,7 +308,7 @@ def _measure(variant, tflite: bytes, folder, data, s, progress, task: Task, outp
             raise
         except Exception as exc:  # noqa: BLE001 - the other measurements and the variant stand
             traceback.print_exc()  # into run.log
-            errors[measurement] = _one_line(exc)
+            errors[measurement] = one_line(exc)
             progress.say(f"{variant}: {measurement} not measured: {errors[measurement]}")
             return None
 
@@ -403,8 +403,8 @@ def _debug_and_recommend(folder, data, s, progress, task: Task, outputs, results
                 (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
     except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
         traceback.print_exc()
-        progress.say(f"debugger FAILED: {_one_line(exc)}")
-        return [], None, _one_line(exc)
+        progress.say(f"debugger FAILED: {one_line(exc)}")
+        return [], None, one_line(exc)
 
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
     # accumulated from the input, which would flag every layer after the first bad one: no rule then.
@@ -501,7 +501,7 @@ def _alternatives(chosen, schemes, litert_models, folder, data, s, progress, tas
         plain = litert_models.build("fiq", None, s.keep_float_ops)
     except Exception as exc:  # noqa: BLE001 - LiteRT Quantizer cannot quantize this model: say so, go on
         traceback.print_exc()
-        return [Alternative(scheme, list(chosen), error=_one_line(exc)) for scheme in schemes]
+        return [Alternative(scheme, list(chosen), error=one_line(exc)) for scheme in schemes]
     for scheme in schemes:
         name = f"alt_{scheme}"
         try:
@@ -516,8 +516,8 @@ def _alternatives(chosen, schemes, litert_models, folder, data, s, progress, tas
             found.append(Alternative(scheme, list(chosen), measured))
         except Exception as exc:  # noqa: BLE001 - record and go on
             traceback.print_exc()
-            progress.say(f"{name} FAILED: {_one_line(exc)}")
-            found.append(Alternative(scheme, list(chosen), error=_one_line(exc)))
+            progress.say(f"{name} FAILED: {one_line(exc)}")
+            found.append(Alternative(scheme, list(chosen), error=one_line(exc)))
     return found
 
 
@@ -532,8 +532,8 @@ def _build_measured(name, nodes, all_nodes, candidates, folder, data, s, progres
         result = _measure(name, tflite, folder, data, s, progress, task, outputs)
     except Exception as exc:  # noqa: BLE001 - record and go on
         traceback.print_exc()
-        progress.say(f"{name} model FAILED: {_one_line(exc)}")
-        return VariantResult(name=name, status="failed", error=_one_line(exc))
+        progress.say(f"{name} model FAILED: {one_line(exc)}")
+        return VariantResult(name=name, status="failed", error=one_line(exc))
     return dataclasses.replace(
         result, accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), results.get("fiq"), result),
         converter=candidates.quantizer.converter)
@@ -548,9 +548,3 @@ def _measure_rule(rule, nodes, all_nodes, candidates, folder, data, s, progress,
         score = candidates(frozenset(nodes)).score
     return dataclasses.replace(rule, selective=measured, selection_score=score,
                                accuracy_gap_recovered=measured.accuracy_gap_recovered, error=measured.error)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__

@@ -78,8 +78,6 @@ def _task(job: dict, shared_dir: bool) -> dict:
 def run(pending: list[dict], out: Path, display, jobs: int, address=None, cpus_per_task: int = 1,
         shared_dir: bool = False) -> dict:
     """Runs `pending` jobs as Ray tasks; returns name -> Outcome, as the local pool does."""
-    from reporter.batch import Outcome, _outcome
-
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
@@ -98,8 +96,7 @@ def run(pending: list[dict], out: Path, display, jobs: int, address=None, cpus_p
             display.tick()
             for ref in ready:
                 job = refs.pop(ref)
-                outcome = _collect(ray, ref, job, out, shared_dir, Outcome, _outcome,
-                                   time.perf_counter() - t_start[job["name"]])
+                outcome = _collect(ray, ref, job, out, shared_dir, time.perf_counter() - t_start[job["name"]])
                 outcomes[job["name"]] = outcome
                 display.finish(outcome)
     finally:
@@ -108,7 +105,10 @@ def run(pending: list[dict], out: Path, display, jobs: int, address=None, cpus_p
     return outcomes
 
 
-def _collect(ray, ref, job, out: Path, shared_dir: bool, Outcome, make_outcome, seconds: float):  # noqa: N803
+def _collect(ray, ref, job, out: Path, shared_dir: bool, seconds: float):
+    """The finished task's outcome; its report files and log written into `out` (atomically)."""
+    from reporter.batch import Outcome, _outcome
+
     folder = folder_name(job["name"])
     try:
         payload = ray.get(ref)
@@ -127,4 +127,4 @@ def _collect(ray, ref, job, out: Path, shared_dir: bool, Outcome, make_outcome, 
             log = Path(job["log"])
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_bytes(payload["log"])
-    return make_outcome(job, payload["result"], 0 if payload["result"] else 1, payload["stage"], out)
+    return _outcome(job, payload["result"], 0 if payload["result"] else 1, payload["stage"], out)

@@ -31,8 +31,6 @@ LONG_NAMES = {
     "alt_drq": "FIQ with the recommended layers in dynamic range (int8 weights, float activations)",
 }
 
-SCHEME_WORDS = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}
-
 METRICS = (
     ("accuracy", "Accuracy"),
     ("precision", "Precision (macro)"),
@@ -635,7 +633,7 @@ class ReportView:
             if m is None or not m.ok:
                 continue
             rows.append(self._tradeoff_row(
-                alt.layers, f"the recommended layers in {SCHEME_WORDS[alt.scheme]} ({m.converter})", m.size_bytes,
+                alt.layers, f"the recommended layers in {fnd.SCHEME_NAMES[alt.scheme]} ({m.converter})", m.size_bytes,
                 None, m.metrics.accuracy if m.metrics else None, m.output_error.mse if m.output_error else None,
                 m.latency_ms.median if m.latency_ms else None, False, False, rule=True))
         return rows
