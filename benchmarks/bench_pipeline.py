@@ -89,7 +89,7 @@ def bare_notebook(model_path: Path, data_path: Path) -> float:
 
 
 def tool_run(model_path: Path, data_path: Path, out: Path) -> tuple[float, dict]:
-    from reporter.pipeline import RunSettings, run
+    from reporter.run.pipeline import RunSettings, run
 
     t0 = time.perf_counter()
     report, _ = run(RunSettings(model=str(model_path), data=str(data_path), out=str(out), quiet=True))
@@ -104,7 +104,7 @@ def eval_speed(tflite: Path, x) -> tuple[float, float]:
     import numpy as np
     from ai_edge_litert.interpreter import Interpreter
 
-    from reporter.evaluate import predict
+    from reporter.measure.evaluate import predict
 
     content = tflite.read_bytes()
     t0 = time.perf_counter()
@@ -128,8 +128,8 @@ def main() -> int:
 
     import numpy as np
 
-    from reporter import demo
-    from reporter.progress import Progress
+    from reporter.run import demo
+    from reporter.run.progress import Progress
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

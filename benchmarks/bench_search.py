@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 def models(cache: Path) -> dict:
     from collapse_fixtures import ensure
 
-    from reporter import demo
+    from reporter.run import demo
 
     return {
         "breast_cancer_mlp": demo.ensure_model("breast_cancer_mlp", say=lambda _: None),

@@ -37,7 +37,7 @@ BARE = (
 
 
 def _models(names) -> dict:
-    from reporter import demo
+    from reporter.run import demo
 
     found = {}
     for name in names:

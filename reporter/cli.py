@@ -12,9 +12,9 @@ import sys
 import traceback
 
 from reporter import __version__
-from reporter.errors import UsageError
-from reporter.exit_codes import ExitCode, help_text
-from reporter.settings import FORMATS, GATE_BY_NAME, RUN, add_flag, add_flags, from_args
+from reporter.core.errors import UsageError
+from reporter.core.exit_codes import ExitCode, exit_code, help_text
+from reporter.run.settings import FORMATS, GATE_BY_NAME, RUN, add_flag, add_flags, from_args
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -124,7 +124,7 @@ def _positive(text: str) -> int:
 
 
 def _demo_models(text: str) -> tuple:
-    from reporter.demo import MODELS
+    from reporter.run.demo import MODELS
 
     names = tuple(n.strip() for n in text.split(",") if n.strip())
     unknown = [n for n in names if n not in MODELS]
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
 
 
 def _settings(args, model, data, name):
-    from reporter.settings import RunSettings
+    from reporter.run.settings import RunSettings
 
     gated = getattr(args, "max_accuracy_drop", None) is not None
     return RunSettings(
@@ -187,11 +187,11 @@ def _error(text: str):
 
 def _run_one(settings, debug: bool):
     """Runs one model; prints a one-line error (traceback with --debug); returns (report, exit code)."""
-    from reporter.errors import QuantReportError, RenderError, UsageError
+    from reporter.core.errors import QuantReportError, RenderError, UsageError
 
     try:
         settings.check()  # before importing the pipeline (1.4 s) and TensorFlow (4 s): bad input fails at once
-        from reporter.pipeline import run
+        from reporter.run.pipeline import run
 
         report, _ = run(settings)
         return report, ExitCode.OK
@@ -213,7 +213,7 @@ def _run_one(settings, debug: bool):
 
 
 def _run(args) -> int:
-    from reporter.config import Gate
+    from reporter.findings.gate import Gate
 
     settings = _settings(args, args.model, args.data, args.name)
     if args.baseline and not _baseline_readable(args.baseline):
@@ -223,7 +223,7 @@ def _run(args) -> int:
         return int(code)
     passed = True
     if args.max_accuracy_drop is not None:
-        from reporter.gate import check
+        from reporter.findings.gate import check
 
         result = check(report, Gate(args.max_accuracy_drop, args.variant))
         print(f"quant-report: gate {'passed' if result.passed else 'FAILED'}: {result.message}", file=sys.stderr)
@@ -231,16 +231,16 @@ def _run(args) -> int:
     if args.baseline:
         from pathlib import Path
 
-        from reporter.output import folder_name
+        from reporter.core.files import folder_name
 
         folder = Path(args.out) / folder_name(settings.display_name)
         passed = _against_baseline(args.baseline, folder, folder, args.max_accuracy_drop) and passed
-    return int(ExitCode.OK if passed else ExitCode.GATE_FAILED)
+    return exit_code(gate_failed=not passed)
 
 
 def _baseline_readable(base) -> bool:
     """--baseline is checked before anything runs: a typo must not cost a whole run."""
-    from reporter.diff import DiffError, load_side
+    from reporter.findings.diff import DiffError, load_side
 
     try:
         load_side(base)
@@ -254,12 +254,13 @@ def _against_baseline(base, new, folder, max_accuracy_drop) -> bool:
     """Writes diff.md and diff.json into `folder` and prints the baseline gate's failures; False if it failed."""
     from pathlib import Path
 
-    from reporter import diff as qdiff
-    from reporter.render import write_atomic
+    from reporter.findings import diff as qdiff
+    from reporter.render.diff import render as render_diff
+    from reporter.render.formats import write_atomic
 
     result = qdiff.compare(base, new, max_accuracy_drop)
     for fmt in ("md", "json"):
-        write_atomic(Path(folder) / f"diff.{fmt}", qdiff.render(result, fmt))
+        write_atomic(Path(folder) / f"diff.{fmt}", render_diff(result, fmt))
     for failure in result.gate_failures:
         print(f"quant-report: baseline gate FAILED: {failure.message}", file=sys.stderr)
     print(f"quant-report: against the baseline: {result.summary}; {Path(folder) / 'diff.md'}", file=sys.stderr)
@@ -270,15 +271,16 @@ def _diff(args) -> int:
     """Compares two runs; imports no TensorFlow."""
     from pathlib import Path
 
-    from reporter import diff as qdiff
-    from reporter.render import write_atomic
+    from reporter.findings import diff as qdiff
+    from reporter.render.diff import render as render_diff
+    from reporter.render.formats import write_atomic
 
     try:
         result = qdiff.compare(args.base, args.new, args.max_accuracy_drop)
     except qdiff.DiffError as exc:
         _error(str(exc))
         return int(ExitCode.FAILED)
-    data = qdiff.render(result, args.format)
+    data = render_diff(result, args.format)
     if args.out:
         try:
             write_atomic(Path(args.out), data)
@@ -289,14 +291,14 @@ def _diff(args) -> int:
         sys.stdout.write(data.decode("utf-8"))
     for failure in result.gate_failures:
         print(f"quant-report: gate FAILED: {failure.message}", file=sys.stderr)
-    return int(ExitCode.GATE_FAILED if result.gate_failures else ExitCode.OK)
+    return exit_code(gate_failed=bool(result.gate_failures))
 
 
 def _demo(args) -> int:
     from pathlib import Path
 
-    from reporter import demo
-    from reporter.progress import Progress
+    from reporter.run import demo
+    from reporter.run.progress import Progress
 
     names = args.models or demo.MODELS
     failed = []
@@ -330,13 +332,14 @@ def _render(args) -> int:
     import json
     from pathlib import Path
 
-    from reporter import render
-    from reporter.report import Report
+    from reporter.render import formats as render
+    from reporter.model.report import Report
+    from reporter.findings import load_report
 
     src = Path(args.report)
     out = Path(args.out) if args.out else src.parent / render.FILE_NAMES[args.format]
     try:
-        report = Report.from_json(src.read_text(encoding="utf-8"))
+        report = load_report(src)
         render.write_atomic(out, render.render(report, args.format))
     except FileNotFoundError as exc:
         _error(f"{exc.filename or src}: no such file or folder")
@@ -358,11 +361,11 @@ def _render(args) -> int:
 
 def _batch(args) -> int:
     """Runs the models of a config file in worker processes and writes the index."""
-    from reporter import index
-    from reporter.batch import Display, run_batch
-    from reporter.config import ConfigError, load
-    from reporter.errors import QuantReportError
-    from reporter.output import check_writable
+    from reporter.batch import index
+    from reporter.batch.runner import Display, run_batch
+    from reporter.batch.config import ConfigError, load
+    from reporter.core.errors import QuantReportError
+    from reporter.core.files import check_writable
 
     try:
         config = load(args.config)
@@ -381,7 +384,7 @@ def _batch(args) -> int:
     address = args.address or config.batch.get("address")
     cpus = args.cpus_per_task or config.batch.get("cpus_per_task", 1)
     if executor == "ray":
-        from reporter.ray_batch import require_ray
+        from reporter.batch.ray import require_ray
 
         try:
             require_ray()
@@ -398,7 +401,6 @@ def _batch(args) -> int:
         print(f"quant-report: gate FAILED for {row.name}: {row.gate['message']}", file=sys.stderr)
     if not args.quiet:
         print(f"quant-report: {index.IndexView(idx).summary}; index: {written[1]}", file=sys.stderr)
-    code = idx.exit_code
-    if args.baseline and not _against_baseline(args.baseline, args.out, args.out, args.max_accuracy_drop):
-        code = max(code, int(ExitCode.GATE_FAILED)) if code != int(ExitCode.FAILED) else code
-    return code
+    baseline_failed = bool(args.baseline) and not _against_baseline(args.baseline, args.out, args.out,
+                                                                    args.max_accuracy_drop)
+    return exit_code(failed=bool(idx.failed), gate_failed=bool(idx.gate_failures) or baseline_failed)

@@ -14,7 +14,7 @@ DEMO_MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
 def demo_cache():
     """Trained models, cached on disk across test runs: the same cache `quant-report demo` fills
     (~/.cache/quant-report, or QUANT_REPORT_CACHE), so the tests after the demo train nothing."""
-    from reporter import demo
+    from reporter.run import demo
 
     root = demo.cache_dir().parent
     os.environ["QUANT_REPORT_CACHE"] = str(root)  # worker processes and subprocesses share it
@@ -34,7 +34,7 @@ def demo_reports(demo_cache, tmp_path_factory):
 @pytest.fixture(scope="session")
 def mlp_files(demo_cache):
     """The breast-cancer demo model and its data: a small, real, quickly converted model."""
-    from reporter import demo
+    from reporter.run import demo
 
     return demo.ensure_model("breast_cancer_mlp")
 
@@ -56,9 +56,9 @@ def regression_files(demo_cache):
 
 
 def load_report(folder: Path):
-    from reporter.report import Report
+    from reporter.findings import report_from_json
 
-    return Report.from_json((folder / "report.json").read_text())
+    return report_from_json((folder / "report.json").read_text())
 
 
 def pytest_addoption(parser):

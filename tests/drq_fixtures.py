@@ -97,7 +97,7 @@ def _save(folder: Path, model, x_eval, y_eval, x_calib):
 
 def ensure(name: str, cache_root) -> tuple[Path, Path]:
     """The cached model and data of fixture `name`, built first if needed (once across processes)."""
-    from reporter.demo import cached
+    from reporter.run.demo import cached
 
     final = Path(cache_root) / f"drq-v{VERSION}" / name
     cached(final, lambda tmp: (BUILDERS[name](tmp), "ok\n")[1])

@@ -4,8 +4,8 @@ models, the binary-sigmoid and regression fixtures and the 100+-layer model."""
 import io
 import re
 
-from reporter import render
-from reporter.report import Report
+from reporter.render import formats as render
+from reporter.model.report import Report
 
 MD_MAX_LINES = 60
 

@@ -2,7 +2,7 @@
 
 Each is seeded, trained in a few seconds on data that ships with scikit-learn, and cached on disk
 (`ensure`, like tests/collapse_fixtures.py) as model.keras + data.npz in the format
-reporter.inputs.load_data reads: x, y (evaluation) and x_calib (the training inputs, no overlap).
+reporter.run.inputs.load_data reads: x, y (evaluation) and x_calib (the training inputs, no overlap).
 
 * binary_sigmoid: breast cancer, one sigmoid output unit, 0/1 labels. The raw features are normalized
   inside the model (like the demo's breast_cancer_mlp), so FIQ collapses to about the majority class
@@ -84,7 +84,7 @@ def _save(folder: Path, model, x_eval, y_eval, x_calib):
 
 def ensure(name: str, cache_root) -> tuple[Path, Path]:
     """The cached model and data of fixture `name`, built first if needed (once across processes)."""
-    from reporter.demo import cached
+    from reporter.run.demo import cached
 
     final = Path(cache_root) / f"tasks-v{VERSION}" / name
     cached(final, lambda tmp: (BUILDERS[name](tmp), "ok\n")[1])

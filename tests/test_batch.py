@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from reporter.cli import main
-from reporter.exit_codes import ExitCode
+from reporter.core.exit_codes import ExitCode
 
 DIE_ONCE = '''
 import os, signal
@@ -37,7 +37,7 @@ def _model(name, cache, extra=""):
 
 @pytest.fixture(scope="module")
 def cache(demo_cache):
-    from reporter import demo
+    from reporter.run import demo
 
     for name in ("digits_cnn", "breast_cancer_mlp"):
         demo.ensure_model(name, say=lambda text: None)
@@ -222,7 +222,8 @@ def test_missing_config_file(tmp_path, capfd):
 def test_plain_progress_lines_for_ci_logs():
     import io
 
-    from reporter.batch import Display, Outcome
+    from reporter.batch.runner import Display
+    from reporter.batch.worker import Outcome
 
     stream = io.StringIO()  # not a terminal: plain lines, no control characters
     d = Display(2, stream=stream)

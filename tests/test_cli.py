@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reporter import settings
+from reporter.run import settings
 from reporter.cli import build_parser, main
-from reporter.config import ConfigError, load
-from reporter.exit_codes import ExitCode
+from reporter.batch.config import ConfigError, load
+from reporter.core.exit_codes import ExitCode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,8 +114,8 @@ def test_bad_input_fails_before_tensorflow_with_one_line(tmp_path):
 
 
 def test_pickled_arrays_in_npz_are_refused_clearly(tmp_path):
-    from reporter.errors import InputError
-    from reporter.inputs import load_data
+    from reporter.core.errors import InputError
+    from reporter.run.inputs import load_data
 
     np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object), y=np.array([0]))
     with pytest.raises(InputError, match="objects.npz: array 'x' holds Python objects"):
@@ -124,7 +124,7 @@ def test_pickled_arrays_in_npz_are_refused_clearly(tmp_path):
 
 def test_a_format_that_fails_to_render_fails_the_run(capfd, tmp_path, mlp_files, monkeypatch):
     """Exit 1 and the format named, even with --quiet; the formats that did render are kept."""
-    from reporter import render
+    from reporter.render import formats as render
 
     def broken(report, html=None):
         raise RuntimeError("no fonts")

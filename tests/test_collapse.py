@@ -52,7 +52,7 @@ def test_the_rule_makes_fiq_worse_and_the_report_says_so(collapse_reports):
     rule = report.recommendation.rule
     assert rule.selective.metrics.accuracy < report.variant("fiq").metrics.accuracy
     assert rule.accuracy_gap_recovered < 0
-    from reporter.view import ReportView
+    from reporter.render.view import ReportView
 
     text = ReportView(report).rule_comparison
     assert f"{rule.accuracy_gap_recovered * 100:.0f} % of the gap" in text.replace("−", "-")
@@ -76,7 +76,7 @@ def test_deep_model_report_is_readable(collapse_reports):
     """A 100+-layer model: the story first, the layers that matter first, the full table after."""
     from story import check_story
 
-    from reporter.view import ReportView
+    from reporter.render.view import ReportView
 
     out, _ = collapse_reports
     report = load_report(out / "mobilenet_offset")

@@ -33,7 +33,7 @@ def _predict_one_by_one(tflite_path, x):
 
 
 def _data(report):
-    from reporter import demo
+    from reporter.run import demo
 
     return np.load(demo.ensure_model(report.model.name)[1])
 
@@ -154,7 +154,7 @@ def test_lstm_demo_has_fused_lstm_ops(demo_reports):
 
 @pytest.mark.parametrize("name", DEMO_MODELS)
 def test_output_folder_and_json_round_trip(demo_reports, name):
-    from reporter.report import Report
+    from reporter.findings import report_from_json
 
     folder = demo_reports / name
     report = load_report(folder)
@@ -164,7 +164,7 @@ def test_output_folder_and_json_round_trip(demo_reports, name):
     assert expected <= {p.name for p in folder.iterdir()}
     assert not [p for p in demo_reports.iterdir() if p.name.startswith(".")]  # no staging leftovers
     text = (folder / "report.json").read_text()
-    assert Report.from_json(text).to_json() == text
+    assert report_from_json(text).to_json() == text
     assert report.dataset.calibration_overlaps_eval is False
     assert report.dataset.num_calibration == 100
     assert {"convert", "evaluate", "debug"} <= set(report.timings_s)

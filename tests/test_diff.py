@@ -70,7 +70,7 @@ def test_an_unchanged_model_shows_no_change_beyond_noise(runs, capsys):
 def test_a_changed_model_is_detected_with_mcnemar_on_the_same_samples(runs, capsys):
     from scipy.stats import binomtest
 
-    from reporter import evaluate
+    from reporter.measure import evaluate
 
     code, out, _ = _diff(capsys, runs["base"], runs["perturbed"], "--format", "json")
     assert code == 0

@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from reporter import findings, judgement, render
-from reporter.report import GapStatus, OutputError, Paired, Report
-from reporter.view import ReportView
+from reporter.findings import report_from_json, with_findings
+from reporter.findings import derive as findings
+from reporter.core import judgement
+from reporter.render import formats as render
+from reporter.model.report import GapStatus, OutputError, Paired, Report
+from reporter.render.view import ReportView
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
 
@@ -18,7 +21,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
 @pytest.fixture(scope="module")
 def base() -> Report:
     """The breast-cancer report: float 95.6 %, FIQ 63.2 % (every sample class 1), the search's fix 95.6 %."""
-    return Report.from_json(FIXTURE.read_text())
+    return report_from_json(FIXTURE.read_text())
 
 
 def changed(report: Report, variants: dict = None, **fields) -> Report:
@@ -156,16 +159,16 @@ def test_missing_classes_are_warned_and_latency_that_matters_is_told(base):
 
 
 def test_findings_are_stored_in_report_json_and_derived_for_older_files(base):
-    again = Report.from_json(base.to_json())
+    again = report_from_json(base.to_json())
     assert again.findings == base.findings
     data = base.to_dict()
     data.pop("findings")
-    assert Report.from_dict(data).findings == findings.derive(base)
+    assert with_findings(Report.from_dict(data)).findings == findings.derive(base)
 
 
 def test_the_gate_reads_the_findings(base):
-    from reporter.config import Gate
-    from reporter.gate import check
+    from reporter.batch.config import Gate
+    from reporter.findings.gate import check
 
     result = check(base, Gate(0.02, "fiq"))
     assert not result.passed and result.drop == pytest.approx(37 / 114)

@@ -1,4 +1,4 @@
-"""reporter.layer_error: per-layer error of any quantized TFLite variant against the float model.
+"""reporter.debug.layer_error: per-layer error of any quantized TFLite variant against the float model.
 
 Models are converted here with TF's converter and LiteRT Quantizer's own API from the breast-cancer demo
 MLP (a Normalization first, then Dense 32-16-2; FIQ collapses on it). Numbers are checked against
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from reporter import layer_error as L
+from reporter.debug import layer_error as L
 
 SAMPLES = 48
 
@@ -369,7 +369,9 @@ def test_recurrent_split_and_while_models_compare_without_crashing(tmp_path):
 def test_a_fused_lstm_with_state_tensors_is_compared_sample_by_sample():
     """The tf_keras demo LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM with variable state tensors) in FIQ: its state is
     reset before every sample, so the error over two samples is the mean of each one's."""
-    from reporter import convert, demo, inputs
+    from reporter.convert import converter as convert
+    from reporter.run import demo
+    from reporter.run import inputs
 
     model_path, data_path = demo.ensure_model("digits_lstm")
     data = np.load(data_path)

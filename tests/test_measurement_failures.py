@@ -34,9 +34,10 @@ def _stderr_to(path):
 def broken(mlp_files, tmp_path_factory):
     """One run of the breast-cancer MLP in which DRQ's Analyzer text and metrics fail and FIQ's operator
     counts and latency fail (each only for that variant); returns (report folder, progress text)."""
-    from reporter import evaluate, structure
-    from reporter import metrics as qmetrics
-    from reporter.pipeline import RunSettings, run
+    from reporter.measure import evaluate
+    from reporter.measure import structure
+    from reporter.measure import metrics as qmetrics
+    from reporter.run.pipeline import RunSettings, run
 
     stage = {"now": ""}
     real_latency, real_analyzer, real_classification = evaluate.latency_ms, structure.analyzer_text, \
@@ -114,8 +115,8 @@ def test_errors_are_in_report_json_and_tracebacks_in_run_log(broken):
 
 
 def test_findings_warn_and_never_call_a_missing_value_the_same(broken):
-    from reporter.config import Gate
-    from reporter.gate import check
+    from reporter.batch.config import Gate
+    from reporter.findings.gate import check
 
     folder = broken[0]
     report = load_report(folder)
@@ -136,7 +137,7 @@ def test_findings_warn_and_never_call_a_missing_value_the_same(broken):
     assert not gate.passed and "drq accuracy was not measured (ValueError: metrics exploded)" in gate.message
     assert check(report, Gate(max_accuracy_drop=0.9, variant="fiq")).passed
     # The stored findings are the ones derived again from the measured report.
-    from reporter import findings
+    from reporter.findings import derive as findings
 
     assert findings.derive(report).warnings == found.warnings
     assert (folder / "summary.md").is_file()
@@ -179,8 +180,8 @@ def test_html_and_markdown_say_not_measured_with_the_error(broken):
 
 
 def test_batch_index_row_says_not_measured(broken):
-    from reporter.batch import Outcome
-    from reporter.index import IndexView, _row
+    from reporter.batch.worker import Outcome
+    from reporter.batch.index import IndexView, _row
 
     folder, _ = broken
     row = _row(folder.parent, Outcome(folder.name, "ok", folder.name), None)
@@ -201,7 +202,7 @@ class _FakeIndex:
 
 
 def test_latency_runs_zero_skips_timing_cleanly(mlp_files, tmp_path):
-    from reporter.pipeline import RunSettings, run
+    from reporter.run.pipeline import RunSettings, run
 
     model, data = mlp_files
     report, folder = run(RunSettings(model=str(model), data=str(data), out=str(tmp_path), variants=("float",),
@@ -216,14 +217,15 @@ def test_latency_runs_zero_skips_timing_cleanly(mlp_files, tmp_path):
 
 
 def test_latency_needs_a_run():
-    from reporter import evaluate
+    from reporter.measure import evaluate
 
     with pytest.raises(ValueError, match="at least one timed run"):
         evaluate.latency_ms(b"", None, runs=0)
 
 
 def test_old_version_3_files_without_the_new_fields_still_read():
-    from reporter.report import SCHEMA_VERSION, Report
+    from reporter.model.report import SCHEMA_VERSION, Report
+    from reporter.findings import with_findings
 
     data = json.loads((HERE / "fixtures" / "report_v3.json").read_text())
     for v in data["variants"]:
@@ -232,7 +234,7 @@ def test_old_version_3_files_without_the_new_fields_still_read():
         del v["not_measured"]
     data["recommendation"]["selective"].pop("measurement_errors")
     data["recommendation"]["rule"]["selective"].pop("measurement_errors")
-    report = Report.from_dict(data)
+    report = with_findings(Report.from_dict(data))
     assert report.schema_version == SCHEMA_VERSION
     assert all(v.measurement_errors == {} for v in report.variants)
     assert all(f.not_measured == {} for f in report.findings.variants)
@@ -240,8 +242,9 @@ def test_old_version_3_files_without_the_new_fields_still_read():
 
 def test_float_without_metrics_renders_and_nothing_is_compared():
     """The reference's accuracy missing: no gap, no comparison, every format still renders."""
-    from reporter import render
-    from reporter.report import Report
+    from reporter.render import formats as render
+    from reporter.model.report import Report
+    from reporter.findings import with_findings
 
     data = json.loads((HERE / "fixtures" / "report.json").read_text())
     data.pop("findings")
@@ -249,7 +252,7 @@ def test_float_without_metrics_renders_and_nothing_is_compared():
     assert flt["name"] == "float"
     flt["metrics"] = None
     flt["measurement_errors"] = {"metrics": "ValueError: metrics exploded"}
-    report = Report.from_dict(data)
+    report = with_findings(Report.from_dict(data))
     found = report.findings
     assert found.gap.status == "not_measurable" and "float's accuracy was not measured" in found.gap.reason
     assert found.variant("float").direction == "not_measured"
@@ -262,15 +265,16 @@ def test_float_without_metrics_renders_and_nothing_is_compared():
 
 
 def test_recommended_model_without_metrics_is_not_called_a_fix():
-    from reporter import render
-    from reporter.report import Report
+    from reporter.render import formats as render
+    from reporter.model.report import Report
+    from reporter.findings import with_findings
 
     data = json.loads((HERE / "fixtures" / "report.json").read_text())
     data.pop("findings")
     sel = data["recommendation"]["selective"]
     sel["metrics"], sel["accuracy_gap_recovered"] = None, None
     sel["measurement_errors"] = {"metrics": "ValueError: metrics exploded"}
-    report = Report.from_dict(data)
+    report = with_findings(Report.from_dict(data))
     found = report.findings
     assert found.fix.status == "measured" and found.fix.share_of_gap is None
     assert "the recommended model's accuracy was not measured: ValueError: metrics exploded" in found.headline[1]
@@ -299,7 +303,7 @@ class _CountingLock:
 
 
 def test_latency_is_timed_under_the_timing_lock(broken, monkeypatch):
-    from reporter import evaluate
+    from reporter.measure import evaluate
 
     model = (broken[0] / "float.tflite").read_bytes()
     lock = _CountingLock()
@@ -334,7 +338,7 @@ def test_latency_is_timed_under_the_timing_lock(broken, monkeypatch):
 
 
 def test_file_lock_excludes_other_processes(tmp_path):
-    from reporter.batch import FileLock
+    from reporter.batch.worker import FileLock
 
     path = tmp_path / ".timing.lock"
     probe = ("import fcntl, os, sys\n"
@@ -346,14 +350,15 @@ def test_file_lock_excludes_other_processes(tmp_path):
 
 
 def test_batch_note_on_how_latency_was_timed():
-    from reporter.batch import latency_timing_note
-    from reporter.report import Report
-    from reporter.view import ReportView
+    from reporter.batch.runner import latency_timing_note
+    from reporter.model.report import Report
+    from reporter.findings import with_findings
+    from reporter.render.view import ReportView
 
     note = latency_timing_note(3)
     assert note.startswith("one model timed at a time across 3 worker processes")
     data = json.loads((HERE / "fixtures" / "report.json").read_text())
     data["settings"]["latency_timing"] = note
-    legend = dict(ReportView(Report.from_dict(data)).legend)
+    legend = dict(ReportView(with_findings(Report.from_dict(data))).legend)
     assert legend["Latency"].endswith("One model timed at a time across 3 worker processes; the other workers'"
                                       " conversions and evaluations may run on other cores meanwhile.")

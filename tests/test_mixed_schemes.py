@@ -38,8 +38,9 @@ def _independent_model(float_model: bytes, x_calib: np.ndarray, layers: list[str
 def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judged(mlp_run, mlp_files):
     from litert_quantizer import recipe
 
-    from reporter import evaluate, inputs
-    from reporter.settings import RunSettings
+    from reporter.measure import evaluate
+    from reporter.run import inputs
+    from reporter.run.settings import RunSettings
 
     folder, report = mlp_run
     rec = report["recommendation"]
@@ -81,12 +82,12 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
     significantly worse is not; within noise but larger is not lighter."""
     import dataclasses
 
-    from reporter import findings
-    from reporter.report import Report
+    from reporter.findings import derive as findings
+    from reporter.findings import report_from_json
 
     from pathlib import Path
 
-    base = Report.from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    base = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
     sel = base.recommendation.selective
 
     def alt(size_delta, only_sel, only_alt):
@@ -98,7 +99,7 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
                                       accuracy=sel.metrics.accuracy + (only_alt - only_sel) / n)
         model = dataclasses.replace(sel, name="alt_int16x8", converter="LiteRT Quantizer", metrics=metrics,
                                     size_bytes=sel.size_bytes + size_delta)
-        from reporter.report import Alternative
+        from reporter.model.report import Alternative
 
         rec = dataclasses.replace(base.recommendation, alternatives=[Alternative("int16x8", [], model)])
         return findings.derive(dataclasses.replace(base, recommendation=rec)).alternatives[0]

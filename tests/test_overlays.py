@@ -1,4 +1,4 @@
-"""Model Explorer overlays (reporter.overlays) on a real quantized model: the node-data files' format,
+"""Model Explorer overlays (reporter.debug.overlays) on a real quantized model: the node-data files' format,
 their keys against the model's ops and against the graph Model Explorer's own adapters build, the
 colour direction, non-finite values and untrusted names.
 
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reporter import overlays
-from reporter.overlays import Metric
+from reporter.debug import overlays
+from reporter.debug.overlays import Metric
 
 SNR = Metric("snr_db", "SNR (dB)", higher_is_better=True)
 RMSE = Metric("rmse_over_scale", "RMSE / scale", higher_is_better=False)

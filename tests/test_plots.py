@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from reporter import plots
-from reporter.report import RMSE_OVER_SCALE_IDEAL, Report, _build, migrate
+from reporter.render import plots
+from reporter.model.report import RMSE_OVER_SCALE_IDEAL, Report, _build, migrate
 
 FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
 OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "ADD", "MUL", "FULLY_CONNECTED", "PAD", "MEAN", "RELU6")

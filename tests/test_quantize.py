@@ -9,7 +9,7 @@ from reporter.cli import main
 
 @pytest.fixture(scope="module")
 def mlp(mlp_files):
-    from reporter import inputs
+    from reporter.run import inputs
 
     model_path, data_path = mlp_files
     return inputs.load_model(model_path), inputs.load_data(str(data_path), 100), model_path
@@ -17,10 +17,10 @@ def mlp(mlp_files):
 
 def test_calibrate_once_gives_the_public_debuggers_models(mlp):
     from independent import public_selective, without_conversion_metadata
-    from reporter.debugger import layer_statistics
-    from reporter.quantize import CALIBRATE_ONCE, FiqQuantizer
+    from reporter.debug.debugger import layer_statistics
+    from reporter.convert.quantize import CALIBRATE_ONCE, FiqQuantizer
 
-    from reporter.convert import convert
+    from reporter.convert.converter import convert
 
     model, data, path = mlp
     float_model = convert(model.make_converter, "float", data.x_calib)
@@ -40,7 +40,7 @@ def test_calibrate_once_gives_the_public_debuggers_models(mlp):
 
 
 def test_public_fallback_builds_the_same_models(mlp):
-    from reporter.quantize import PUBLIC_DEBUGGER, FiqQuantizer
+    from reporter.convert.quantize import PUBLIC_DEBUGGER, FiqQuantizer
 
     model, data, _ = mlp
     fast = FiqQuantizer(model.make_converter, data.x_calib)
@@ -52,7 +52,7 @@ def test_public_fallback_builds_the_same_models(mlp):
 
 
 def test_unknown_names_are_refused_with_the_closest_ones(mlp):
-    from reporter.quantize import FiqQuantizer, UnknownNodeError
+    from reporter.convert.quantize import FiqQuantizer, UnknownNodeError
 
     model, data, _ = mlp
     q = FiqQuantizer(model.make_converter, data.x_calib)
@@ -62,7 +62,7 @@ def test_unknown_names_are_refused_with_the_closest_ones(mlp):
 
 
 def test_run_falls_back_to_the_public_path_and_says_so(tmp_path, monkeypatch, mlp_files):
-    from reporter import quantize
+    from reporter.convert import quantize
 
     def moved():
         raise AttributeError("module 'tensorflow.lite.python.convert' has no attribute 'mlir_quantize'")

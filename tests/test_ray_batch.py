@@ -91,7 +91,7 @@ def test_the_ray_executor_without_ray_says_how_to_install_it(config, monkeypatch
 
 
 def test_the_batch_table_chooses_the_executor_and_bad_values_are_named(tmp_path, mlp_files):
-    from reporter.config import ConfigError, load
+    from reporter.batch.config import ConfigError, load
 
     model, data = mlp_files
     entry = f'[[model]]\nname = "mlp"\npath = "{model}"\ndata = "{data}"\n'

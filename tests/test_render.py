@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from reporter import render
-from reporter.report import SCHEMA_VERSION, Report
-from reporter.view import ReportView, shorten
+from reporter.findings import report_from_json
+from reporter.render import formats as render
+from reporter.model.report import SCHEMA_VERSION, Report
+from reporter.render.view import ReportView, shorten
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixtures" / "report.json"
@@ -25,7 +26,7 @@ GOLD = HERE / "gold"
 
 @pytest.fixture()
 def report():
-    return Report.from_json(FIXTURE.read_text())
+    return report_from_json(FIXTURE.read_text())
 
 
 def _scrub(text: str) -> str:
@@ -150,7 +151,7 @@ def _hostile(report):
     layers = [dataclasses.replace(layer, tensor_name=names[layer.tensor_name]) for layer in report.layers]
     rec = dataclasses.replace(report.recommendation,
                               denylisted_nodes=[names[n] for n in report.recommendation.denylisted_nodes])
-    from reporter import findings
+    from reporter.findings import derive as findings
 
     changed = dataclasses.replace(
         report, model=dataclasses.replace(report.model, name="<img src=x onerror=alert(1)>"), layers=layers,
@@ -242,7 +243,7 @@ def test_markdown_summary_fits_a_pr_comment(report):
 
 
 def test_json_round_trip(report):
-    again = Report.from_json(render.render(report, "json").decode())
+    again = report_from_json(render.render(report, "json").decode())
     assert again == report
     assert again.to_json() == FIXTURE.read_text()
 
@@ -251,7 +252,7 @@ def test_a_version_1_report_still_renders():
     """report.json files written before the search (schema 1) are migrated when read."""
     v1_text = (HERE / "fixtures" / "report_v1.json").read_text()
     assert json.loads(v1_text)["schema_version"] == 1
-    old = Report.from_json(v1_text)
+    old = report_from_json(v1_text)
     assert old.schema_version == SCHEMA_VERSION and old.recommendation.method == "rule"
     assert old.recommendation.search is None and old.layers[0].propagated_rmse_over_scale is None
     html = render.render(old, "html").decode()
@@ -267,7 +268,7 @@ def test_a_version_2_report_still_renders():
     """report.json files written before the findings (schema 2) get them derived when read."""
     v2_text = (HERE / "fixtures" / "report_v2.json").read_text()
     assert json.loads(v2_text)["schema_version"] == 2 and "findings" not in json.loads(v2_text)
-    old = Report.from_json(v2_text)
+    old = report_from_json(v2_text)
     assert old.schema_version == SCHEMA_VERSION and old.findings.gap.status == "recovered"
     assert old.findings.variant("fiq").vs_float.p_value is None  # not recorded in version 2: not invented
     assert "significance not recorded" in old.findings.variant("fiq").verdict

@@ -51,7 +51,7 @@ def test_a_drq_loss_is_blamed_on_the_layer_whose_weights_cause_it(drq_run):
 def test_keeping_the_blamed_layer_in_float_is_built_measured_and_wins_the_loss_back(drq_run):
     from litert_quantizer import quantizer, recipe
 
-    from reporter import evaluate
+    from reporter.measure import evaluate
 
     folder, report, data_path = drq_run
     data = np.load(data_path)

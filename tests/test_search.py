@@ -4,8 +4,8 @@ never help, the budget, the target, and the significance rules it relies on."""
 import numpy as np
 import pytest
 
-from reporter import judgement
-from reporter import search as srch
+from reporter.core import judgement
+from reporter.search import engine as srch
 
 N = 400  # selection samples
 
@@ -151,7 +151,7 @@ def test_gap_status():
 def test_candidate_models_are_built_once_within_a_memory_bound(monkeypatch):
     """The search's steps, their evaluation and the recommended model reuse one build per candidate;
     past the cache's byte limit a model is rebuilt rather than kept."""
-    from reporter import recommend
+    from reporter.search import recommend
 
     calls = []
 

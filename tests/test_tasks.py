@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from reporter import metrics as qmetrics
-from reporter.task import class_scores, predicted_classes
+from reporter.measure import metrics as qmetrics
+from reporter.measure.task import class_scores, predicted_classes
 
 
 # --- predicted classes and task detection ------------------------------------------------------------
@@ -22,14 +22,14 @@ def test_predicted_classes_thresholds_one_unit_and_argmaxes_several():
 
 
 def _data(y, labels_are_classes):
-    from reporter.inputs import Dataset
+    from reporter.run.inputs import Dataset
 
     x = np.zeros((len(y), 3), np.float32)
     return Dataset("d.npz", x, np.asarray(y), x, "x", labels_are_classes)
 
 
 def test_check_fit_one_output_with_0_1_labels_is_a_binary_classifier():
-    from reporter.inputs import check_fit
+    from reporter.run.inputs import check_fit
 
     assert check_fit(_data([0, 1, 1, 0], True), [-1, 3], 1, "m.keras") == 2
     assert check_fit(_data([1, 1, 1], True), [-1, 3], 1, "m.keras") == 2  # one class present: still binary
@@ -108,7 +108,7 @@ def test_paired_counts():
 
 # --- end to end -----------------------------------------------------------------------------------------
 def _run(model, data, out, name):
-    from reporter.pipeline import RunSettings, run
+    from reporter.run.pipeline import RunSettings, run
 
     settings = RunSettings(model=str(model), data=str(data), out=str(out), name=name, variants=("float", "fiq"),
                            formats=("json",), latency_runs=3, quiet=True)
@@ -219,7 +219,7 @@ def test_binary_sigmoid_report_tells_the_story_first(binary_run):
 def test_regression_report_with_rule_flags_makes_no_gap_claim(regression_files, tmp_path):
     """A regression output run with --first-layers 1: the gap is not measurable, and the report says
     what it measured (output error) instead of claiming FIQ is as accurate as float."""
-    from reporter.pipeline import RunSettings, run
+    from reporter.run.pipeline import RunSettings, run
     from story import check_story
 
     model, data = regression_files

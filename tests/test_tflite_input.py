@@ -13,9 +13,10 @@ from reporter.cli import main
 def cnn_tflite(demo_cache, tmp_path_factory):
     """The demo's digits CNN converted to a float .tflite by TF's converter, and its FIQ by TF's path
     (same calibration samples as `run` uses) for comparison."""
-    from reporter import convert as conv
-    from reporter import demo, inputs
-    from reporter.settings import RunSettings
+    from reporter.convert import converter as conv
+    from reporter.run import demo
+    from reporter.run import inputs
+    from reporter.run.settings import RunSettings
 
     model_path, data_path = demo.ensure_model("digits_cnn")
     loaded = inputs.load_model(model_path)
@@ -42,7 +43,7 @@ def tflite_report(cnn_tflite, tmp_path_factory):
 
 
 def _accuracy(model: bytes, data) -> float:
-    from reporter import evaluate
+    from reporter.measure import evaluate
 
     return float(np.mean(np.argmax(evaluate.predict(model, data.x), axis=1) == data.y))
 
@@ -68,7 +69,7 @@ def test_litert_fiq_is_close_to_tf_fiq_of_the_same_model(tflite_report, cnn_tfli
     """Same float model, same calibration samples, two quantizers: the accuracies differ by at most two
     points. They are not the same model: LiteRT Quantizer's static int8 recipe also quantizes the input
     and output (int8 I/O), where TF's FIQ keeps float I/O with QUANTIZE/DEQUANTIZE ops inside."""
-    from reporter import evaluate
+    from reporter.measure import evaluate
 
     folder, report = tflite_report
     _, _, tf_fiq, data = cnn_tflite

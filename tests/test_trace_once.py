@@ -6,8 +6,11 @@ import os
 import numpy as np
 import pytest
 
-from reporter import convert, evaluate, inputs, structure
-from reporter.quantize import FiqQuantizer
+from reporter.convert import converter as convert
+from reporter.measure import evaluate
+from reporter.run import inputs
+from reporter.measure import structure
+from reporter.convert.quantize import FiqQuantizer
 
 
 def _same_model(a: bytes, b: bytes, x, exact=True):
@@ -26,7 +29,7 @@ def _same_model(a: bytes, b: bytes, x, exact=True):
 def test_exported_once_converts_to_the_same_models(demo_cache, name):
     import tensorflow as tf
 
-    from reporter import demo
+    from reporter.run import demo
 
     model_path, data_path = demo.ensure_model(name, say=lambda text: None)
     loaded = inputs.load_model(model_path)  # the tool's factory: exports once
@@ -54,7 +57,7 @@ def test_exported_once_converts_to_the_same_models(demo_cache, name):
 
 def test_the_export_is_removed_after_the_run(mlp_files, tmp_path, monkeypatch):
     """Batch workers exit without running atexit: the pipeline removes the export itself."""
-    from reporter.pipeline import RunSettings, run
+    from reporter.run.pipeline import RunSettings, run
 
     made = []
     original = inputs.traced_once.__call__

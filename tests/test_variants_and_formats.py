@@ -85,7 +85,7 @@ def test_single_output_model_reports_output_error(tmp_path):
 
 
 def test_one_failing_variant_does_not_stop_the_others(tmp_path, monkeypatch, mlp_files):
-    from reporter import convert
+    from reporter.convert import converter as convert
 
     real = convert.convert
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from reporter import view
+from reporter.findings import report_from_json
+from reporter.render import view
 
 
 @pytest.mark.parametrize("value,ref,arrow", [
@@ -46,9 +47,9 @@ def test_formats(func, arg, text):
 def test_rule_comparison_and_verdicts_of_the_breast_cancer_fixture():
     from pathlib import Path
 
-    from reporter.report import Report
+    from reporter.model.report import Report
 
-    report = Report.from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
     v = view.ReportView(report)
     fiq = next(line for line in v.verdicts if line.startswith("FIQ"))
     assert "accuracy 63.2 % against float's 95.6 % (−32.5 points" in fiq
@@ -69,8 +70,8 @@ def test_long_names_are_shortened_in_the_middle(name, limit, short):
 def test_tiny_errors_and_near_equal_sizes_are_worded_so_that_they_read_right():
     """A regression variant with no error is 'no error', a tiny one is '< 0.01 %', never '0.00 %'; a size
     within 5 % of float is a percentage, never '1.0x smaller'."""
-    from reporter.findings import _size_words
-    from reporter.formatting import fmt_mse
+    from reporter.findings.derive import _size_words
+    from reporter.core.formatting import fmt_mse
 
     assert fmt_mse(0.0, 3100.0) == "MSE 0 (no error)"
     assert fmt_mse(0.0763, 3100.0) == "MSE 0.0763 (< 0.01 % of the float output's variance)"

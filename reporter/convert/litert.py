@@ -1,0 +1,183 @@
+"""LiteRT Quantizer: quantized models made from a float .tflite with recipes.
+
+The only module that imports `litert_quantizer`. It makes the variants of a float .tflite input
+(where TensorFlow's converter has nothing to convert), the weight-only variant of any model, and
+the models TF's converter cannot build: one scheme for most of the model and another (float,
+dynamic range, 16x8) for chosen layers. Static recipes are calibrated once; every model after that
+is built from the same calibration in milliseconds.
+
+Layers are named by their op's output tensor, as in the debugger and TF's denylist; LiteRT
+Quantizer matches recipe entries against an op's "scope", its output tensor names joined by ';'
+with a trailing ';', so each entry here matches exactly one op.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping, Optional
+
+import numpy as np
+
+from reporter.convert.quantize import check_names
+
+METHOD = "litert-quantizer"
+CONVERTER = "LiteRT Quantizer"
+
+# Variant -> LiteRT Quantizer recipe function (module `litert_quantizer.recipe`).
+RECIPES = {
+    "drq": "dynamic_wi8_afp32",
+    "fiq": "static_wi8_ai8",
+    "int16x8": "static_wi8_ai16",
+    "wo8": "weight_only_wi8_afp32",
+}
+# Variants only LiteRT Quantizer makes, whatever the input (TF's converter has no weight-only int8).
+ONLY_LITERT = {"wo8"}
+# Variants that need TensorFlow's converter: not available for a float .tflite input.
+NEEDS_TF_CONVERTER = {"f16", "int8_io"}
+# Schemes a chosen layer can be given instead of the model's (float = not quantized).
+LAYER_SCHEMES = ("float", "drq", "int16x8")
+STATIC = {"fiq", "int16x8"}
+# Lighter than float for the layers FIQ cannot keep in int8, tried beside keeping them float.
+MIXED_SCHEMES = ("int16x8", "drq")
+
+
+def _recipe(scheme: str) -> list[dict]:
+    from litert_quantizer import recipe
+
+    return getattr(recipe, RECIPES[scheme])()
+
+
+def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, str]:
+    """Output tensor name -> its op's scope, and -> its op type; the signature and its input name."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    tensors = it.get_tensor_details()
+    scopes, op_types = {}, {}
+    for op in it._get_ops_details():
+        names = [tensors[i]["name"] for i in op["outputs"] if i >= 0 and tensors[i]["name"]]
+        if not names:
+            continue
+        scope = ";".join(names) + ";"
+        for name in names:
+            scopes[name] = scope
+            op_types[name] = op["op_name"]
+    signatures = it.get_signature_list()
+    if not signatures:
+        raise ValueError("the model has no signature (LiteRT Quantizer calibrates through one)")
+    signature = next(iter(signatures))
+    inputs = signatures[signature]["inputs"]
+    if len(inputs) != 1:
+        raise ValueError(f"signature {signature!r} has {len(inputs)} inputs; quant-report measures one")
+    return scopes, op_types, signature, inputs[0]
+
+
+class LiteRtQuantizer:
+    """Calibrates a float .tflite once and builds any scheme from it, with chosen layers in float or
+    in another scheme.
+
+    Offers what the search needs of `reporter.convert.quantize.FiqQuantizer`: `quantize(nodes, ops)` is the
+    FIQ model with those layers (output tensor names) or op types kept in float.
+    """
+
+    method = METHOD
+    converter = CONVERTER
+
+    def __init__(self, float_model: bytes, x_calib: np.ndarray):
+        self.float_model = bytes(float_model)
+        self._x_calib = x_calib
+        self._scopes, self._op_types, self._signature, self._input = _scopes(self.float_model)
+        self._calibration = None
+        self.note = ""
+        self.calibrated = None  # no calibrated TF model: the dataflow is read from the float model
+        self.calibrated_from = "float model"
+
+    # --- calibration ---------------------------------------------------------------------------
+    def calibration(self):
+        """Min/max of every tensor over the calibration samples, collected once (int8 and 16x8
+        recipes read the same statistics)."""
+        if self._calibration is None:
+            from litert_quantizer import quantizer
+
+            q = quantizer.Quantizer(self.float_model, _recipe("fiq"))
+            data = {self._signature: [{self._input: self._x_calib[i:i + 1].astype(np.float32)}
+                                      for i in range(len(self._x_calib))]}
+            self._calibration = q.calibrate(data)
+        return self._calibration
+
+    # --- models --------------------------------------------------------------------------------
+    def recipe(self, scheme: str, layers: Mapping[str, str] = None, ops: Iterable[str] = ()) -> list[dict]:
+        """`scheme`'s recipe with each of `layers` (name -> "float", "drq" or "int16x8") and each op
+        type in `ops` given its own entry; later entries take precedence in LiteRT Quantizer."""
+        layers = dict(layers or {})
+        check_names(list(layers), self.tensor_names)
+        entries = list(_recipe(scheme))
+        for op in ops:
+            entries.append({"regex": ".*", "operation": op, "algorithm_key": "no_quantize"})
+        for name, layer_scheme in layers.items():
+            regex = "^" + re.escape(self._scopes[name]) + "$"
+            if layer_scheme == "float":
+                entries.append({"regex": regex, "operation": "*", "algorithm_key": "no_quantize"})
+            elif layer_scheme in LAYER_SCHEMES:
+                entries.extend(dict(entry, regex=regex) for entry in _recipe(layer_scheme))
+            else:
+                raise ValueError(f"unknown layer scheme {layer_scheme!r}; choose from {', '.join(LAYER_SCHEMES)}")
+        return entries
+
+    def build(self, scheme: str, layers: Mapping[str, str] = None, ops: Iterable[str] = ()) -> bytes:
+        from litert_quantizer import quantizer
+
+        entries = self.recipe(scheme, layers, ops)
+        q = quantizer.Quantizer(self.float_model, entries)
+        calibration = self.calibration() if q.need_calibration else None
+        return bytes(q.quantize(calibration, enable_progress_report=False).quantized_model)
+
+    def quantize(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> bytes:
+        """The FIQ model with the given layers and op types kept in float."""
+        return self.build("fiq", {n: "float" for n in denylisted_nodes}, denylisted_ops)
+
+    # --- names ---------------------------------------------------------------------------------
+    @property
+    def tensor_names(self) -> set:
+        return set(self._scopes)
+
+    def op_type(self, name: str) -> Optional[str]:
+        return self._op_types.get(name)
+
+    def check_nodes(self, nodes: Iterable[str]):
+        check_names(list(nodes), self.tensor_names)
+
+
+def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str] = (), calibration_samples: int = 0) -> str:
+    """The Python a user runs to build the model with LiteRT Quantizer themselves."""
+    lines = [
+        "import re",
+        "from litert_quantizer import quantizer, recipe",
+        "",
+        f"entries = recipe.{RECIPES[scheme]}()",
+    ]
+    for op in ops:
+        lines.append(f"entries.append({{'regex': '.*', 'operation': {op!r}, 'algorithm_key': 'no_quantize'}})")
+    if layers:
+        lines.append("# each layer is named by its op's output tensor; LiteRT Quantizer matches 'name;'")
+        lines.append("layers = {")
+        lines += [f"    {name!r}: {layer_scheme!r}," for name, layer_scheme in layers.items()]
+        lines.append("}")
+        lines += [
+            "for name, scheme in layers.items():",
+            "    regex = '^' + re.escape(name + ';') + '$'",
+            "    if scheme == 'float':",
+            "        entries.append({'regex': regex, 'operation': '*', 'algorithm_key': 'no_quantize'})",
+            "    else:",
+            f"        scheme_recipe = {{'drq': recipe.{RECIPES['drq']}, 'int16x8': recipe.{RECIPES['int16x8']}}}[scheme]",
+            "        entries += [dict(e, regex=regex) for e in scheme_recipe()]",
+        ]
+    lines.append("q = quantizer.Quantizer('float.tflite', entries)")
+    if scheme in STATIC:
+        calib = f"the same {calibration_samples} samples" if calibration_samples else "calibration samples"
+        lines.append(f"calibration = q.calibrate({{signature: [{{input_name: x[i:i + 1]}} for i in ...]}})  # {calib}")
+        lines.append("model = q.quantize(calibration).quantized_model")
+    else:
+        lines.append("model = q.quantize().quantized_model")
+    lines.append("open('model.tflite', 'wb').write(model)")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,31 @@
+"""The exit codes of every command, in one place (the CLI's --help and the README list them)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0  # every model reported (and passed the gate, if one was set)
+    FAILED = 1  # a model, its input or a report format failed
+    USAGE = 2  # the command line or the config file is wrong; nothing ran
+    GATE_FAILED = 3  # every model reported, but one lost more accuracy than the gate allows
+
+
+MEANING = {
+    ExitCode.OK: "every model reported (and passed the gate, if set)",
+    ExitCode.FAILED: "a model, its input or a report format failed",
+    ExitCode.USAGE: "usage error: a bad flag, value or config file; nothing ran",
+    ExitCode.GATE_FAILED: "the gate failed: a model lost more accuracy than --max-accuracy-drop allows",
+}
+
+
+def help_text() -> str:
+    return "exit codes:\n" + "\n".join(f"  {int(code)}  {MEANING[code]}" for code in ExitCode)
+
+
+def exit_code(failed: bool = False, gate_failed: bool = False) -> int:
+    """The one mapping from what happened to the exit code: a failure outranks a failed gate."""
+    if failed:
+        return int(ExitCode.FAILED)
+    return int(ExitCode.GATE_FAILED if gate_failed else ExitCode.OK)

@@ -1,0 +1,160 @@
+"""Every quantized variant, layer by layer: its error against float, the layer to blame, and for a
+variant that loses accuracy, the model with the blamed layers kept in float, built and measured.
+
+TF's debugger covers int8 full-integer models only; this covers every scheme from either converter
+(reporter.debug.layer_error runs float and quantized models side by side with every tensor kept). FIQ has
+the search (reporter.search.engine); the fixes here are for the other schemes, built by LiteRT Quantizer,
+which can keep chosen layers in float in any scheme.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from typing import Callable, Optional
+
+import numpy as np
+
+from reporter.core.errors import one_line
+from reporter.model.report import LayerError, LayerErrors, LayerStat, SchemeFix, VariantResult
+
+COMPARE_SAMPLES = 32  # samples run through both models with every tensor kept (per-tensor error converges fast)
+FIX_MAX_LAYERS = 3  # blamed layers tried in float, one more at a time, until the loss is gone
+FIXABLE = ("drq", "wo8", "int16x8")  # FIQ has the search; LiteRT Quantizer has no float16 or int8-I/O recipe
+
+
+def layer_errors(float_model: bytes, model: bytes, x: np.ndarray) -> LayerErrors:
+    """The variant against float, tensor by tensor; the comparison's failure is recorded, not raised."""
+    try:
+        from reporter.debug import layer_error
+
+        compared = layer_error.compare(float_model, model, x, max_samples=COMPARE_SAMPLES)
+        culprit = layer_error.culprit(compared)
+    except Exception as exc:  # noqa: BLE001 - the variant's other measurements stand
+        traceback.print_exc()  # into run.log
+        return LayerErrors(error=one_line(exc))
+    rows = [
+        LayerError(
+            index=e.index, op_name=e.op_name, tensor_name=e.tensor_name, float_tensor_name=e.float_tensor_name,
+            matched_by=e.matched_by, mse=_finite(e.mse), snr_db=_snr(e.snr_db), cosine=float(e.cosine),
+            snr_drop_db=_finite(e.snr_drop_db),
+            error_starts_here=e.snr_drop_db == math.inf and math.isfinite(e.snr_db),
+            weight_snr_db=_finite(e.weight_snr_db),
+            weight_mse=None if e.weight_mse is None else float(e.weight_mse), quantized_dtype=e.quantized_dtype,
+        )
+        for e in compared.layers
+    ]
+    return LayerErrors(rows, compared.samples, compared.unmatched, culprit.tensor_name if culprit else None,
+                       compared.note)
+
+
+CSV_COLUMNS = ("index", "op_name", "tensor_name", "float_tensor_name", "matched_by", "mse", "snr_db", "cosine",
+               "snr_drop_db", "error_starts_here", "weight_snr_db", "weight_mse", "quantized_dtype")
+
+
+def csv_text(errors: LayerErrors) -> str:
+    """layer_errors_<variant>.csv: every compared op output (an empty SNR means no error at all)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS + ("blamed",))
+    for e in errors.layers:
+        writer.writerow([("" if getattr(e, c) is None else getattr(e, c)) for c in CSV_COLUMNS]
+                        + [int(e.tensor_name == errors.culprit)])
+    return buf.getvalue()
+
+
+SNR_FLOOR_DB = -200.0  # an overflowing op (infinite error) is recorded at this SNR: JSON has no -inf
+
+
+def _snr(value) -> Optional[float]:
+    if value is None or math.isnan(value) or value == math.inf:
+        return None  # no error at all
+    return max(float(value), SNR_FLOOR_DB)
+
+
+def _finite(value) -> Optional[float]:
+    """JSON has no infinity: an error-free tensor's SNR (and anything not a finite number) is None."""
+    if value is None or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def blamed(errors: LayerErrors, limit: int = FIX_MAX_LAYERS) -> list[str]:
+    """The float model's names of the layers to try in float, most to blame first: the culprit, then the
+    layers that lose the most SNR."""
+    if not errors.layers:
+        return []
+    by_name = {e.tensor_name: e for e in errors.layers}
+    first = [by_name[errors.culprit]] if errors.culprit in by_name else []
+    # The culprit rule's own score (reporter.debug.layer_error.culprit_score: SNR lost with both sides capped at
+    # 60 dB, an exact input counting as 60) ranks the rest, so blame and the culprit agree.
+    scored = [(_score(e), e) for e in errors.layers]
+    losing = [e for score, e in sorted(((sc, e) for sc, e in scored if sc is not None and sc > 0),
+                                       key=lambda pair: (-pair[0], pair[1].index))]
+    return list(dict.fromkeys(e.float_tensor_name for e in first + losing))[:limit]
+
+
+def _score(e: LayerError) -> Optional[float]:
+    """SNR lost at this op, both sides capped at SNR_CEILING_DB (an error-free or exact side counts as the
+    ceiling); None when its inputs were not matched."""
+    from reporter.debug.layer_error import SNR_CEILING_DB
+
+    out = min(e.snr_db, SNR_CEILING_DB) if e.snr_db is not None else SNR_CEILING_DB
+    if e.error_starts_here:
+        return SNR_CEILING_DB - out
+    if e.snr_drop_db is None:
+        return None
+    return min(out + e.snr_drop_db, SNR_CEILING_DB) - out
+
+
+def fix(name: str, errors: LayerErrors, build: Callable[[list[str]], bytes],
+        measure: Callable[[bytes], VariantResult], still_loses: Callable[[VariantResult], bool],
+        code: Callable[[list[str]], str]) -> Optional[SchemeFix]:
+    """Keeps the blamed layers in float, one more at a time, and measures each model until one no longer
+    loses accuracy against float; returns the last model measured (fixed or not), or None when nothing
+    is blamed."""
+    names = blamed(errors)
+    if not names:
+        return None
+    result, layers = None, []
+    for k in range(1, len(names) + 1):
+        layers = names[:k]
+        try:
+            result = measure(build(layers))
+        except Exception as exc:  # noqa: BLE001 - the variant's report stands without its fix
+            traceback.print_exc()
+            return SchemeFix(layers, error=f"{name} with {', '.join(layers)} in float: {one_line(exc)}")
+        if not result.ok or not still_loses(result):
+            break
+    return SchemeFix(layers, result, code(layers))
+
+
+
+def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
+    """The debugger's table for a FIQ model the TFLite debugger cannot read (LiteRT Quantizer's), from its
+    comparison with float: each quantized op output's scale and zero point from the model, and its error
+    accumulated from the input as both the local and the propagated column (no per-layer verify exists
+    for it, so the search ranks layers by where the accumulated error jumps)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    details = {d["name"]: d for d in Interpreter(model_content=model).get_tensor_details()}
+    stats = []
+    for e in errors.layers:
+        d = details.get(e.tensor_name)
+        q = d.get("quantization_parameters", {}) if d else {}
+        scales = q.get("scales") if q else None
+        if d is None or e.mse is None or scales is None or len(scales) != 1 or not np.issubdtype(d["dtype"], np.integer):
+            continue  # a float op (kept float, or dequantized) or a per-channel output: no int8 grid to compare with
+        scale = float(scales[0])
+        bits = np.iinfo(d["dtype"]).bits
+        rmse = math.sqrt(e.mse) / scale if scale > 0 else 0.0
+        stats.append(LayerStat(
+            index=len(stats), op_name=e.op_name, tensor_name=e.float_tensor_name, tensor_idx=int(d["index"]),
+            num_elements=float(np.prod(d["shape"])) if len(d["shape"]) else 1.0, stddev=None, mean_error=None,
+            max_abs_error=None, mean_squared_error=e.mse, scale=scale, zero_point=int(q["zero_points"][0]),
+            range=scale * (2 ** bits - 1), rmse_over_scale=rmse, propagated_mean_squared_error=e.mse,
+            propagated_rmse_over_scale=rmse))
+    return stats

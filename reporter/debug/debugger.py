@@ -1,0 +1,89 @@
+"""The TFLite Quantization Debugger: per-layer error statistics, in two views.
+
+Local (per-layer verify): each quantized op's float twin gets the same quantized input, so the error
+is what that op makes. Propagated (whole-model verify): a float copy of the model runs beside the
+quantized one, so the error is what has piled up by that op. Both debug models come from the one
+calibration in `reporter.convert.quantize`.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Optional
+
+import numpy as np
+
+from reporter.convert.converter import representative_dataset
+from reporter.convert.quantize import FiqQuantizer
+from reporter.model.report import LayerStat
+
+
+def _statistics(debug_model: bytes, x_calib: np.ndarray):
+    """The debugger's CSV dump of one debug model, as a pandas frame and as text."""
+    import pandas as pd
+    import tensorflow as tf
+
+    debugger = tf.lite.experimental.QuantizationDebugger(
+        quant_debug_model_content=debug_model, debug_dataset=representative_dataset(x_calib))
+    debugger.run()
+    buf = io.StringIO()
+    debugger.layer_statistics_dump(buf)
+    return pd.read_csv(io.StringIO(buf.getvalue()))
+
+
+def _rmse_over_scale(mse: float, scale: float) -> float:
+    return math.sqrt(mse) / scale if scale > 0 else 0.0
+
+
+def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray) -> tuple[list[LayerStat], str]:
+    """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv."""
+    frame = _statistics(quantizer.debug_model(whole_model=False), x_calib)
+    propagated: dict[str, tuple[float, float]] = {}
+    whole = quantizer.debug_model(whole_model=True)
+    if whole is not None:
+        for row in _statistics(whole, x_calib).itertuples(index=False):
+            propagated[str(row.tensor_name)] = (float(row.mean_squared_error), float(row.scale))
+    layers = []
+    for i, row in enumerate(frame.itertuples(index=False)):
+        scale, mse = float(row.scale), float(row.mean_squared_error)
+        prop = propagated.get(str(row.tensor_name))
+        layers.append(
+            LayerStat(
+                index=i,
+                op_name=str(row.op_name),
+                tensor_name=str(row.tensor_name),
+                tensor_idx=int(row.tensor_idx),
+                num_elements=float(row.num_elements),
+                stddev=float(row.stddev),
+                mean_error=float(row.mean_error),
+                max_abs_error=float(row.max_abs_error),
+                mean_squared_error=mse,
+                scale=scale,
+                zero_point=int(row.zero_point),
+                range=255.0 * scale,
+                rmse_over_scale=_rmse_over_scale(mse, scale),
+                propagated_mean_squared_error=prop[0] if prop else None,
+                propagated_rmse_over_scale=_rmse_over_scale(prop[0], scale) if prop else None,
+            )
+        )
+    return layers, _csv(frame, propagated)
+
+
+def _csv(frame, propagated: dict) -> str:
+    """layer_stats.csv: every column of the debugger's dump, range, both rmse/scale views."""
+    frame = frame.copy()
+    frame["range"] = 255.0 * frame["scale"]
+    frame["rmse_over_scale"] = np.sqrt(frame["mean_squared_error"]) / frame["scale"]
+    if propagated:
+        frame["propagated_mean_squared_error"] = [propagated.get(str(n), (np.nan, 0))[0] for n in frame["tensor_name"]]
+        frame["propagated_rmse_over_scale"] = np.sqrt(frame["propagated_mean_squared_error"]) / frame["scale"]
+    return frame.to_csv(index=False)
+
+
+def check_not_everything(nodes: list[str], all_nodes: list[str]) -> Optional[str]:
+    """Why a denylist cannot be built (every debugged layer in it), or None."""
+    if all_nodes and set(all_nodes) <= set(nodes):
+        return ("every debugged layer would stay in float, so nothing would stay quantized; the TF debugger"
+                " refuses this ('Please check if the quantized model is in debug mode')")
+    return None

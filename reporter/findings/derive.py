@@ -1,0 +1,646 @@
+"""Findings: what the measured report means (the records are reporter.model.findings).
+
+`derive(report)` is a pure function of the measured report (no TensorFlow, no files): the verdict per
+variant with its significance, the gap and whether the fix closed it, the culprit layers and why,
+degenerate outputs, warnings, hints, the gate, and the headline a reader sees first. Thresholds come
+from reporter.core.judgement; numbers are worded with reporter.core.formatting. Templates only lay these out.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Optional
+
+from reporter.core import judgement as jd
+from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, FixFinding,
+                                        Findings, GapFinding, GateFinding, Notice, Reason, VariantFinding)
+from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_signed_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reporter.model.report import Metrics, Report, VariantResult
+
+NAMES = {"float": "Float", "drq": "DRQ", "fiq": "FIQ", "f16": "Float16", "int16x8": "16x8",
+         "int8_io": "Int8 I/O", "wo8": "Weight-only", "alt_float": "LiteRT, float layers",
+         "alt_int16x8": "16x8 layers", "alt_drq": "DRQ layers", "selective": "Recommended", "rule": "Rule"}
+
+
+# --- deriving them --------------------------------------------------------------------------------------
+def derive(report: "Report") -> Findings:
+    """The findings of a measured report. Pure: same report, same findings."""
+    task = ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes \
+        else "regression"
+    variants = [_variant(report, v) for v in _columns(report)]
+    gap = _gap(report, next((v for v in variants if v.name == "fiq"), None))
+    culprits = _culprits(report, gap)
+    fix = _fix(report, gap, variants)
+    limit = report.settings.get("max_accuracy_drop")
+    gate = gate_finding(report, variants, report.settings.get("gate_variant", "fiq"), limit) \
+        if limit is not None else None
+    return Findings(task=task, headline=_headline(report, variants, gap, culprits, fix), variants=variants, gap=gap,
+                    culprits=culprits, fix=fix, warnings=_warnings(report), hints=_hints(report, gap),
+                    gate=gate, recommendation=_recommendation_text(report, gap, fix),
+                    alternatives=_alternatives(report))
+
+
+def attach(report: "Report") -> "Report":
+    """The report with its findings, and the recommendation's sentence taken from them."""
+    import dataclasses
+
+    found = derive(report)
+    rec = report.recommendation
+    if rec is not None:
+        rec = dataclasses.replace(rec, summary=found.recommendation)
+    return dataclasses.replace(report, recommendation=rec, findings=found)
+
+
+def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFinding]) -> str:
+    """What the recommendation keeps in float and what that model measured, in one sentence."""
+    rec = report.recommendation
+    if rec is None:
+        return ""
+    if gap.status == "no_gap":
+        return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
+    search = rec.search
+    n = len(rec.denylisted_nodes)
+    if fix is None or fix.status == "not_built":
+        if rec.method == "search" and search is not None and search.target_met:
+            return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
+        if rec.method == "search":
+            return "The search found no layer whose float version helps measurably; FIQ stays as it is."
+        return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
+    layers = "1 layer" if n == 1 else f"{n} layers"
+    if fix.status == "failed":
+        return f"Keeping {layers} in float was chosen, but {fix.text}."
+    how = "The search keeps" if rec.method == "search" else "The rmse/scale rule keeps"
+    cost = f" at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ" if fix.size_cost_bytes is not None else ""
+    if fix.status == "measured":
+        text = f"{how} {layers} in float{cost}" + (
+            f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
+            if fix.output_mse is not None and fix.fiq_output_mse is not None else (f"; {fix.text}" if fix.text else ""))
+    else:
+        text = f"{how} {layers} in float and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
+               f" accuracy gap{cost} ({gap.reason})"
+    if rec.method == "search" and search is not None and not search.target_met:
+        text += "; the search's target was not reached"
+    if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
+        text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
+                 f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
+    return text + "."
+
+
+BLAMED_IN_HEADLINE = ("drq", "wo8", "int16x8", "f16", "int8_io")
+SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}
+
+
+def _alternatives(report: "Report") -> list[AlternativeFinding]:
+    """Each lighter scheme tried for the recommended layers, judged against the recommended model: a
+    lighter fix only when it is smaller and not worse beyond noise on the same samples."""
+    rec = report.recommendation
+    sel = rec.selective if rec else None
+    if rec is None or sel is None or not sel.ok:
+        return []
+    out = []
+    for alt in rec.alternatives:
+        words = SCHEME_NAMES.get(alt.scheme, alt.scheme)
+        m = alt.model
+        if not alt.applicable:
+            out.append(AlternativeFinding(alt.scheme, "", "not_applicable", text=(
+                f"{words.capitalize()} for the recommended layers is not applicable: it quantizes only ops with"
+                " weights, and none of them has any.")))
+            continue
+        if alt.error or m is None or not m.ok:
+            out.append(AlternativeFinding(alt.scheme, getattr(m, "converter", ""), "failed",
+                                          text=f"{words.capitalize()} for the recommended layers could not be built:"
+                                               f" {alt.error or (m.error if m else '')}"))
+            continue
+        size_delta = m.size_bytes - sel.size_bytes if m.size_bytes and sel.size_bytes else None
+        cmp = compare(m.metrics, sel.metrics, "selective") if m.metrics and sel.metrics else None
+        if cmp is None:
+            status = "not_lighter"
+        elif cmp.significant and cmp.delta < 0:
+            status = "worse"
+        elif size_delta is not None and size_delta < 0 and cmp.p_value is not None:
+            status = "lighter"
+        else:
+            status = "not_lighter"
+        what = (f"The recommended layers in {words} ({m.converter}): "
+                + (f"{fmt_percent(m.metrics.accuracy)}" if m.metrics else "accuracy not measured")
+                + (f", {cmp.text} against the recommended model" if cmp else "")
+                + (f", {fmt_signed_bytes(size_delta)}" if size_delta is not None else ""))
+        verdict = {"lighter": " — as accurate within noise and smaller: a lighter fix.",
+                   "worse": " — worse than keeping them in float.",
+                   "not_lighter": "."}[status]
+        if alt.scheme == "float":
+            verdict = (" — the same layers in float through the converter that mixes schemes, so that 16x8 and"
+                       " dynamic range are read against it too.")
+        out.append(AlternativeFinding(alt.scheme, m.converter, status if alt.scheme != "float" else "reference",
+                                      m.metrics.accuracy if m.metrics else None, cmp, size_delta, what + verdict))
+    return out
+
+
+def _columns(report: "Report") -> list:
+    cols = list(report.variants)
+    rec = report.recommendation
+    if rec and rec.selective:
+        cols.append(rec.selective)
+    if rec and rec.rule and rec.rule.selective and rec.method == "search":
+        cols.append(rec.rule.selective)
+    return cols
+
+
+def _main_metric(metrics: "Metrics") -> tuple[str, Optional[float]]:
+    if metrics.roc_auc is not None:
+        return "ROC AUC", metrics.roc_auc
+    if metrics.top5_accuracy is not None:
+        return "Top-5 accuracy", metrics.top5_accuracy
+    return "F1 (macro)", metrics.f1
+
+
+def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Comparison:
+    """Accuracy difference with its exact McNemar test, worded."""
+    delta = metrics.accuracy - ref_metrics.accuracy
+    paired = metrics.paired.get(reference) if metrics.paired else None
+    points = _points(delta)
+    if paired is None:
+        return Comparison(reference, delta, None, None, f"{points}, significance not recorded")
+    p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
+    sig = jd.significant(p)
+    if paired.reference_only == paired.variant_only == 0:
+        return Comparison(reference, delta, p, False, "±0.0 points: right on exactly the same samples")
+    if not sig:
+        return Comparison(reference, delta, p, False, f"within noise: {points}, {jd.p_text(p)}")
+    return Comparison(reference, delta, p, True, f"{points}, {jd.p_text(p)}")
+
+
+def _points(delta: float) -> str:
+    points = delta * 100.0
+    if abs(points) < 0.05:
+        return "±0.0 points"
+    return f"{points:+.1f} points".replace("-", "−")
+
+
+def _degenerate(metrics: "Metrics", ref: Optional["Metrics"]) -> Optional[Degenerate]:
+    cm = metrics.confusion_matrix
+    if not cm:
+        return None
+    totals = [sum(row[j] for row in cm) for j in range(len(cm[0]))]
+    n = sum(totals)
+    if n == 0 or len(totals) < 2:
+        return None
+    label = max(range(len(totals)), key=lambda j: (totals[j], -j))
+    share = totals[label] / n
+    float_share = 0.0
+    if ref is not None and ref.confusion_matrix:
+        ref_totals = [sum(row[j] for row in ref.confusion_matrix) for j in range(len(ref.confusion_matrix[0]))]
+        float_share = max(ref_totals) / max(sum(ref_totals), 1)
+    if share >= jd.DEGENERATE_SHARE and float_share < jd.DEGENERATE_SHARE:
+        return Degenerate(label, share, float_share)
+    return None
+
+
+def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
+    label = NAMES.get(v.name, v.name)
+    if not v.ok:
+        return VariantFinding(v.name, label, False, error=v.error or "", direction="failed",
+                              verdict=f"{label}: failed: {v.error}")
+    ref = report.variant("float")
+    ref = ref if ref is not None and ref.ok else None
+    fiq = report.variant("fiq")
+    fiq = fiq if fiq is not None and fiq.ok else None
+    size_ratio = v.size_bytes / ref.size_bytes if ref and ref.size_bytes and v.size_bytes else None
+    lat = v.latency_ms.median if v.latency_ms else None
+    ref_lat = ref.latency_ms.median if ref and ref.latency_ms else None
+    lat_ratio = lat / ref_lat if lat and ref_lat else None
+    slower = bool(lat_ratio and lat_ratio >= jd.LATENCY_NOTABLE_RATIO and v.name != "float")
+    base = dict(size_bytes=v.size_bytes, size_ratio=size_ratio, latency_ms=lat, latency_ratio=lat_ratio,
+                slower=slower, not_measured=dict(v.measurement_errors))
+    parts = []
+    quality_error = v.not_measured("metrics") or v.not_measured("output_error")
+    if quality_error:
+        what = "accuracy" if v.not_measured("metrics") else "output error"
+        parts.append(f"{what} not measured ({quality_error})")
+        finding = dict(direction="not_measured")
+    elif v.metrics is not None:
+        m = v.metrics
+        n = report.dataset.num_eval
+        low, high = jd.wilson_interval(round(m.accuracy * n), n)
+        main, main_value = _main_metric(m)
+        vs_float = compare(m, ref.metrics, "float") if ref and ref.metrics and v.name != "float" else None
+        vs_fiq = compare(m, fiq.metrics, "fiq") if fiq and fiq.metrics and v.name in ("selective", "rule") \
+            else None
+        degenerate = _degenerate(m, ref.metrics if ref else None) if v.name != "float" else None
+        if v.name == "float":
+            direction = "reference"
+        elif vs_float is None:
+            direction = "not_measurable"
+            if ref and ref.metrics is None:
+                parts.append("float's accuracy was not measured")
+        elif vs_float.significant is False or (vs_float.significant is None and not jd.nonzero(vs_float.delta)):
+            direction = "same"
+        else:
+            direction = "worse" if vs_float.delta < 0 else "better"
+        if vs_float is not None:
+            parts.append(f"accuracy {fmt_percent(m.accuracy)} against float's {fmt_percent(ref.metrics.accuracy)}"
+                         f" ({vs_float.text})")
+        else:
+            parts.append(f"accuracy {fmt_percent(m.accuracy)}")
+        if degenerate is not None:
+            parts.append(f"predicts class {degenerate.label} for {fmt_percent(degenerate.share, 0)} of samples")
+        finding = dict(direction=direction, accuracy=m.accuracy, accuracy_low=low, accuracy_high=high,
+                       main_metric=main, main_value=main_value, vs_float=vs_float, vs_fiq=vs_fiq,
+                       degenerate=degenerate)
+    else:
+        mse = v.output_error.mse if v.output_error else None
+        variance = v.output_error.float_variance if v.output_error else None
+        if v.name != "float" and mse is not None:
+            parts.append(f"output {fmt_mse(mse, variance)} against float")
+        finding = dict(direction="reference" if v.name == "float" else "not_measurable", output_mse=mse,
+                       output_variance=variance)
+    if v.name != "float" and size_ratio is not None:
+        parts.append(_size_words(size_ratio))
+    if v.name == "drq" and ref and v.size_bytes == ref.size_bytes and not v.tensor_types.get("int8"):
+        parts.append(_drq_words(report.model.largest_weight_elements))
+    if slower:
+        parts.append(f"{lat_ratio:.1f}x slower than float ({fmt_ms(lat)} vs {fmt_ms(ref_lat)} per sample)")
+    if v.name == "float":
+        parts = parts if quality_error else ["reference"]
+    verdict = f"{label}: " + "; ".join(parts)
+    blame = _blame(report, v, label, ref) if finding.get("direction") == "worse" else None
+    return VariantFinding(v.name, label, True, verdict=verdict, blame=blame, **base, **finding)
+
+
+def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[BlameFinding]:
+    """The layer to blame for a variant that loses accuracy, and what keeping the blamed layers in float
+    measured (a fix only when it is no longer worse than float beyond noise or the allowed drop)."""
+    errors = v.layer_errors
+    if errors is None or errors.culprit is None:
+        return None
+    row = next((e for e in errors.layers if e.tensor_name == errors.culprit), None)
+    if row is None:
+        return None
+    why = []
+    if row.error_starts_here:
+        snr = "no error" if row.snr_db is None else f"{row.snr_db:.1f} dB"
+        why.append(f"its output's SNR is {snr} although its inputs are exact")
+    elif row.snr_drop_db is not None:
+        why.append(f"{row.snr_drop_db:.1f} dB of SNR lost at this op")
+    where = f"{layer_of(row.tensor_name)} ({row.op_name}" + (f": {', '.join(why)})" if why else ")")
+    found = dict(tensor=row.tensor_name, layer=layer_of(row.tensor_name), op=row.op_name, snr_db=row.snr_db,
+                 snr_drop_db=row.snr_drop_db, weight_snr_db=row.weight_snr_db)
+    fix = v.fix
+    if fix is None:
+        return BlameFinding(**found, text=f"{label}'s per-layer error blames {where}.")
+    layers = ", ".join(layer_of(n) for n in fix.layers)
+    if fix.error or fix.model is None or not fix.model.ok:
+        return BlameFinding(**found, fix_status="failed", fix_layers=list(fix.layers),
+                            text=f"{label}'s per-layer error blames {where}; the model keeping {layers} in float"
+                                 f" could not be built: {fix.error or (fix.model.error if fix.model else '')}.")
+    m = fix.model
+    if m.metrics is None or ref is None or ref.metrics is None:
+        return BlameFinding(**found, fix_status="open", fix_layers=list(fix.layers), fix_converter=m.converter,
+                            text=f"{label}'s per-layer error blames {where}; keeping {layers} in float"
+                                 f" ({m.converter}) was built, but its accuracy was not measured.")
+    cmp = compare(m.metrics, ref.metrics, "float")
+    limit = report.settings.get("max_accuracy_drop")
+    fixed = not (cmp.significant and cmp.delta < 0) or (limit is not None and jd.within(-cmp.delta, limit))
+    result = (f"keeping {layers} in float ({m.converter}, {fmt_signed_bytes(m.size_bytes - v.size_bytes)} against"
+              f" {label}) gives {fmt_percent(m.metrics.accuracy)}, {cmp.text} against float")
+    text = (f"{label}'s loss is caused by {where}: {result}: fixed." if fixed else
+            f"{label}'s per-layer error blames {where}, but {result}: the loss stays.")
+    return BlameFinding(**found, fix_status="fixed" if fixed else "open", fix_layers=list(fix.layers),
+                        fix_accuracy=m.metrics.accuracy, fix_vs_float=cmp, fix_converter=m.converter, text=text)
+
+
+def _size_words(ratio: float) -> str:
+    if abs(ratio - 1) < 0.005:
+        return "same size as float"
+    if abs(ratio - 1) < 0.05:  # "1.0x smaller" reads as no change: say the percentage
+        return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'} than float"
+    return f"{1 / ratio:.1f}x smaller than float" if ratio < 1 else f"{ratio:.1f}x larger than float"
+
+
+def _drq_words(largest: Optional[int]) -> str:
+    if largest is not None and largest < jd.DRQ_MIN_WEIGHT_ELEMENTS:
+        return (f"DRQ quantized no weight: the largest weight tensor has {largest:,} elements, under the"
+                f" converter's minimum of {jd.DRQ_MIN_WEIGHT_ELEMENTS:,}")
+    if largest is not None:
+        return (f"DRQ quantized no weight although the largest weight tensor has {largest:,} elements"
+                " (the converter keeps weights in float for ops without a dynamic-range kernel)")
+    return "DRQ quantized no weight"
+
+
+def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
+    rec = report.recommendation
+    fiq = report.variant("fiq")
+    if fiq is None or not fiq.ok:
+        return GapFinding("not_measurable", "FIQ was not built" if fiq is None else f"FIQ failed: {fiq.error}")
+    if report.model.num_classes is None:
+        return GapFinding("not_measurable", "the model's output is not class scores, so there is no accuracy;"
+                                            " the report compares output error instead")
+    flt = report.variant("float")
+    for name, v in (("FIQ", fiq), ("float", flt)):
+        if v is not None and v.ok and v.not_measured("metrics"):
+            return GapFinding("not_measurable", f"{name}'s accuracy was not measured: {v.not_measured('metrics')}")
+    if rec is not None and rec.gap is not None:
+        g = rec.gap
+        # The stored p-value is the last comparison made (the fixed model's, once fixed); the gap's
+        # own p-value is FIQ's against float.
+        p = fiq_found.vs_float.p_value if fiq_found and fiq_found.vs_float else None
+        return GapFinding(g.status, g.reason, g.fiq_drop, p if p is not None else
+                          (g.p_value if g.status in ("gap", "no_gap") else None))
+    ref = report.variant("float")
+    if ref is None or not ref.ok or ref.metrics is None or fiq.metrics is None:
+        return GapFinding("not_measurable", "float was not measured")
+    c = compare(fiq.metrics, ref.metrics, "float")
+    drop = -c.delta
+    if drop <= 0:
+        return GapFinding("no_gap", "FIQ is at least as accurate as float", drop, c.p_value)
+    if c.significant is False:
+        return GapFinding("no_gap", f"the drop is within noise ({jd.p_text(c.p_value)})", drop, c.p_value)
+    return GapFinding("gap", f"FIQ loses {drop * 100:.1f} points", drop, c.p_value)
+
+
+def layer_of(tensor: str) -> str:
+    """The Keras layer a TFLite tensor comes from, read from its name: "model/normalization/Sub" ->
+    "normalization". Empty when the name has no scope."""
+    parts = [p for p in tensor.split(";")[0].split("/") if p]
+    return parts[-2] if len(parts) >= 2 else ""
+
+
+def _culprits(report: "Report", gap: GapFinding) -> list[Culprit]:
+    """The kept layers when a recommended model was built; else the rule's flags while a gap is open."""
+    rec = report.recommendation
+    if rec is None or gap.status == "no_gap":
+        return []
+    by_name = {layer.tensor_name: layer for layer in report.layers}
+    necessity = rec.search.necessity if rec.search else {}
+    classification = report.model.num_classes is not None
+    if rec.selective is not None:
+        names, kept = rec.denylisted_nodes, True
+    elif rec.method == "search":
+        return []  # the search measured that no layer helps: the rule's flags are not culprits
+    else:
+        names, kept = [layer.tensor_name for layer in report.layers if layer.suspect], False
+    out = []
+    for name in names:
+        layer = by_name.get(name)
+        reasons = []
+        if name in rec.forced_nodes:
+            reasons.append(Reason("forced", "asked for (--keep-float)"))
+        if name in necessity:
+            lost = necessity[name]
+            text = (f"without it, agreement with float on the selection data drops {lost * 100:.1f} points"
+                    if classification else f"without it, the selection score (1 - output MSE / variance) drops"
+                                           f" {lost:.3g}")
+            reasons.append(Reason("needed", text, lost))
+        if layer is not None:
+            if layer.rmse_over_scale > rec.threshold:
+                reasons.append(Reason("rmse_over_scale", f"RMSE/scale {layer.rmse_over_scale:.3g} is above the"
+                                                         f" rule's {rec.threshold:g}", layer.rmse_over_scale,
+                                      rec.threshold))
+            if layer.index < rec.first_layers:
+                reasons.append(Reason("first_layers", f"one of the first {rec.first_layers} layers",
+                                      layer.index, rec.first_layers))
+        out.append(Culprit(layer.index if layer else -1, layer.op_name if layer else "", name, layer_of(name),
+                           reasons, kept))
+    return out
+
+
+def culprit_phrase(culprits: list[Culprit]) -> str:
+    """"the SUB and MUL of layer normalization": culprits grouped by the layer they belong to."""
+    groups: "OrderedDict[str, list[str]]" = OrderedDict()
+    for c in culprits:
+        groups.setdefault(c.layer or c.tensor, []).append(c.op or "op")
+    pieces = []
+    for layer, ops in groups.items():
+        ops_text = _and(list(dict.fromkeys(ops)))
+        named = next(c for c in culprits if (c.layer or c.tensor) == layer)
+        pieces.append(f"the {ops_text} of layer {layer}" if named.layer else f"the {ops_text} tensor {layer}")
+    if len(pieces) > 3:
+        return f"{len(culprits)} layers, first {pieces[0]} and {pieces[1]}"
+    return _and(pieces)
+
+
+def _and(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _fix(report: "Report", gap: GapFinding, variants: list[VariantFinding]) -> Optional[FixFinding]:
+    rec = report.recommendation
+    if rec is None or gap.status == "no_gap":
+        return None
+    n = len(rec.denylisted_nodes)
+    rule = rec.rule
+    rule_bits = dict(rule_layers=len(rule.denylisted_nodes) if rule and rec.method == "search" else None,
+                     rule_share_of_gap=rule.accuracy_gap_recovered if rule and rec.method == "search" else None)
+    sel = rec.selective
+    if sel is None:
+        return FixFinding(n, False, "not_built", **rule_bits)
+    if not sel.ok:
+        return FixFinding(n, True, "failed", text=f"the recommended model failed: {sel.error}", **rule_bits)
+    found = next((v for v in variants if v.name == "selective"), None)
+    fiq = report.variant("fiq")
+    if sel.metrics is None:
+        missing = sel.not_measured("metrics") or sel.not_measured("output_error")
+        return FixFinding(n, True, "measured", size_cost_bytes=rec.size_cost_bytes,
+                          text=f"the recommended model's {'accuracy' if sel.not_measured('metrics') else 'output error'}"
+                               f" was not measured: {missing}" if missing else "",
+                          output_mse=sel.output_error.mse if sel.output_error else None,
+                          fiq_output_mse=fiq.output_error.mse if fiq and fiq.ok and fiq.output_error else None,
+                          **rule_bits)
+    if gap.status == "not_measurable":  # float's or FIQ's accuracy was not measured: nothing to win back
+        return FixFinding(n, True, "measured", accuracy=sel.metrics.accuracy, size_cost_bytes=rec.size_cost_bytes,
+                          text=gap.reason, **rule_bits)
+    won = sel.metrics.accuracy - fiq.metrics.accuracy if fiq and fiq.ok and fiq.metrics else None
+    status = gap.status if gap.status in ("recovered", "open") else "open"
+    return FixFinding(n, True, status, accuracy=sel.metrics.accuracy, points_won_back=won,
+                      share_of_gap=sel.accuracy_gap_recovered, vs_fiq=found.vs_fiq if found else None,
+                      vs_float=found.vs_float if found else None, size_cost_bytes=rec.size_cost_bytes,
+                      **rule_bits)
+
+
+def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Optional[FixFinding]) -> list[str]:
+    by = {v.name: v for v in variants}
+    fiq, flt = by.get("fiq"), by.get("float")
+    if flt is None or not flt.ok:
+        return ["The float model could not be measured, so nothing can be compared with it."]
+    if fiq is None:
+        return ["FIQ was not built (not among the variants asked for): " + _others(variants)] + _blames(variants)
+    if not fiq.ok:
+        return [f"FIQ could not be built: {fiq.error}."] + _blames(variants)
+    lines = []
+    size = _size_words(fiq.size_ratio) if fiq.size_ratio else ""
+    if gap.status == "not_measurable":
+        if fiq.output_mse is not None:
+            lines.append(f"The model's output is not class scores, so accuracy is not measured: FIQ's output"
+                         f" differs from float's, {fmt_mse(fiq.output_mse, fiq.output_variance)}; FIQ"
+                         f" is {size}.")
+        else:
+            lines.append(f"FIQ's accuracy gap is not measurable ({gap.reason}).")
+    elif gap.status == "no_gap":
+        what = (f"FIQ is {size} and as accurate as float ({fmt_percent(fiq.accuracy)} against"
+                f" {fmt_percent(flt.accuracy)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
+        if fiq.accuracy is not None and flt.accuracy is not None and fiq.accuracy < flt.accuracy:
+            what = (f"FIQ is {size} and loses {(flt.accuracy - fiq.accuracy) * 100:.1f} accuracy points"
+                    f" ({fmt_percent(flt.accuracy)} → {fmt_percent(fiq.accuracy)}), {gap.reason}")
+        lines.append(what + ": no layer needs to stay in float.")
+    else:
+        text = (f"FIQ loses {gap.fiq_drop * 100:.1f} accuracy points against float ({fmt_percent(flt.accuracy)} →"
+                f" {fmt_percent(fiq.accuracy)}, {jd.p_text(gap.p_value) if gap.p_value is not None else 'p not recorded'})")
+        if fiq.degenerate is not None:
+            text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of samples"
+        lines.append(text + ".")
+    if fix is not None and culprits:
+        where = culprit_phrase(culprits)
+        it = "it" if len(culprits) == 1 else "them"
+        if fix.status in ("recovered", "open") and fix.accuracy is not None:
+            won = (f"wins back {fix.points_won_back * 100:.1f} points ({fmt_percent(fix.share_of_gap, 0)} of the gap)"
+                   if fix.points_won_back is not None and fix.share_of_gap is not None else "was measured")
+            against = f"{fmt_percent(fix.accuracy)} against float's {fmt_percent(flt.accuracy)}" + (
+                f" ({fix.vs_float.text})" if fix.vs_float else "")
+            if fix.status == "recovered":
+                lines.append(f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}.")
+            else:
+                lines.append(f"The search blames {where}. Keeping {it} in float {won}, but the gap stays open:"
+                             f" {against}, {_cost(report, fix)}.")
+        elif fix.status == "measured" and fix.text and (fix.output_mse is None or fix.fiq_output_mse is None):
+            lines.append(f"A model keeping {where} in float was built, {_cost(report, fix)}, but {fix.text}.")
+        elif fix.status == "measured":
+            mse = (f"lowers the output error from MSE {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
+                   if fix.output_mse is not None and fix.fiq_output_mse is not None else "was measured")
+            lines.append(f"Keeping {where} in float {mse}, {_cost(report, fix)}.")
+        elif fix.status == "failed":
+            lines.append(f"Keeping {where} in float was chosen, but {fix.text}.")
+        else:
+            lines.append(f"The rmse/scale rule flags {where}; no model was built with {it} in float.")
+    elif fix is not None and fix.status == "not_built":
+        lines.append(_recommendation_text(report, gap, fix))
+    lines += _blames(variants)
+    if fiq.slower:
+        lines.append(f"On this machine FIQ runs {fiq.latency_ratio:.1f}x slower than float"
+                     f" ({fmt_ms(fiq.latency_ms)} against {fmt_ms(flt.latency_ms)} per sample, one thread).")
+    return lines
+
+
+def _blames(variants) -> list[str]:
+    """A line for each variant other than FIQ (which has the search) that loses accuracy: the layer to blame
+    and what keeping it in float measured."""
+    return [v.blame.text for v in variants if v.name in BLAMED_IN_HEADLINE and v.blame is not None]
+
+
+def _cost(report: "Report", fix: FixFinding) -> str:
+    flt = report.variant("float")
+    sel = report.recommendation.selective
+    cost = f"at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ"
+    if flt is not None and flt.ok and sel is not None and sel.ok and sel.size_bytes:
+        cost += f" ({fmt_bytes(sel.size_bytes)}, {_size_words(sel.size_bytes / flt.size_bytes)})"
+    return cost
+
+
+def _others(variants) -> str:
+    return "; ".join(v.verdict for v in variants if v.name != "float") or "only the float model was measured."
+
+
+def _warnings(report: "Report") -> list[Notice]:
+    out = []
+    ds = report.dataset
+    if ds.calibration_overlaps_eval:
+        out.append(Notice("calibration_overlap",
+                          f"Calibration used the first {ds.num_calibration:,} samples of the evaluation data (no"
+                          " x_calib given): calibration and evaluation data overlap, so the quantized scores may"
+                          " be optimistic."))
+    if report.model.stateful and report.layers:
+        out.append(Notice("stateful",
+                          "This model keeps state between invokes (variable tensors, as fused LSTM ops have)."
+                          " quant-report resets that state before every evaluation sample, but the TF Quantization"
+                          " Debugger does not: its per-layer numbers for stateful layers include state carried over"
+                          " from the previous sample, so a high RMSE/scale there can be a false alarm. Trust the"
+                          " measured accuracy first."))
+    k = report.model.num_classes
+    flt = report.variant("float")
+    if k and flt is not None and flt.ok and flt.metrics and flt.metrics.classes_present is not None:
+        missing = [c for c in range(k) if c not in set(flt.metrics.classes_present)]
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" …" if len(missing) > 10 else "")
+            out.append(Notice("classes_missing",
+                              f"The evaluation data has no samples of {len(missing)} of the model's {k} classes"
+                              f" ({shown}): macro precision, recall, F1 and balanced accuracy average over the"
+                              f" {k - len(missing)} classes present."))
+    failed = [v for v in _columns(report) if not v.ok]
+    for v in failed:
+        out.append(Notice("variant_failed", f"{NAMES.get(v.name, v.name)} failed: {v.error}"))
+    for v in _columns(report):
+        for measurement, error in (v.measurement_errors.items() if v.ok else ()):
+            out.append(Notice("measurement_failed", f"{NAMES.get(v.name, v.name)}: {_measurement_words(measurement)}"
+                                                    f" not measured: {error}"))
+    if report.debugger_error:
+        out.append(Notice("debugger_failed", f"The quantization debugger failed: {report.debugger_error}"))
+    rec = report.recommendation
+    if rec and rec.search and not rec.search.target_met and rec.selective is not None:
+        out.append(Notice("target_not_met", f"The search stopped before its target ({rec.search.target_text}):"
+                                            f" {rec.search.stop_reason}."))
+    return out
+
+
+def _measurement_words(measurement: str) -> str:
+    from reporter.model.report import MEASUREMENTS
+
+    return MEASUREMENTS.get(measurement, measurement)
+
+
+def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
+    out = []
+    if report.settings.get("latency_runs") == 0:
+        out.append(Notice("latency_skipped", "Latency was not measured: latency runs were set to 0."))
+    rec = report.recommendation
+    flagged = [layer for layer in report.layers if layer.suspect]
+    if gap.status == "no_gap" and flagged:
+        worst = max(flagged, key=lambda layer: layer.rmse_over_scale)
+        out.append(Notice("rule_false_alarm",
+                          f"The rmse/scale rule flags {len(flagged)} layer{'s' if len(flagged) != 1 else ''}"
+                          f" (worst: {worst.op_name} at {worst.rmse_over_scale:.3g}), but FIQ loses no accuracy"
+                          f" beyond noise, so keeping {'it' if len(flagged) == 1 else 'them'} in float is not"
+                          " needed."))
+    if report.layers and rec is not None and rec.method == "rule" and gap.status != "no_gap":
+        widest = max(report.layers, key=lambda layer: layer.range)
+        ranges = sorted(layer.range for layer in report.layers)
+        median = ranges[len(ranges) // 2]
+        if not widest.suspect and widest.range >= jd.WIDE_RANGE_FACTOR * jd.positive_floor(median):
+            out.append(Notice("wide_range",
+                              f"Layer {widest.index} ({widest.op_name}) has by far the widest range"
+                              f" ({fmt_number(widest.range)}) but an RMSE/scale of {widest.rmse_over_scale:.3f}, so"
+                              " the rule does not flag it. A wide range spreads the 256 int8 steps thinly; if the"
+                              " selective model does not recover the whole gap, try keeping this layer in float"
+                              f" too (for example with --first-layers {widest.index + 1}) or use --recommend"
+                              " search."))
+    return out
+
+
+def gate_finding(report: "Report", variants: list[VariantFinding], variant: str, limit: float) -> GateFinding:
+    """The accuracy gate: `variant` may lose at most `limit` (0..1) accuracy against float."""
+    found = next((v for v in variants if v.name == variant), None)
+    label = variant  # as the user named it (--gate-variant)
+
+    def result(passed, drop, p, message):
+        return GateFinding(passed, variant, limit, drop, p, message)
+
+    if found is None:
+        return result(False, None, None, f"{variant} was not built, so the gate cannot pass")
+    flt = next((v for v in variants if v.name == "float"), None)
+    if not found.ok or flt is None or not flt.ok:
+        return result(False, None, None, f"{variant if not found.ok else 'float'} failed, so the gate cannot pass")
+    if found.vs_float is None:
+        for name, f in ((variant, found), ("float", flt)):
+            if f.not_measured.get("metrics"):
+                return result(False, None, None, f"{name} accuracy was not measured ({f.not_measured['metrics']}),"
+                                                 " so the gate cannot pass")
+        return result(False, None, None, "the model's output is not class scores: the accuracy gate does not apply")
+    drop = -found.vs_float.delta
+    p = found.vs_float.p_value
+    noise = f", {jd.p_text(p)}" if p is not None else ""
+    points, lim = f"{drop * 100:.1f} points", f"{limit * 100:.1f}"
+    if jd.gate_passes(drop, limit):
+        return result(True, drop, p, f"{label} accuracy drop {points}{noise} is within the limit of {lim}")
+    return result(False, drop, p, f"{label} accuracy drop {points}{noise} exceeds the limit of {lim}")

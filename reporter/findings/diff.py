@@ -1,0 +1,346 @@
+"""Two runs compared: what a change did to each model and variant (`quant-report diff BASE NEW`).
+
+BASE and NEW are report.json files, report folders, or batch output folders (their index.json), matched
+by model name. Accuracy changes are tested on the same samples with McNemar (each report stores which
+samples every variant gets right, and a fingerprint of the evaluation data); where the samples differ
+or an older report did not store them, the report says so and tests nothing. Pure: no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from reporter.core import judgement as jd
+from reporter.core.errors import QuantReportError
+from reporter.findings.derive import NAMES
+from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_percent, fmt_signed_bytes
+from reporter.measure.metrics import unpack_correct
+from reporter.model.report import Report, VariantResult
+from reporter.findings import load_report
+
+DIFF_SCHEMA_VERSION = 1
+
+
+class DiffError(QuantReportError):
+    """BASE or NEW cannot be read as quant-report results."""
+
+
+# --- the records -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Change:
+    """One quantity in BASE and NEW."""
+
+    base: Optional[float]
+    new: Optional[float]
+    delta: Optional[float]
+    p_value: Optional[float] = None  # McNemar on the same samples (accuracy only)
+    significant: Optional[bool] = None  # None: not tested (other samples, or not stored)
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class VariantDiff:
+    name: str
+    label: str
+    status: str  # "changed", "unchanged", "added", "removed", "failed" (in either run)
+    accuracy: Optional[Change] = None
+    main_metric: str = ""
+    main: Optional[Change] = None
+    output_mse: Optional[Change] = None  # a model whose output is not class scores
+    size: Optional[Change] = None
+    latency: Optional[Change] = None
+    why: list[str] = field(default_factory=list)  # what changed, in words
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ModelDiff:
+    name: str
+    status: str  # "compared", "added", "removed", "failed" (in either run)
+    same_samples: Optional[bool] = None  # None: cannot tell (an older report stored no fingerprint)
+    samples_note: str = ""
+    variants: list[VariantDiff] = field(default_factory=list)
+    float_layers_added: list[str] = field(default_factory=list)
+    float_layers_removed: list[str] = field(default_factory=list)
+    gap: str = ""  # the recommended model's gap status, "recovered → open"
+    headline: str = ""
+    error: str = ""
+
+    @property
+    def changed(self) -> list[VariantDiff]:
+        return [v for v in self.variants if v.status != "unchanged"]
+
+    @property
+    def unchanged(self) -> list[VariantDiff]:
+        return [v for v in self.variants if v.status == "unchanged"]
+
+    def variant(self, name: str) -> Optional[VariantDiff]:
+        return next((v for v in self.variants if v.name == name), None)
+
+
+@dataclass(frozen=True)
+class GateFailure:
+    model: str
+    variant: str
+    base: float
+    new: float
+    drop: float
+    message: str
+
+
+@dataclass(frozen=True)
+class Diff:
+    schema_version: int
+    base: str
+    new: str
+    models: list[ModelDiff]
+    max_accuracy_drop: Optional[float] = None
+    gate_failures: list[GateFailure] = field(default_factory=list)
+
+    @property
+    def gate_passed(self) -> Optional[bool]:
+        return None if self.max_accuracy_drop is None else not self.gate_failures
+
+    @property
+    def summary(self) -> str:
+        compared = [m for m in self.models if m.status == "compared"]
+        changed = [m for m in compared if m.changed or m.float_layers_added or m.float_layers_removed]
+        parts = [f"{len(compared)} model{'s' if len(compared) != 1 else ''} compared, {len(changed)} changed"]
+        for status, word in (("added", "added"), ("removed", "removed"), ("failed", "failed in a run")):
+            n = sum(1 for m in self.models if m.status == status)
+            if n:
+                parts.append(f"{n} {word}")
+        if self.max_accuracy_drop is not None:
+            parts.append(f"gate {'passed' if self.gate_passed else 'FAILED'}"
+                         f" (limit: {self.max_accuracy_drop * 100:.1f} accuracy points below BASE)")
+        return "; ".join(parts)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, allow_nan=False) + "\n"
+
+
+# --- reading a side ------------------------------------------------------------------------------------
+def load_side(path) -> tuple[dict[str, Report], dict[str, str]]:
+    """The reports of one side by model name, and the models that failed there (name -> error)."""
+    path = Path(path)
+    if not path.exists():
+        raise DiffError(f"{path}: no such file or folder")
+    if path.is_dir():
+        if (path / "index.json").is_file():
+            return _from_index(path / "index.json")
+        if (path / "report.json").is_file():
+            path = path / "report.json"
+        else:
+            raise DiffError(f"{path}: neither a report folder (report.json) nor a batch folder (index.json)")
+    if path.name == "index.json":
+        return _from_index(path)
+    report = _read_report(path)
+    return {report.model.name: report}, {}
+
+
+def _read_report(path: Path) -> Report:
+    try:
+        return load_report(path)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DiffError(f"{path}: not a JSON file ({exc})") from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise DiffError(f"{path}: not a quant-report report.json ({exc})") from None
+
+
+def _from_index(path: Path) -> tuple[dict[str, Report], dict[str, str]]:
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as exc:
+        raise DiffError(f"{path}: not a quant-report index.json ({exc})") from None
+    reports, failed = {}, {}
+    for row in rows:
+        report_path = path.parent / row.get("folder", "") / "report.json"
+        if row.get("status") == "failed" or not report_path.is_file():
+            failed[row["name"]] = row.get("error") or "no report.json"
+            continue
+        reports[row["name"]] = _read_report(report_path)
+    return reports, failed
+
+
+# --- comparing -----------------------------------------------------------------------------------------
+def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> Diff:
+    base, base_failed = load_side(base_path)
+    new, new_failed = load_side(new_path)
+    renamed = ""
+    if _single(base_path) and _single(new_path) and len(base) == len(new) == 1 and set(base) != set(new):
+        # Two single reports are compared whatever their names (a model renamed between runs).
+        (old_name, report), = base.items()
+        renamed = f"Named {old_name} in BASE and {next(iter(new))} in NEW. "
+        base = {next(iter(new)): report}
+    names = list(dict.fromkeys([*base, *base_failed, *new, *new_failed]))
+    models = [_model(name, base.get(name), new.get(name), base_failed.get(name), new_failed.get(name))
+              for name in sorted(names)]
+    if renamed:
+        models = [dataclasses.replace(m, samples_note=(renamed + m.samples_note).strip()) for m in models]
+    failures = []
+    if max_accuracy_drop is not None:
+        for m in models:
+            for v in m.variants:
+                a = v.accuracy
+                if a is None or a.base is None or a.new is None:
+                    continue
+                drop = a.base - a.new
+                if not jd.gate_passes(drop, max_accuracy_drop):
+                    points = f"{-drop * 100:+.1f}".replace("-", "−")
+                    failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
+                        f"{m.name}: {v.label} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
+                        f" ({points} points; limit {max_accuracy_drop * 100:.1f} points)")))
+    return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
+
+
+def _single(path) -> bool:
+    """A report.json or a report folder, not a batch."""
+    path = Path(path)
+    return not (path.name == "index.json" or (path.is_dir() and (path / "index.json").is_file()))
+
+
+def _variants(report: Report) -> dict[str, VariantResult]:
+    found = {v.name: v for v in report.variants}
+    rec = report.recommendation
+    if rec and rec.selective:
+        found["selective"] = rec.selective
+    return found
+
+
+def _samples(base: Report, new: Report) -> tuple[Optional[bool], str]:
+    b, n = base.dataset, new.dataset
+    if b.fingerprint and n.fingerprint:
+        if b.fingerprint == n.fingerprint:
+            return True, ""
+        return False, (f"The evaluation data differ ({b.num_eval:,} samples from {b.source} in BASE,"
+                       f" {n.num_eval:,} from {n.source} in NEW): accuracy changes mix the model's and the"
+                       " data's, and no significance is computed.")
+    return None, (f"BASE or NEW does not record which samples were evaluated (a report written before"
+                  f" quant-report stored it; {b.num_eval:,} and {n.num_eval:,} samples): changes are shown"
+                  " without a significance test.")
+
+
+def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_error) -> ModelDiff:
+    if base is None and new is None:
+        return ModelDiff(name, "failed", error=f"failed in BASE ({base_error}) and in NEW ({new_error})")
+    if base is None:
+        if base_error:
+            return ModelDiff(name, "failed", error=f"failed in BASE: {base_error}")
+        return ModelDiff(name, "added", headline=f"{name}: new in NEW; " + _brief(new))
+    if new is None:
+        if new_error:
+            return ModelDiff(name, "failed", error=f"failed in NEW: {new_error}")
+        return ModelDiff(name, "removed", headline=f"{name}: not in NEW (was: {_brief(base)})")
+    same, note = _samples(base, new)
+    bv, nv = _variants(base), _variants(new)
+    order = [v for v in [*bv, *nv] if v in bv or v in nv]
+    variants = [_variant(v, bv.get(v), nv.get(v), same, base.dataset.num_eval) for v in dict.fromkeys(order)]
+    b_layers = _kept(base)
+    n_layers = _kept(new)
+    added = [n for n in n_layers if n not in b_layers]
+    removed = [n for n in b_layers if n not in n_layers]
+    gap = ""
+    bg, ng = _gap(base), _gap(new)
+    if bg != ng:
+        gap = f"{bg or 'none'} → {ng or 'none'}"
+    changed = [v for v in variants if v.status != "unchanged"]
+    if not changed and not added and not removed:
+        headline = f"{name}: no change beyond noise."
+    else:
+        bits = [f"{v.label} {'; '.join(v.why)}" for v in changed if v.why]
+        if added or removed:
+            bits.append(f"layers kept in float: {len(b_layers)} → {len(n_layers)}")
+        headline = f"{name}: " + "; ".join(bits) + "."
+    return ModelDiff(name, "compared", same, note, variants, added, removed, gap, headline)
+
+
+def _brief(report: Report) -> str:
+    fiq = report.variant("fiq")
+    if fiq is not None and fiq.ok and fiq.metrics:
+        return f"FIQ accuracy {fmt_percent(fiq.metrics.accuracy)}"
+    return f"{len(report.variants)} variants"
+
+
+def _kept(report: Report) -> list[str]:
+    rec = report.recommendation
+    return list(rec.denylisted_nodes) if rec and rec.selective else []
+
+
+def _gap(report: Report) -> str:
+    rec = report.recommendation
+    return rec.gap.status if rec and rec.gap else ""
+
+
+def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], same: Optional[bool],
+             num_eval: int) -> VariantDiff:
+    label = NAMES.get(name, name)
+    if b is None:
+        return VariantDiff(name, label, "added", why=["added"])
+    if n is None:
+        return VariantDiff(name, label, "removed", why=["removed"])
+    if not b.ok or not n.ok:
+        which = "BASE" if not b.ok else "NEW"
+        err = (b.error if not b.ok else n.error) or ""
+        return VariantDiff(name, label, "failed", why=[f"failed in {which}"], error=err)
+    why = []
+    accuracy = main = mse = None
+    main_label = ""
+    if b.metrics and n.metrics:
+        accuracy = _accuracy(b, n, same, num_eval)
+        if accuracy.significant or (accuracy.significant is None and jd.nonzero(accuracy.delta)):
+            why.append(f"accuracy {accuracy.text}")
+        main_label, bm, nm = _main(b), _main_value(b), _main_value(n)
+        if bm is not None and nm is not None:
+            main = Change(bm, nm, nm - bm, text=f"{bm:.3f} → {nm:.3f}")
+    elif b.output_error and n.output_error:
+        d = n.output_error.mse - b.output_error.mse
+        mse = Change(b.output_error.mse, n.output_error.mse, d, text=f"{b.output_error.mse:.4g} → {n.output_error.mse:.4g}")
+        if jd.nonzero(d / max(abs(b.output_error.mse), 1e-30)):
+            why.append(f"output MSE vs float {mse.text}")
+    size = None
+    if b.size_bytes and n.size_bytes:
+        size = Change(b.size_bytes, n.size_bytes, n.size_bytes - b.size_bytes,
+                      text=f"{fmt_bytes(b.size_bytes)} → {fmt_bytes(n.size_bytes)}")
+        if n.size_bytes != b.size_bytes:
+            why.append(f"size {fmt_signed_bytes(n.size_bytes - b.size_bytes)}")
+    latency = None
+    if b.latency_ms and n.latency_ms and b.latency_ms.median > 0:
+        ratio = n.latency_ms.median / b.latency_ms.median
+        latency = Change(b.latency_ms.median, n.latency_ms.median, n.latency_ms.median - b.latency_ms.median,
+                         text=f"{fmt_ms(b.latency_ms.median)} → {fmt_ms(n.latency_ms.median)}")
+        if (ratio >= jd.LATENCY_CHANGE_RATIO or ratio <= 1 / jd.LATENCY_CHANGE_RATIO) \
+                and abs(latency.delta) >= jd.LATENCY_CHANGE_MIN_MS:
+            why.append(f"latency {ratio:.2f}x")
+    return VariantDiff(name, label, "changed" if why else "unchanged", accuracy, main_label, main, mse, size,
+                       latency, why)
+
+
+def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval: int) -> Change:
+    ba, na = b.metrics.accuracy, n.metrics.accuracy
+    delta = na - ba
+    points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({f'{delta * 100:+.1f}'.replace('-', '−')} points"
+    if same:
+        b_ok = unpack_correct(b.metrics.correct_bits, num_eval)
+        n_ok = unpack_correct(n.metrics.correct_bits, num_eval)
+        if b_ok is not None and n_ok is not None:
+            p = jd.mcnemar_p(b_ok, n_ok)
+            if not (b_ok != n_ok).any():
+                return Change(ba, na, delta, p, False, f"{fmt_percent(na)}: right on exactly the same samples")
+            sig = jd.significant(p)
+            text = f"{points}, {jd.p_text(p)})" + ("" if sig else ", within noise")
+            return Change(ba, na, delta, p, sig, text)
+    return Change(ba, na, delta, None, None, f"{points}, not tested)")
+
+
+def _main(v: VariantResult) -> str:
+    m = v.metrics
+    return "ROC AUC" if m.roc_auc is not None else "Top-5 accuracy" if m.top5_accuracy is not None else "F1 (macro)"
+
+
+def _main_value(v: VariantResult) -> Optional[float]:
+    m = v.metrics
+    return m.roc_auc if m.roc_auc is not None else m.top5_accuracy if m.top5_accuracy is not None else m.f1

@@ -1,0 +1,119 @@
+"""Quality metrics of a variant's predictions, computed with scikit-learn."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from sklearn import metrics as skm
+
+from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired
+
+TOP_K = 5  # top-5 accuracy, for models with more classes than this
+
+
+def classification(
+    y_true: np.ndarray,
+    y_pred: np.ndarray,
+    num_classes: int,
+    float_pred: Optional[np.ndarray],
+    scores: Optional[np.ndarray] = None,
+) -> Metrics:
+    """Accuracy, macro precision/recall/F1, balanced accuracy, kappa, per class and confusion.
+
+    Macro averages are over the classes present in `y_true` (as balanced accuracy is, so macro
+    recall equals it); `per_class` lists every class of the model. `scores` (N, num_classes), from
+    reporter.measure.task.class_scores, add top-5 accuracy (more than 5 classes) and ROC AUC (2 classes).
+    """
+    y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
+    labels = list(range(num_classes))
+    p, r, f, s = skm.precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    per_class = [
+        ClassMetrics(label=i, precision=float(p[i]), recall=float(r[i]), f1=float(f[i]), support=int(s[i]))
+        for i in labels
+    ]
+    present = [i for i in labels if s[i] > 0]
+    macro = skm.precision_recall_fscore_support(y_true, y_pred, labels=present, average="macro", zero_division=0)
+    kappa = skm.cohen_kappa_score(y_true, y_pred, labels=labels)
+    return Metrics(
+        accuracy=float(skm.accuracy_score(y_true, y_pred)),
+        precision=float(macro[0]),
+        recall=float(macro[1]),
+        f1=float(macro[2]),
+        balanced_accuracy=float(_balanced_accuracy(y_true, y_pred)),
+        # kappa is NaN when both raters use one class only; report 0 (no agreement beyond chance).
+        cohen_kappa=0.0 if np.isnan(kappa) else float(kappa),
+        agreement_with_float=None if float_pred is None else float(np.mean(y_pred == float_pred)),
+        per_class=per_class,
+        confusion_matrix=skm.confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        top5_accuracy=top_k_accuracy(y_true, scores, num_classes) if scores is not None else None,
+        roc_auc=roc_auc(y_true, scores[:, 1]) if scores is not None and num_classes == 2 else None,
+        classes_present=present,
+    )
+
+
+def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: int = TOP_K) -> Optional[float]:
+    """Share of samples whose true label is among the k highest scores; None for k classes or fewer."""
+    if num_classes <= k:
+        return None
+    return float(skm.top_k_accuracy_score(y_true, scores, k=k, labels=list(range(num_classes))))
+
+
+def roc_auc(y_true: np.ndarray, positive_score: np.ndarray) -> Optional[float]:
+    """ROC AUC of the class-1 score; None when the labels hold one class only (AUC is undefined)."""
+    if len(np.unique(y_true)) < 2:
+        return None
+    return float(skm.roc_auc_score(y_true, positive_score))
+
+
+def paired(y_true: np.ndarray, reference_pred: np.ndarray, pred: np.ndarray) -> Paired:
+    """Discordant counts of two classifiers on the same samples (for McNemar's test)."""
+    ref_ok, ok = np.asarray(reference_pred) == y_true, np.asarray(pred) == y_true
+    return Paired(reference_only=int(np.sum(ref_ok & ~ok)), variant_only=int(np.sum(~ref_ok & ok)))
+
+
+def _balanced_accuracy(y_true, y_pred) -> float:
+    import warnings
+
+    with warnings.catch_warnings():
+        # sklearn warns when y_pred holds classes absent from y_true; the value is still right.
+        warnings.simplefilter("ignore")
+        return skm.balanced_accuracy_score(y_true, y_pred)
+
+
+def output_error(outputs: np.ndarray, float_outputs: np.ndarray) -> OutputError:
+    """Error of a variant's raw output against the float variant's output."""
+    diff = outputs.astype(np.float64) - float_outputs.astype(np.float64)
+    return OutputError(mse=float(np.mean(diff**2)), max_abs_error=float(np.max(np.abs(diff))),
+                       float_variance=float(np.var(float_outputs.astype(np.float64))))
+
+
+def pack_correct(correct: np.ndarray) -> str:
+    """Which samples are right, as base64 of numpy.packbits (1 bit a sample)."""
+    import base64
+
+    return base64.b64encode(np.packbits(np.asarray(correct, dtype=bool)).tobytes()).decode("ascii")
+
+
+def unpack_correct(text: str, n: int) -> Optional[np.ndarray]:
+    """The booleans `pack_correct` stored for `n` samples; None when nothing (or the wrong length) was stored."""
+    import base64
+
+    if not text:
+        return None
+    bits = np.unpackbits(np.frombuffer(base64.b64decode(text), dtype=np.uint8))
+    if len(bits) < n or len(bits) - n >= 8:
+        return None
+    return bits[:n].astype(bool)
+
+
+def fingerprint(x: np.ndarray, y: np.ndarray) -> str:
+    """sha256 of the evaluation inputs and labels, their shapes and dtypes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for a in (x, y):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.shape}|{a.dtype.str}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()

@@ -1,0 +1,173 @@
+"""The findings' records: what the measured report means, typed, saved in report.json beside the measurements.
+
+They are derived by reporter.findings.derive (one pure function); every renderer, the index, the gate and the
+CLI read them. This module only declares them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A variant's accuracy against a reference variant on the same samples (paired)."""
+
+    reference: str
+    delta: float  # variant - reference accuracy (0..1)
+    p_value: Optional[float]  # exact McNemar; None when the paired counts were not recorded
+    significant: Optional[bool]
+    text: str  # "−32.5 points (p < 0.001)", "within noise (+0.9 points, p = 1)"
+
+
+@dataclass(frozen=True)
+class Degenerate:
+    """A variant that predicts one class for (nearly) every sample, where float does not."""
+
+    label: int
+    share: float
+    float_share: float
+
+
+@dataclass(frozen=True)
+class BlameFinding:
+    """The layer a variant's per-layer error blames, and the measured fix when the variant loses accuracy."""
+
+    tensor: str
+    layer: str  # the model layer the tensor belongs to (see layer_of)
+    op: str
+    snr_db: Optional[float] = None
+    snr_drop_db: Optional[float] = None
+    weight_snr_db: Optional[float] = None
+    fix_status: str = "none"  # "fixed", "open", "failed", "none" (no fix built: the variant does not lose accuracy)
+    fix_layers: list[str] = field(default_factory=list)
+    fix_accuracy: Optional[float] = None
+    fix_vs_float: Optional[Comparison] = None
+    fix_converter: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class VariantFinding:
+    name: str
+    label: str
+    ok: bool
+    error: str = ""
+    # "reference", "same" (within noise), "worse", "better", "not_measurable", "not_measured" (its accuracy
+    # or output error failed to be measured), "failed"
+    direction: str = ""
+    accuracy: Optional[float] = None
+    accuracy_low: Optional[float] = None  # Wilson 95 % interval
+    accuracy_high: Optional[float] = None
+    main_metric: str = ""  # "ROC AUC", "Top-5 accuracy" or "F1 (macro)"
+    main_value: Optional[float] = None
+    vs_float: Optional[Comparison] = None
+    vs_fiq: Optional[Comparison] = None  # the recommended model and the rule's pick
+    size_bytes: Optional[int] = None
+    size_ratio: Optional[float] = None  # size / float size
+    latency_ms: Optional[float] = None
+    latency_ratio: Optional[float] = None  # latency / float latency
+    slower: bool = False  # beyond judgement.LATENCY_NOTABLE_RATIO
+    output_mse: Optional[float] = None  # regression: against the float output
+    output_variance: Optional[float] = None  # regression: the float output's variance (the MSE's scale)
+    degenerate: Optional[Degenerate] = None
+    verdict: str = ""  # one line
+    not_measured: dict[str, str] = field(default_factory=dict)  # measurement -> error (VariantResult's)
+    blame: Optional[BlameFinding] = None  # only for a quantized variant that loses accuracy
+
+
+@dataclass(frozen=True)
+class Reason:
+    kind: str  # "needed" (measured by the search), "rmse_over_scale", "first_layers", "forced"
+    text: str
+    value: Optional[float] = None
+    threshold: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A layer to blame: kept in float by the recommendation (or flagged by the rule, when nothing
+    was built), with the structured reasons."""
+
+    index: int
+    op: str
+    tensor: str
+    layer: str  # the Keras layer the tensor belongs to, read from its name ("" when unknown)
+    reasons: list[Reason] = field(default_factory=list)
+    kept: bool = False
+
+
+@dataclass(frozen=True)
+class GapFinding:
+    status: str  # "no_gap", "gap" (nothing fixed it), "recovered", "open" (partly), "not_measurable"
+    reason: str
+    fiq_drop: Optional[float] = None  # float - FIQ accuracy
+    p_value: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class FixFinding:
+    """The recommended model, as measured: only called a fix when it was built and measured."""
+
+    layers: int
+    built: bool
+    status: str  # "recovered", "open", "measured" (regression: output error only), "failed", "not_built"
+    accuracy: Optional[float] = None
+    points_won_back: Optional[float] = None  # recommended - FIQ accuracy (0..1)
+    share_of_gap: Optional[float] = None
+    vs_fiq: Optional[Comparison] = None
+    vs_float: Optional[Comparison] = None
+    size_cost_bytes: Optional[int] = None  # against FIQ
+    output_mse: Optional[float] = None
+    fiq_output_mse: Optional[float] = None
+    rule_layers: Optional[int] = None
+    rule_share_of_gap: Optional[float] = None
+    text: str = ""  # why it failed, when it did
+
+
+@dataclass(frozen=True)
+class AlternativeFinding:
+    """The recommended layers in a lighter scheme than float, against the recommended model."""
+
+    scheme: str  # "float" (LiteRT's own FIQ with them in float), "int16x8" or "drq"
+    converter: str
+    status: str  # "lighter" (as accurate within noise and smaller), "worse", "not_lighter", "not_applicable", "failed"
+    accuracy: Optional[float] = None
+    vs_recommended: Optional[Comparison] = None
+    size_delta_bytes: Optional[int] = None  # against the recommended model
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Notice:
+    code: str  # stable, for tools: "stateful", "calibration_overlap", "classes_missing", "measurement_failed", ...
+    text: str
+
+
+@dataclass(frozen=True)
+class GateFinding:
+    passed: bool
+    variant: str
+    limit: float
+    drop: Optional[float]
+    p_value: Optional[float]
+    message: str
+
+
+@dataclass(frozen=True)
+class Findings:
+    task: str  # "classification", "binary" (one sigmoid unit) or "regression"
+    headline: list[str]  # the story, in two or three sentences
+    variants: list[VariantFinding]
+    gap: GapFinding
+    culprits: list[Culprit]
+    fix: Optional[FixFinding]
+    warnings: list[Notice]
+    hints: list[Notice]
+    gate: Optional[GateFinding] = None
+    recommendation: str = ""  # one sentence: what the recommendation keeps in float and what that measured
+    alternatives: list[AlternativeFinding] = field(default_factory=list)
+
+    def variant(self, name: str) -> Optional[VariantFinding]:
+        return next((v for v in self.variants if v.name == name), None)

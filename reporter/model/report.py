@@ -1,0 +1,434 @@
+"""The report's data model: typed, frozen records that save to JSON and load back.
+
+report.json is the canonical output. Everything else (HTML, PDF, Markdown) is rendered from
+it, so this module must not import TensorFlow.
+
+Format history (SCHEMA_VERSION):
+  1: first version.
+  2: the recommendation is measured: `recommendation.method` ("search" or "rule"), `.search` (every
+     step with its float layers, size, selection score, accuracy, latency; evaluations, seconds,
+     selection data, target, target_met), `.rule` (the seed rule's denylist and its measured model),
+     `.gap` (no_gap / gap / recovered / open / not_measurable, with the McNemar p-value),
+     `.denylisted_ops`, `.forced_nodes`, `.quantizer`; `layers[].propagated_*` (whole-model verify).
+     `recommendation.denylisted_nodes` is the final pick and selective.tflite that model.
+     Version-1 files are migrated when read (`migrate`).
+  3: `findings` (reporter/findings.py: verdict per variant with significance, gap, culprits, fix,
+     warnings, hints, gate, the headline), derived from the measured report; every renderer reads
+     them. `metrics.top5_accuracy`, `.roc_auc`, `.classes_present`, `.paired` (discordant counts
+     against float and FIQ, for McNemar); `model.binary_sigmoid`; `model.largest_weight_elements`.
+     Version-2 files are migrated (the findings are derived when read).
+     Later additions with defaults (files without them still read as version 3):
+     `variants[].measurement_errors` ({measurement: one-line error} for a measurement of a built model
+     that failed: "analyzer", "ops", "metrics" / "output_error", "latency"; its field stays empty or null);
+     `findings.variants[].not_measured` (the same); `settings.latency_timing` (batch runs).
+  4: beyond TensorFlow's converter. `model.format` "tflite" (a float .tflite input); `variants[].converter`
+     ("TensorFlow converter", "LiteRT Quantizer", "given"); variant "wo8" (weight-only int8);
+     `variants[].layer_errors` (every quantized variant against float, tensor by tensor: MSE, SNR,
+     cosine, the SNR lost at each layer, weight SNR; the layer to blame); `variants[].fix` (a variant
+     that loses accuracy, rebuilt with the blamed layers in float, measured);
+     `recommendation.alternatives` (the recommended layers in 16x8 or DRQ instead of float, measured);
+     `variants[].overlays` (Model Explorer node-data files, one per metric); `metrics.correct_bits`
+     (which samples each variant gets right) and `dataset.fingerprint` (what was evaluated), so that
+     two runs can be paired (`quant-report diff`).
+     Version-3 files read as they are (every new field has a default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from reporter.model.findings import Findings
+
+SCHEMA_VERSION = 4
+
+# The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
+RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
+
+
+# What `VariantResult.measurement_errors` may name, with the words a report uses for each.
+MEASUREMENTS = {
+    "analyzer": "TFLite Analyzer text",
+    "ops": "operators and tensor types",
+    "metrics": "accuracy and metrics",
+    "output_error": "output error against float",
+    "latency": "latency",
+}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    source: str
+    format: str  # "keras", "h5" or "saved_model"
+    input_shape: list  # from the float TFLite model; -1 marks a dynamic dimension
+    num_classes: Optional[int]  # None when the output is not class scores
+    task: str  # "classification" or "regression"
+    stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
+    # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
+    binary_sigmoid: bool = False
+    largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    source: str
+    num_eval: int
+    num_calibration: int
+    calibration_overlaps_eval: bool
+    calibration_source: str  # "x_calib" or "x"
+    # sha256 of the evaluation inputs and labels (shapes, dtypes, bytes): two reports measured the same
+    # samples when these agree ("" in reports written before schema 4)
+    fingerprint: str = ""
+
+
+@dataclass(frozen=True)
+class Latency:
+    median: float
+    p90: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class ClassMetrics:
+    label: int
+    precision: float
+    recall: float
+    f1: float
+    support: int
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired correctness of two variants on the same samples: the discordant counts McNemar needs."""
+
+    reference_only: int  # samples the reference variant gets right and this one wrong
+    variant_only: int  # samples this variant gets right and the reference wrong
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Classification quality of one variant on the evaluation data."""
+
+    accuracy: float
+    precision: float  # macro average
+    recall: float
+    f1: float
+    balanced_accuracy: float
+    cohen_kappa: float
+    agreement_with_float: Optional[float]
+    per_class: list[ClassMetrics]
+    confusion_matrix: list[list[int]]
+    top5_accuracy: Optional[float] = None  # more than 5 classes: the true label among the 5 top scores
+    roc_auc: Optional[float] = None  # binary classifiers: from the class-1 score
+    # Classes with evaluation samples: macro averages and balanced accuracy are over these.
+    classes_present: Optional[list[int]] = None
+    paired: dict[str, Paired] = field(default_factory=dict)  # reference variant ("float", "fiq") -> counts
+    # Which evaluation samples it gets right, in order: numpy.packbits of the booleans, base64 ("" before
+    # schema 4). `quant-report diff` pairs two runs on the same samples with it (McNemar).
+    correct_bits: str = ""
+
+
+@dataclass(frozen=True)
+class OutputError:
+    """For models whose output is not class scores: error against the float variant's output."""
+
+    mse: float
+    max_abs_error: float
+    float_variance: Optional[float] = None  # variance of the float output, the scale the MSE is read on
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    name: str
+    status: str  # "ok" or "failed"
+    error: Optional[str] = None
+    size_bytes: Optional[int] = None
+    ops: dict[str, int] = field(default_factory=dict)
+    tensor_types: dict[str, int] = field(default_factory=dict)
+    latency_ms: Optional[Latency] = None
+    metrics: Optional[Metrics] = None
+    output_error: Optional[OutputError] = None
+    # Only for the selective model: (selective - fiq) / (float - fiq) accuracy.
+    accuracy_gap_recovered: Optional[float] = None
+    # The TFLite Analyzer's text, kept here so that every format renders from report.json alone.
+    analyzer_text: str = ""
+    # A measurement of a built and run model that failed: {"latency": "RuntimeError: ..."}. Its field
+    # stays None (or empty); the variant is still "ok" (it converted and ran). Keys: MEASUREMENTS.
+    measurement_errors: dict[str, str] = field(default_factory=dict)
+    # What built the model: "TensorFlow converter", "LiteRT Quantizer", or "given" (the float .tflite input).
+    converter: str = ""
+    layer_errors: Optional[LayerErrors] = None
+    fix: Optional[SchemeFix] = None
+    overlays: list[str] = field(default_factory=list)  # Model Explorer node-data files beside <name>.tflite
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def not_measured(self, measurement: str) -> Optional[str]:
+        """The error that kept `measurement` from being measured, or None."""
+        return self.measurement_errors.get(measurement)
+
+
+@dataclass(frozen=True)
+class LayerError:
+    """One op's output in a quantized model against the same tensor of the float model, over the same
+    samples: the error accumulated from the input up to this layer."""
+
+    index: int  # the op's position in the quantized model
+    op_name: str
+    tensor_name: str  # in the quantized model (Model Explorer overlays key on it)
+    float_tensor_name: str
+    matched_by: str  # "name" or "position"
+    mse: Optional[float]  # None: not finite (the quantized op overflowed)
+    snr_db: Optional[float]  # None: no error at all (infinite SNR)
+    cosine: float
+    snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs (None: see next)
+    error_starts_here: bool = False  # its inputs are exact and its output is not: all its error is its own
+    weight_snr_db: Optional[float] = None  # its quantized weights against the float weights
+    weight_mse: Optional[float] = None
+    quantized_dtype: str = ""
+
+
+@dataclass(frozen=True)
+class LayerErrors:
+    """A quantized variant compared with float tensor by tensor, and the layer it blames."""
+
+    layers: list[LayerError] = field(default_factory=list)
+    samples: int = 0
+    unmatched: int = 0
+    culprit: Optional[str] = None  # tensor name of the layer to blame
+    note: str = ""
+    error: Optional[str] = None  # the comparison failed (the variant's other measurements stand)
+
+
+@dataclass(frozen=True)
+class SchemeFix:
+    """A variant that lost accuracy, rebuilt with the blamed layers kept in float and measured."""
+
+    layers: list[str]  # tensor names kept in float
+    model: Optional["VariantResult"] = None
+    code: str = ""
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """The recommended layers given a lighter scheme than float (16x8 or dynamic range), measured."""
+
+    scheme: str  # "int16x8" or "drq"
+    layers: list[str]
+    model: Optional["VariantResult"] = None
+    applicable: bool = True  # False: the scheme changes none of these layers (e.g. DRQ on ops without weights)
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class LayerStat:
+    """One row of the quantization debugger's layer statistics, plus derived columns."""
+
+    index: int
+    op_name: str
+    tensor_name: str
+    tensor_idx: int
+    num_elements: float
+    stddev: Optional[float]  # None: not measured (a LiteRT Quantizer model, compared by reporter.debug.blame)
+    mean_error: Optional[float]
+    max_abs_error: Optional[float]
+    mean_squared_error: float
+    scale: float
+    zero_point: int
+    range: float
+    rmse_over_scale: float
+    # Whole-model verify: the error accumulated by this op (a float copy of the model runs beside).
+    propagated_mean_squared_error: Optional[float] = None
+    propagated_rmse_over_scale: Optional[float] = None
+    suspect: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GapStatus:
+    """Whether FIQ lost accuracy beyond noise, and whether the recommended model won it back."""
+
+    status: str  # "no_gap", "gap" (not fixed), "recovered", "open" (partly fixed), "not_measurable"
+    drop: Optional[float] = None  # float - model accuracy: FIQ's, or the recommended model's once fixed
+    p_value: Optional[float] = None  # exact McNemar test of that drop
+    fiq_drop: Optional[float] = None  # float - FIQ accuracy
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SelectionData:
+    """The samples the search chose on: never the evaluation samples without saying so."""
+
+    source: str  # "x_calib" or "x" (a held-out part of the evaluation data)
+    num_samples: int
+    score: str  # what the selection score measures
+    overlaps_evaluation: bool
+    heldout_num: Optional[int] = None  # evaluation samples the search did not see (when it overlaps)
+    heldout_accuracy: dict = field(default_factory=dict)  # float / fiq / selective accuracy on them
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    denylisted_nodes: list[str]
+    size_bytes: int
+    selection_score: float
+    phase: str  # "fiq", "probe", "add", "drop", "rule"
+    change: str
+    accepted: bool
+    accuracy: Optional[float] = None  # on the evaluation data (classification)
+    output_mse: Optional[float] = None  # on the evaluation data, against float (regression)
+    latency_ms: Optional[float] = None
+    pareto: bool = False  # no other step is both smaller and more accurate
+    chosen: bool = False
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    steps: list[SearchStep]
+    evaluations: int
+    seconds: float
+    seconds_per_candidate: float
+    selection_data: SelectionData
+    target: float  # the selection score aimed at
+    target_text: str
+    target_met: bool
+    stop_reason: str
+    budget: int
+    necessity: dict[str, float] = field(default_factory=dict)  # node -> selection score lost without it
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """The seed notebook's rule (rmse/scale above a threshold, plus the first N layers), measured."""
+
+    threshold: float
+    first_layers: int
+    denylisted_nodes: list[str]
+    selection_score: Optional[float] = None
+    selective: Optional["VariantResult"] = None
+    accuracy_gap_recovered: Optional[float] = None
+    error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    threshold: float
+    first_layers: int
+    denylisted_nodes: list[str]
+    code: str
+    summary: str  # one sentence on what was found and what the selective model achieved
+    selective: Optional[VariantResult] = None
+    size_cost_bytes: Optional[int] = None  # selective size - FIQ size
+    method: str = "rule"  # "search" or "rule"
+    denylisted_ops: list[str] = field(default_factory=list)
+    forced_nodes: list[str] = field(default_factory=list)  # --keep-float
+    gap: Optional[GapStatus] = None
+    search: Optional[SearchResult] = None
+    rule: Optional[RuleResult] = None
+    quantizer: str = ""  # "calibrate-once", "public-debugger" or "litert-quantizer"
+    quantizer_note: str = ""
+    alternatives: list[Alternative] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Report:
+    schema_version: int
+    generated_at: str
+    tool_version: str
+    tensorflow_version: str
+    model: ModelInfo
+    dataset: DatasetInfo
+    variants: list[VariantResult]
+    layers: list[LayerStat]
+    recommendation: Optional[Recommendation]
+    timings_s: dict[str, float]
+    settings: dict[str, Any]
+    debugger_error: Optional[str] = None
+    findings: Optional[Any] = None  # reporter.findings.derive.Findings, derived from everything above
+
+    def variant(self, name: str) -> Optional[VariantResult]:
+        """The variant called `name`, the selective model included, or None."""
+        for v in self.variants:
+            if v.name == name:
+                return v
+        if name == "selective" and self.recommendation:
+            return self.recommendation.selective
+        return None
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Report":
+        data = migrate(data)
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise ValueError(
+                f"report schema_version {version!r} is not supported (this tool reads {SCHEMA_VERSION})"
+            )
+        data = dict(data)
+        stored = data.pop("findings", None)
+        report = _build(cls, data)
+        # Only loads: a report whose findings were dropped by `migrate` gets them from
+        # reporter.findings.load_report, the one place that derives them.
+        return dataclasses.replace(report, findings=_build(Findings, stored) if stored is not None else None)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Report":
+        return cls.from_dict(json.loads(text))
+
+
+def migrate(data: dict) -> dict:
+    """Brings an older report.json up to SCHEMA_VERSION, so that every saved report still renders."""
+    if data.get("schema_version") == 1:
+        data = json.loads(json.dumps(data))  # a deep copy: the caller's dict stays as it was
+        data["schema_version"] = 2
+        rec = data.get("recommendation")
+        if rec is not None:
+            rec.setdefault("method", "rule")
+    if data.get("schema_version") == 2:
+        # Version 3 only adds fields with defaults; the findings are derived when the report is built.
+        data = json.loads(json.dumps(data))
+        data["schema_version"] = 3
+        data.pop("findings", None)
+    if data.get("schema_version") == 3:
+        # Version 4 only adds fields with defaults; the findings are derived again (they may say more).
+        data = json.loads(json.dumps(data))
+        data["schema_version"] = 4
+        data.pop("findings", None)
+    return data
+
+
+def _build(tp, value):
+    """Builds a value of type `tp` (a dataclass, list, dict or Optional of them) from JSON data."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(inner[0], value)
+    if origin is list:
+        (item,) = typing.get_args(tp) or (Any,)
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp) or (str, Any)
+        return {k: _build(item, v) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = set(value) - names
+        if unknown:
+            raise ValueError(f"unknown keys in {tp.__name__}: {', '.join(sorted(unknown))}")
+        return tp(**{k: _build(hints[k], v) for k, v in value.items()})
+    return value

@@ -1,0 +1,227 @@
+"""Rendering: report.json into HTML, PDF, Markdown and JSON, through the Jinja templates.
+
+Nothing here imports TensorFlow, so `quant-report render report.json` works without it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+import jinja2
+import markupsafe
+
+from reporter.model.report import Report
+from reporter.render.view import SHORT_NAMES, ReportView
+
+from reporter.render import FILE_NAMES, FORMATS
+
+ANALYZER_MAX_LINES = 400  # per variant in the appendix; the full text is in analyzer_<variant>.txt
+
+
+def templates_dir() -> Path:
+    """The templates: inside the installed package (reporter/templates/), or the repository's top-level
+    templates/."""
+    packaged = Path(__file__).resolve().parents[1] / "templates"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "templates"
+
+
+def environment(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters["md"] = md_cell
+    env.filters["thousands"] = lambda n: f"{n:,}"
+    env.filters["truncate_lines"] = truncate_lines
+    env.filters["breakable"] = breakable
+    env.filters["tensor_name"] = tensor_name
+    env.filters["md_code"] = md_code
+    return env
+
+
+BREAK_AFTER = re.compile(r"([/;_])")
+TENSOR_NAME_LIMIT = 60  # longer tensor names are shortened in the middle in tables
+
+
+def breakable(value) -> markupsafe.Markup:
+    """Escaped text that may wrap only after '/', ';' or '_' (op and tensor names never break mid-word)."""
+    pieces = BREAK_AFTER.split(str(value))  # text, separator, text, ...
+    out = []
+    for i, piece in enumerate(pieces):
+        out.append(str(markupsafe.escape(piece)))
+        if i % 2 == 1:
+            out.append("<wbr>")
+    return markupsafe.Markup("".join(out))
+
+
+def tensor_name(value, limit: int = TENSOR_NAME_LIMIT) -> markupsafe.Markup:
+    """A tensor name for a table cell: shortened in the middle when long, the full name on hover."""
+    from reporter.render.view import shorten
+
+    text = str(value)
+    short = shorten(text, limit)
+    if short == text:
+        return breakable(text)
+    return markupsafe.Markup('<span title="{}">{}</span>').format(text, breakable(short))
+
+
+def md_code(value, limit: int = 48) -> str:
+    """A name as a Markdown code span (shortened in the middle when long): no escaping needed inside,
+    except the pipe, which GitHub's tables split on."""
+    from reporter.render.view import shorten
+
+    text = shorten(str(value).replace("\n", " "), limit).replace("|", "\\|")
+    fence = "``" if "`" in text else "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_cell(value) -> str:
+    """Text safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML, no entities
+    (Markdown's backslash escapes keep '<', '>' and '&' literal)."""
+    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    for ch in "<>&`*[]":
+        text = text.replace(ch, "\\" + ch)
+    # An underscore inside a word never starts emphasis (tensor_name stays readable); at a word's
+    # edge it could.
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
+
+
+def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
+    lines = text.splitlines()
+    if len(lines) <= limit:
+        return text
+    return "\n".join(lines[:limit]) + f"\n… {len(lines) - limit} more lines in the analyzer_*.txt file"
+
+
+def render_html(report: Report) -> bytes:
+    from reporter.render import plots# matplotlib (0.3 s to import) only when a format needs the charts
+
+    view = ReportView(report)
+    images = {
+        "confusion": plots.confusion_matrices(report, SHORT_NAMES) if view.is_classification else "",
+        "ranges": plots.layer_ranges(report) if report.layers else "",
+        "rmse": plots.layer_rmse(report) if report.layers else "",
+        "tradeoff": plots.tradeoff(report),
+    }
+    # Our own stylesheet, not data: it must not be escaped (quotes and '>' are CSS syntax).
+    css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))
+    html = environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css)
+    return html.encode("utf-8")
+
+
+def render_md(report: Report) -> bytes:
+    view = ReportView(report)
+    return environment(False).get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")
+
+
+def render_json(report: Report) -> bytes:
+    return report.to_json().encode("utf-8")
+
+
+def render_pdf(report: Report, html: bytes = None) -> bytes:
+    """The HTML report through WeasyPrint, which may fetch nothing but data: URIs."""
+    import logging
+
+    import weasyprint
+
+    logging.getLogger("weasyprint").setLevel(logging.ERROR)
+    logging.getLogger("fontTools").setLevel(logging.ERROR)
+    html = html if html is not None else render_html(report)
+    document = weasyprint.HTML(string=html.decode("utf-8"), url_fetcher=DataOnlyFetcher(), base_url=None)
+    # fontTools stamps the embedded font subsets with the current time unless SOURCE_DATE_EPOCH is set.
+    saved = os.environ.get("SOURCE_DATE_EPOCH")
+    os.environ["SOURCE_DATE_EPOCH"] = "0"
+    try:
+        return document.write_pdf(pdf_identifier=b"quant-report")
+    finally:
+        if saved is None:
+            del os.environ["SOURCE_DATE_EPOCH"]
+        else:
+            os.environ["SOURCE_DATE_EPOCH"] = saved
+
+
+def _data_only_fetcher_class():
+    from weasyprint.urls import URLFetcher
+
+    class _DataOnlyFetcher(URLFetcher):
+        """Refuses every URL that is not a data: URI, so a report can read no file and no network."""
+
+        def __init__(self):
+            super().__init__(allowed_protocols={"data"}, allow_redirects=False)
+            self.refused = []
+
+        def fetch(self, url, headers=None):
+            if not url.lower().startswith("data:"):
+                self.refused.append(url)
+                raise ValueError(f"quant-report refuses to fetch {url[:80]!r}: only data: URIs are allowed")
+            return super().fetch(url, headers)
+
+    return _DataOnlyFetcher
+
+
+def DataOnlyFetcher():  # noqa: N802 - reads like the class it builds
+    return _data_only_fetcher_class()()
+
+
+RENDERERS: dict[str, Callable[[Report], bytes]] = {
+    "html": render_html,
+    "pdf": render_pdf,
+    "md": render_md,
+    "json": render_json,
+}
+
+
+def render(report: Report, fmt: str) -> bytes:
+    if fmt not in RENDERERS:
+        raise ValueError(f"unknown format {fmt!r}: choose from {', '.join(FORMATS)}")
+    return RENDERERS[fmt](report)
+
+
+def write_atomic(path: Path, data: bytes):
+    """Writes to a temporary file beside `path`, then renames: a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_reports(report: Report, folder: Path, formats=FORMATS) -> tuple[list[Path], dict[str, str]]:
+    """Renders `report` into each format inside `folder`; returns the files written and the errors.
+
+    JSON goes first and a format that fails to render does not stop the others, so the measured
+    result is never lost to a rendering problem. The HTML is made once for both HTML and PDF.
+    """
+    written, errors = [], {}
+    html = None
+    for fmt in ("json", "md", "html", "pdf"):
+        if fmt not in formats:
+            continue
+        try:
+            if fmt in ("html", "pdf") and html is None:
+                html = render_html(report)
+            data = html if fmt == "html" else render_pdf(report, html) if fmt == "pdf" else render(report, fmt)
+        except Exception as exc:  # noqa: BLE001 - reported per format; the other formats go on
+            errors[fmt] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            continue
+        path = Path(folder) / FILE_NAMES[fmt]
+        write_atomic(path, data)
+        written.append(path)
+    return sorted(written, key=lambda p: [FILE_NAMES[f] for f in FORMATS].index(p.name)), errors

@@ -1,0 +1,240 @@
+"""Every run setting, declared once: name, type, default, check and help.
+
+The command line's flags (`add_flags`), the batch file's keys (`check_value`) and the pipeline's own
+checks (`problems`) are all made from these declarations, so a setting cannot mean one thing on the
+command line and another in a TOML file. Imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from reporter.convert.converter import ALL_VARIANTS, DEFAULT_VARIANTS
+
+from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
+    kind: str  # "int", "float", "choice", "list" (comma-separated on the command line, a TOML list)
+    default: Any
+    help: str
+    must_be: str  # what a valid value is, for error messages: "an integer >= 1"
+    check: Callable[[Any], bool]
+    choices: tuple = ()  # allowed values of a "choice", or of each item of a "list"
+    metavar: Optional[str] = None
+    repeatable: bool = False  # a "list" flag that may be given several times, adding up
+    comma: bool = True  # a "list" flag's text is split at commas (not for tensor names)
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _int(minimum: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+
+
+def _number(check: Callable[[float], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and check(v)
+
+
+def _list_of(choices: tuple = (), nonempty: bool = False) -> Callable[[Any], bool]:
+    def ok(v):
+        if not isinstance(v, (list, tuple)) or (nonempty and not v):
+            return False
+        return all(isinstance(x, str) and x and (not choices or x in choices) for x in v)
+    return ok
+
+
+RUN = (
+    Setting("variants", "list", DEFAULT_VARIANTS,
+            f"comma-separated: {', '.join(ALL_VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})",
+            f"a list of variants from {', '.join(ALL_VARIANTS)}", _list_of(ALL_VARIANTS, nonempty=True),
+            choices=ALL_VARIANTS, metavar="LIST"),
+    Setting("calibration_samples", "int", 100, "samples used for calibration and the debugger (default: 100)",
+            "an integer >= 1", _int(1), metavar="N"),
+    Setting("suspect_threshold", "float", 0.7, "rmse/scale above which the rule flags a layer (default: 0.7)",
+            "a number > 0", _number(lambda v: v > 0), metavar="T"),
+    Setting("first_layers", "int", 0,
+            "the rule also keeps the first N debugged layers in float (default: 0; the seed notebook uses 5)",
+            "an integer >= 0", _int(0), metavar="N"),
+    Setting("latency_runs", "int", 50, "timed single-sample invokes per variant; 0 skips latency (default: 50)",
+            "an integer >= 0", _int(0), metavar="N"),
+    Setting("formats", "list", FORMATS, f"comma-separated: {', '.join(FORMATS)} (default: all)",
+            f"a list from {', '.join(FORMATS)}", _list_of(FORMATS, nonempty=True), choices=FORMATS,
+            metavar="LIST"),
+    Setting("recommend", "choice", "search",
+            "search: measure candidate models for the fewest layers to keep in float (default);"
+            " rule: the seed notebook's rmse/scale rule",
+            '"search" or "rule"', lambda v: v in ("search", "rule"), choices=("search", "rule")),
+    Setting("search_budget", "int", 60, "candidate models the search may build and measure (default: 60)",
+            "an integer >= 1", _int(1), metavar="N"),
+    Setting("selection_samples", "int", 500,
+            "samples the search chooses on: x_calib beyond the calibration samples, else a held-out half of x"
+            " (default: 500)", "an integer >= 10", _int(10), metavar="N"),
+    Setting("keep_float", "list", (),
+            "keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)",
+            "a list of tensor names", _list_of(), metavar="NAME", repeatable=True, comma=False),
+    Setting("keep_float_ops", "list", (),
+            "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
+            'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
+)
+
+GATE = (
+    Setting("max_accuracy_drop", "float", None,
+            "gate: exit with code 3 when the gate variant loses more than D accuracy (0..1) against float;"
+            " also the search's target", "a number from 0 to 1", _number(lambda v: 0 <= v <= 1), metavar="D"),
+    Setting("variant", "choice", "fiq", "the variant the gate checks (default: fiq)",
+            'a quantized variant such as "fiq"', lambda v: v in ALL_VARIANTS and v != "float",
+            choices=tuple(v for v in ALL_VARIANTS if v != "float")),
+)
+
+BY_NAME = {s.name: s for s in RUN}
+NOT_RECORDED = {"formats"}  # what is written, not what was measured: the report is the same either way
+GATE_BY_NAME = {s.name: s for s in GATE}
+DEFAULTS = {s.name: s.default for s in RUN}
+
+
+@dataclass
+class RunSettings:
+    """Everything one `run` needs; the CLI and the demo both build one."""
+
+    model: str
+    data: str
+    out: str
+    name: Optional[str] = None
+    # The run settings; their defaults, checks and help are declared once in reporter/settings.py.
+    variants: tuple = DEFAULTS["variants"]
+    calibration_samples: int = DEFAULTS["calibration_samples"]
+    suspect_threshold: float = DEFAULTS["suspect_threshold"]
+    first_layers: int = DEFAULTS["first_layers"]
+    latency_runs: int = DEFAULTS["latency_runs"]
+    formats: tuple = DEFAULTS["formats"]
+    recommend: str = DEFAULTS["recommend"]  # "search" (measured) or "rule" (the seed notebook's rmse/scale rule)
+    search_budget: int = DEFAULTS["search_budget"]  # candidate models the search may build and measure
+    selection_samples: int = DEFAULTS["selection_samples"]  # samples the search chooses on
+    keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
+    keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
+    max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
+    gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
+    quiet: bool = False
+    listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
+    failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
+    extra: dict = field(default_factory=dict)  # recorded in the report's settings
+    shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
+
+    def check(self):
+        """Everything that can be checked before TensorFlow is imported: the settings' values, that the
+        model and data exist and are of a kind quant-report reads, and that the output folder can be
+        written. Raises QuantReportError naming the flag or file."""
+        from reporter.run import inputs
+        from reporter.core import files as output
+        from reporter.core.errors import QuantReportError
+
+        bad = problems({name: getattr(self, name) for name in DEFAULTS})
+        if bad:
+            raise QuantReportError("; ".join(bad))
+        inputs.preflight(self.model, self.data)
+        if Path(self.model).suffix.lower() == ".tflite":
+            from reporter.convert.litert import NEEDS_TF_CONVERTER
+
+            unavailable = [v for v in self.variants if v in NEEDS_TF_CONVERTER]
+            if unavailable:
+                from reporter.core.errors import UsageError
+
+                raise UsageError(
+                    f"--variants {','.join(unavailable)}: not available for a float .tflite input ({self.model}):"
+                    " TensorFlow's converter makes them from a Keras model or SavedModel; LiteRT Quantizer makes"
+                    " drq, fiq, int16x8 and wo8 (its fiq already has int8 input and output)")
+        output.check_writable(self.out)
+
+    @property
+    def display_name(self) -> str:
+        return self.name or Path(self.model).stem or Path(self.model).name
+
+    def recorded(self) -> dict:
+        """The settings as written into report.json."""
+        values = {s.name: list(getattr(self, s.name)) if s.kind == "list" else getattr(self, s.name)
+                  for s in RUN if s.name not in NOT_RECORDED}
+        return {
+            **values,
+            "max_accuracy_drop": self.max_accuracy_drop,
+            **({"gate_variant": self.gate_variant} if self.gate_variant else {}),
+            **self.extra,
+        }
+
+
+def check_value(setting: Setting, value) -> Optional[str]:
+    """None when `value` is valid for `setting`, else what it must be (for a TOML file or the API)."""
+    if setting.check(value):
+        return None
+    return f"'{setting.name}' must be {setting.must_be}, not {value!r}"
+
+
+def problems(values: dict) -> list[str]:
+    """Every invalid value among `values` (RunSettings fields), one message each, as flags."""
+    found = []
+    for name, value in values.items():
+        setting = BY_NAME.get(name)
+        if setting is not None and not setting.check(value):
+            found.append(f"{setting.flag} must be {setting.must_be}, not {value!r}")
+    return found
+
+
+def _argparse_type(setting: Setting) -> Callable[[str], Any]:
+    """Parses and checks a flag's text, so a bad value is a usage error naming the flag."""
+    def parse(text: str):
+        try:
+            if setting.kind == "int":
+                value = int(text)
+            elif setting.kind == "float":
+                value = float(text)
+            elif setting.kind == "list":
+                parts = text.split(",") if setting.comma else [text]
+                value = [x.strip() for x in parts if x.strip()]  # action="extend" adds repeated flags up
+                value = value if setting.repeatable else tuple(value)
+            else:
+                value = text
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {setting.must_be}, not {text!r}") from None
+        items = value if setting.kind == "list" else [value]
+        if setting.kind == "list" and setting.choices:
+            unknown = [x for x in items if x not in setting.choices]
+            if unknown:
+                raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}: choose from {', '.join(setting.choices)}")
+        if not setting.check(value):
+            raise argparse.ArgumentTypeError(f"must be {setting.must_be}, not {text!r}")
+        return value
+    return parse
+
+
+def add_flag(parser: argparse.ArgumentParser, setting: Setting, flag: Optional[str] = None):
+    kwargs: dict = dict(help=setting.help, dest=setting.name, default=setting.default)
+    if setting.kind == "choice":
+        kwargs["choices"] = setting.choices
+    else:
+        kwargs["type"] = _argparse_type(setting)
+        kwargs["metavar"] = setting.metavar
+    if setting.repeatable:
+        kwargs.update(action="extend", default=[])
+    parser.add_argument(flag or setting.flag, **kwargs)
+
+
+def add_flags(parser: argparse.ArgumentParser, settings=RUN):
+    for setting in settings:
+        add_flag(parser, setting)
+
+
+def from_args(args: argparse.Namespace) -> dict:
+    """The run settings given on the command line, as RunSettings keyword arguments."""
+    return {s.name: tuple(getattr(args, s.name)) if s.kind == "list" else getattr(args, s.name) for s in RUN}
+
+
+def from_toml(options: dict) -> dict:
+    """A batch entry's (already checked) keys as RunSettings keyword arguments."""
+    return {k: tuple(v) if BY_NAME[k].kind == "list" else v for k, v in options.items() if k in BY_NAME}

@@ -1,0 +1,221 @@
+"""The recommendation: which layers to keep in float, chosen by measuring (the search) or by the
+seed notebook's rule, then built and proved on the evaluation data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from reporter.measure import evaluate
+from reporter.core import judgement
+from reporter.measure.task import predicted_classes
+from reporter.search import engine as srch
+from reporter.model.report import LayerStat, SearchResult, SearchStep, SelectionData, VariantResult
+
+SELECTION_SEED = 0
+
+
+# --- the seed rule ------------------------------------------------------------------------------
+def mark_suspects(layers: list[LayerStat], threshold: float, first_layers: int) -> list[LayerStat]:
+    """Marks layers whose rmse/scale exceeds `threshold`, and the first `first_layers` layers."""
+    marked = []
+    for layer in layers:
+        reasons = []
+        if layer.rmse_over_scale > threshold:
+            reasons.append(f"rmse/scale {layer.rmse_over_scale:.3g} > {threshold:g}")
+        if layer.index < first_layers:
+            reasons.append(f"one of the first {first_layers} layers")
+        marked.append(dataclasses.replace(layer, suspect=bool(reasons), reasons=reasons))
+    return marked
+
+
+def denylist(layers: list[LayerStat]) -> list[str]:
+    """Tensor names of the suspect layers, in model order, without repeats."""
+    return list(dict.fromkeys(layer.tensor_name for layer in layers if layer.suspect))
+
+
+def in_model_order(nodes, layers: list[LayerStat]) -> list[str]:
+    order = {layer.tensor_name: layer.index for layer in layers}
+    return sorted(set(nodes), key=lambda n: (order.get(n, len(order)), n))
+
+
+def gap_recovered(float_v: VariantResult, fiq_v: VariantResult, selective_v: VariantResult) -> Optional[float]:
+    """Share of the float-to-FIQ accuracy gap that the selective model wins back (1.0 = all of it).
+
+    None when there is no gap to recover (FIQ is as good as float) or no accuracy to compare.
+    """
+    accs = [v.metrics.accuracy if v and v.ok and v.metrics else None for v in (float_v, fiq_v, selective_v)]
+    if None in accs:
+        return None
+    f, q, s = accs
+    if f - q <= 0:
+        return None
+    return (s - q) / (f - q)
+
+
+# --- selection data --------------------------------------------------------------------------------
+@dataclass
+class Selection:
+    """The samples the search chooses on, and the float model's outputs on them."""
+
+    x: np.ndarray
+    info: SelectionData
+    heldout: Optional[np.ndarray]  # indices of evaluation samples the search did not see
+
+
+def selection(data, calibration_samples: int, max_samples: int, classification: Optional[bool] = None) -> Selection:
+    """Unlabelled x_calib samples when there are any (after those used to calibrate, if enough
+    remain); otherwise a seeded half of the evaluation data, the other half held out."""
+    pool = data.x_pool
+    if classification is None:
+        classification = data.labels_are_classes
+    score = "agreement with the float model's predictions" if classification else \
+        "1 - output MSE / variance of the float model's output"
+    if pool is not None and len(pool):
+        fresh = pool[calibration_samples:]
+        x = fresh if len(fresh) >= min(max_samples, 100) else pool
+        x = x[:max_samples]
+        return Selection(x, SelectionData("x_calib", int(len(x)), score, False), None)
+    rng = np.random.default_rng(SELECTION_SEED)
+    order = rng.permutation(len(data.x))
+    n = max(1, min(max_samples, len(data.x) // 2))
+    chosen, heldout = np.sort(order[:n]), np.sort(order[n:])
+    info = SelectionData("x", int(n), score, True, heldout_num=int(len(heldout)))
+    return Selection(data.x[chosen], info, heldout)
+
+
+def scorer(float_out: np.ndarray, classification: bool,
+           binary_sigmoid: bool = False) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """Selection score of a candidate's outputs: agreement with float, or 1 - MSE / variance."""
+    if classification:
+        ref = predicted_classes(float_out, binary_sigmoid)
+
+        def score(out):
+            agree = predicted_classes(out, binary_sigmoid) == ref
+            return float(agree.mean()), agree
+        return score
+    var = float(np.var(float_out)) or 1.0
+
+    def score_reg(out):
+        err = np.mean((out.astype(np.float64) - float_out) ** 2, axis=1)
+        return float(1.0 - err.mean() / var), err
+    return score_reg
+
+
+# --- the search, wired to real models ---------------------------------------------------------------
+def search_layers(layers: list[LayerStat], flow: list[tuple[list[str], list[str]]]) -> list[srch.Layer]:
+    """The debugger's layers with their producers and consumers from the model's dataflow."""
+    names = {layer.tensor_name for layer in layers}
+    inputs: dict[str, list[str]] = {n: [] for n in names}
+    consumers: dict[str, list[str]] = {n: [] for n in names}
+    for ins, outs in flow:
+        out = next((o for o in outs if o in names), None)
+        if out is None:
+            continue
+        for i in ins:
+            if i in names and i != out:
+                inputs[out].append(i)
+                consumers[i].append(out)
+    return [
+        srch.Layer(layer.tensor_name, layer.op_name, layer.rmse_over_scale, layer.propagated_rmse_over_scale,
+                   layer.range, tuple(dict.fromkeys(inputs[layer.tensor_name])),
+                   tuple(dict.fromkeys(consumers[layer.tensor_name])))
+        for layer in layers
+    ]
+
+
+BUILT_CACHE_BYTES = 256 * 2**20  # candidate models kept for reuse (a big model is rebuilt instead)
+
+
+class Candidates:
+    """Builds candidate models from one calibration and measures them on the selection data."""
+
+    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out: np.ndarray, classification: bool,
+                 binary_sigmoid: bool = False):
+        self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
+        self.score = scorer(float_sel_out, classification, binary_sigmoid)
+        self._built: dict[frozenset, bytes] = {}
+
+    def build(self, nodes) -> bytes:
+        """The model with `nodes` kept in float, built once: the search, its steps on the evaluation
+        data and the recommended model all use the same bytes (a MobileNetV2 candidate takes ~60 ms)."""
+        key = frozenset(nodes)
+        if key in self._built:
+            return self._built[key]
+        model = self.quantizer.quantize(sorted(key), self.ops)
+        if sum(map(len, self._built.values())) + len(model) <= BUILT_CACHE_BYTES:  # memory stays bounded
+            self._built[key] = model
+        return model
+
+    def __call__(self, nodes: frozenset) -> srch.Evaluation:
+        model = self.build(nodes)
+        value, per_sample = self.score(evaluate.predict(model, self.sel.x))
+        return srch.Evaluation(frozenset(nodes), value, per_sample, len(model))
+
+
+def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
+                        float_eval_out: np.ndarray, classification: bool, latency_runs: int,
+                        binary_sigmoid: bool = False) -> list[SearchStep]:
+    """Every step of the search, measured on the evaluation data as well (same model, other samples)."""
+    cache: dict[frozenset, tuple] = {}
+    rows = []
+    for step in trace.steps:
+        nodes = step.evaluation.nodes
+        if nodes not in cache:
+            model = candidates.build(nodes)
+            out = evaluate.predict(model, data.x)
+            acc = float(np.mean(predicted_classes(out, binary_sigmoid) == data.y)) if classification else None
+            mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
+            latency = _step_latency(model, data.x[:1], latency_runs)
+            cache[nodes] = (acc, mse, latency)
+        acc, mse, latency = cache[nodes]
+        rows.append(SearchStep(
+            denylisted_nodes=in_model_order(nodes, layers), size_bytes=step.evaluation.size_bytes,
+            selection_score=step.evaluation.score, phase=step.phase, change=step.change,
+            accepted=step.accepted, accuracy=acc, output_mse=mse, latency_ms=latency,
+            chosen=trace.chosen is not None and nodes == trace.chosen.nodes,
+        ))
+    quality = [(r.size_bytes, r.accuracy if classification else -(r.output_mse or 0.0)) for r in rows]
+    return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, srch.pareto(quality))]
+
+
+def _step_latency(model: bytes, sample, runs: int) -> Optional[float]:
+    """A candidate's median latency; None when not timed (runs 0) or when timing fails (the step's size and
+    accuracy stand; the traceback goes to run.log)."""
+    if not runs:
+        return None
+    try:
+        return evaluate.latency_ms(model, sample, runs=runs)[0]
+    except Exception:  # noqa: BLE001 - a candidate's latency is a side column of the trade-off table
+        import traceback
+
+        traceback.print_exc()
+        return None
+
+
+def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, target_text: str,
+                  budget: int, layers: list[LayerStat]) -> SearchResult:
+    order = {layer.tensor_name: layer.index for layer in layers}
+    return SearchResult(
+        steps=steps,
+        evaluations=trace.evaluations,
+        seconds=round(trace.seconds, 3),
+        seconds_per_candidate=round(trace.seconds / max(trace.evaluations, 1), 4),
+        selection_data=sel.info,
+        target=trace.target,
+        target_text=target_text,
+        target_met=trace.target_met,
+        stop_reason=trace.stop_reason,
+        budget=budget,
+        necessity={n: trace.necessity[n] for n in sorted(trace.necessity, key=lambda n: order.get(n, 0))},
+    )
+
+
+def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int) -> tuple[srch.Policy, str]:
+    target, text = judgement.selection_target(max_accuracy_drop, classification)
+    return srch.Policy(target=target, target_is_hard=max_accuracy_drop is not None and classification,
+                       budget=budget, higher_is_better=True), text
