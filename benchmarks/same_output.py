@@ -36,11 +36,12 @@ def _cache() -> Path:
 
 def _models() -> dict[str, tuple[Path, Path]]:
     found = {}
-    for name in DEMO + COLLAPSE:
-        hits = sorted(_cache().glob(f"*/{name}/model.keras"))
+    for name in DEMO + COLLAPSE:  # demo-v*/NAME/NAME.{keras,h5,npz}; collapse-v*/NAME/{model.keras,data.npz}
+        hits = sorted(p for p in _cache().glob(f"*/{name}/*") if p.suffix in (".keras", ".h5"))
         if not hits:
             sys.exit(f"{name}: not in the model cache {_cache()}; run `quant-report demo` and the slow tests first")
-        found[name] = (hits[-1], hits[-1].with_name("data.npz"))
+        data = hits[-1].with_name("data.npz")
+        found[name] = (hits[-1], data if data.exists() else hits[-1].with_suffix(".npz"))
     return found
 
 

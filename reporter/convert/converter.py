@@ -6,26 +6,9 @@ from typing import Callable
 
 import numpy as np
 
-DEFAULT_VARIANTS = ("float", "drq", "fiq")
+from reporter.core.variants import ALL_VARIANTS, TF
 
-# Human-readable names, in the order variants are reported.
-VARIANT_LABELS = {
-    "float": "Float",
-    "drq": "Dynamic range (DRQ)",
-    "fiq": "Full integer (FIQ)",
-    "f16": "Float16",
-    "int16x8": "16x8 (int16 activations)",
-    "int8_io": "Integer only (int8 I/O)",
-    "wo8": "Weight-only int8",
-    "selective": "Selective (recommended layers in float)",
-    "rule": "Selective by the rmse/scale rule",
-}
-ALL_VARIANTS = tuple(v for v in VARIANT_LABELS if v not in ("selective", "rule"))
-
-CONVERTER = "TensorFlow converter"
-
-# Variants whose conversion needs a representative data set.
-CALIBRATED = {"fiq", "int16x8", "int8_io"}
+CONVERTER = TF
 
 
 def representative_dataset(x_calib: np.ndarray) -> Callable:

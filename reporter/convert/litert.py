@@ -19,21 +19,12 @@ from typing import Iterable, Mapping, Optional
 import numpy as np
 
 from reporter.convert.quantize import check_names
+from reporter.core.variants import LITERT, NEEDS_TF_CONVERTER, ONLY_LITERT, RECIPES  # noqa: F401
 
 METHOD = "litert-quantizer"
-CONVERTER = "LiteRT Quantizer"
-
-# Variant -> LiteRT Quantizer recipe function (module `litert_quantizer.recipe`).
-RECIPES = {
-    "drq": "dynamic_wi8_afp32",
-    "fiq": "static_wi8_ai8",
-    "int16x8": "static_wi8_ai16",
-    "wo8": "weight_only_wi8_afp32",
-}
-# Variants only LiteRT Quantizer makes, whatever the input (TF's converter has no weight-only int8).
-ONLY_LITERT = {"wo8"}
-# Variants that need TensorFlow's converter: not available for a float .tflite input.
-NEEDS_TF_CONVERTER = {"f16", "int8_io"}
+CONVERTER = LITERT
+# Variant (scheme) -> LiteRT Quantizer recipe function (module `litert_quantizer.recipe`), and which variants
+# only it or only TF's converter make: from the registry.
 # Schemes a chosen layer can be given instead of the model's (float = not quantized).
 LAYER_SCHEMES = ("float", "drq", "int16x8")
 STATIC = {"fiq", "int16x8"}

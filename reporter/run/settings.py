@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from reporter.convert.converter import ALL_VARIANTS, DEFAULT_VARIANTS
+from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS
 
 from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
 
@@ -141,7 +141,7 @@ class RunSettings:
             raise QuantReportError("; ".join(bad))
         inputs.preflight(self.model, self.data)
         if Path(self.model).suffix.lower() == ".tflite":
-            from reporter.convert.litert import NEEDS_TF_CONVERTER
+            from reporter.core.variants import NEEDS_TF_CONVERTER
 
             unavailable = [v for v in self.variants if v in NEEDS_TF_CONVERTER]
             if unavailable:
