@@ -129,7 +129,7 @@ def main() -> int:
     import numpy as np
 
     from reporter.run import demo
-    from reporter.run.progress import Progress
+    from reporter.core.progress import Progress
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -298,7 +298,7 @@ def _demo(args) -> int:
     from pathlib import Path
 
     from reporter.run import demo
-    from reporter.run.progress import Progress
+    from reporter.core.progress import Progress
 
     names = args.models or demo.MODELS
     failed = []

@@ -19,7 +19,7 @@ from typing import Iterable, Mapping, Optional
 import numpy as np
 
 from reporter.convert.quantize import check_names
-from reporter.core.variants import LITERT, NEEDS_TF_CONVERTER, ONLY_LITERT, RECIPES  # noqa: F401
+from reporter.core.variants import LITERT, RECIPES
 
 METHOD = "litert-quantizer"
 CONVERTER = LITERT
@@ -172,3 +172,21 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
         lines.append("model = q.quantize().quantized_model")
     lines.append("open('model.tflite', 'wb').write(model)")
     return "\n".join(lines) + "\n"
+
+
+class LiteRtModels:
+    """LiteRT Quantizer on one float model, set up on first use (one calibration for all its models)."""
+
+    def __init__(self, float_model: bytes, x_calib):
+        self._float_model, self._x_calib, self._quantizer = float_model, x_calib, None
+
+    def quantizer(self) -> "LiteRtQuantizer":
+        if self._quantizer is None:
+            self._quantizer = LiteRtQuantizer(self._float_model, self._x_calib)
+        return self._quantizer
+
+    def build(self, variant: str, layers=None, ops=()) -> bytes:
+        if variant not in RECIPES:
+            raise ValueError(f"{variant} cannot be made by LiteRT Quantizer (from a float .tflite the variants are"
+                             f" float, {', '.join(RECIPES)})")
+        return self.quantizer().build(variant, layers, ops)

@@ -15,7 +15,11 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from reporter.convert import litert
+from reporter.core import judgement
 from reporter.core.errors import one_line
+from reporter.core.variants import short
+from reporter.measure.measurer import Measurer
 from reporter.model.report import LayerError, LayerErrors, LayerStat, SchemeFix, VariantResult
 
 COMPARE_SAMPLES = 32  # samples run through both models with every tensor kept (per-tensor error converges fast)
@@ -158,3 +162,48 @@ def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
             range=scale * (2 ** bits - 1), rmse_over_scale=rmse, propagated_mean_squared_error=e.mse,
             propagated_rmse_over_scale=rmse))
     return stats
+
+
+def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
+                   max_accuracy_drop: Optional[float]) -> None:
+    """Per-layer error of every quantized variant in `results` against float (written beside it as
+    layer_errors_<name>.csv), and for a variant other than FIQ that loses accuracy, the model with the blamed
+    layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
+    import dataclasses
+
+    quantized = [name for name, v in results.items() if name != "float" and v.ok]
+    if not quantized or not results["float"].ok:
+        return
+    x_calib = m.data.x_calib
+    with m.progress.stage("layer error", f"per-layer error of {', '.join(quantized)} against float"):
+        for name in quantized:
+            model = (m.folder / f"{name}.tflite").read_bytes()
+            errors = layer_errors(float_model, model, x_calib)
+            results[name] = dataclasses.replace(results[name], layer_errors=errors)
+            if errors.error is None:
+                (m.folder / f"layer_errors_{name}.csv").write_text(csv_text(errors), encoding="utf-8")
+    if not m.task.classification:
+        return  # no accuracy to lose: the per-layer error is the evidence
+    float_preds = m.classes("float")
+
+    def loses(name: str, preds) -> bool:
+        return judgement.accuracy_gap(m.data.y, float_preds, preds, max_accuracy_drop, short(name)).status == "gap"
+
+    for name in quantized:
+        v = results[name]
+        if name not in FIXABLE or v.layer_errors is None or not loses(name, m.classes(name)):
+            continue
+        fixed_name = f"{name}_fix"
+
+        def measure(model, fixed_name=fixed_name):
+            return dataclasses.replace(m.measure(fixed_name, model), converter=litert.CONVERTER)
+
+        with m.progress.stage("selective", f"{name}: blamed layers kept in float (LiteRT Quantizer)"):
+            found = fix(
+                name, v.layer_errors,
+                build=lambda layers, name=name: litert_models.build(name, {n: "float" for n in layers}),
+                measure=measure,
+                still_loses=lambda r: r.name in m.outputs and loses(r.name, m.classes(r.name)),
+                code=lambda layers, name=name: litert.reproduction_code(name, {n: "float" for n in layers}, (),
+                                                                         len(x_calib)))
+        results[name] = dataclasses.replace(v, fix=found)

@@ -16,7 +16,7 @@ import numpy as np
 
 from reporter.convert.converter import representative_dataset
 from reporter.convert.quantize import FiqQuantizer
-from reporter.model.report import LayerStat
+from reporter.model.report import LayerStat, VariantResult
 
 
 def _statistics(debug_model: bytes, x_calib: np.ndarray):
@@ -87,3 +87,21 @@ def check_not_everything(nodes: list[str], all_nodes: list[str]) -> Optional[str
         return ("every debugged layer would stay in float, so nothing would stay quantized; the TF debugger"
                 " refuses this ('Please check if the quantized model is in debug mode')")
     return None
+
+
+def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, progress) -> list[LayerStat]:
+    """The per-layer table of the FIQ model: the TFLite debugger's local and propagated error for a model of
+    TF's converter (layer_stats.csv written into `folder`), or for LiteRT Quantizer's FIQ, which that debugger
+    cannot read, the comparison with float (reporter.debug.blame). Raises when neither can be had."""
+    from reporter.convert import litert
+    from reporter.debug.blame import layer_stats
+
+    if quantizer.method == litert.METHOD:
+        errors = fiq.layer_errors
+        if errors is None or errors.error:
+            raise RuntimeError(f"the per-layer comparison of FIQ with float failed: {errors.error if errors else 'not run'}")
+        return layer_stats(errors, (folder / "fiq.tflite").read_bytes())
+    with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
+        layers, csv_text = layer_statistics(quantizer, x_calib)
+        (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
+    return layers

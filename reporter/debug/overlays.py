@@ -222,3 +222,37 @@ def explorer_command(model_file: str, overlay_files: list[str]) -> str:
     if overlay_files:
         command += " " + shlex.quote("--node_data_paths=" + ",".join(paths[1:]))
     return command
+
+
+def write_variant_overlays(folder: Path, results: dict, layers: list) -> None:
+    """Model Explorer overlays for each quantized variant in `results` (updated in place): one node-data file
+    per metric, keyed by the op output tensor names of <variant>.tflite: SNR against float and SNR lost at
+    each op for every variant, and the debugger's local and propagated RMSE/scale (`layers`) for FIQ.
+    A failure costs the overlays only."""
+    import dataclasses
+    import traceback
+
+    snr = Metric("snr_db", "SNR against float (dB)", higher_is_better=True)
+    lost = Metric("snr_lost_db", "SNR lost at this op (dB)", higher_is_better=False)
+    local = Metric("rmse_over_scale", "RMSE/scale (debugger, per layer)", higher_is_better=False)
+    propagated = Metric("propagated_rmse_over_scale", "RMSE/scale accumulated from the input", higher_is_better=False)
+    for name, v in list(results.items()):
+        if name == "float" or not v.ok:
+            continue
+        per_metric = {}
+        errors = v.layer_errors
+        if errors is not None and errors.layers:
+            per_metric[snr] = {e.tensor_name: math.inf if e.snr_db is None else e.snr_db for e in errors.layers}
+            per_metric[lost] = {e.tensor_name: e.snr_drop_db for e in errors.layers if e.snr_drop_db is not None}
+        if name == "fiq" and layers:
+            per_metric[local] = {layer.tensor_name: layer.rmse_over_scale for layer in layers}
+            per_metric[propagated] = {layer.tensor_name: layer.propagated_rmse_over_scale for layer in layers
+                                      if layer.propagated_rmse_over_scale is not None}
+        if not per_metric:
+            continue
+        try:
+            written = write_overlays(folder, (folder / f"{name}.tflite").read_bytes(), f"{name}.tflite", per_metric)
+        except Exception:  # noqa: BLE001 - the report stands without its overlays
+            traceback.print_exc()
+            continue
+        results[name] = dataclasses.replace(v, overlays=[p.name for p in written])

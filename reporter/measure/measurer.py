@@ -1,0 +1,132 @@
+"""Measuring built models of one run: every variant, fix and candidate the same way, on the same data.
+
+A `Measurer` carries what travels together through a run's measurements: the output folder, the data,
+what the model's output means (`Task`), progress, latency settings and the outputs of every model
+measured so far (each is compared with float, and the fixes with FIQ, on the same samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from reporter.core.errors import QuantReportError, one_line
+from reporter.core.progress import Progress
+from reporter.core.variants import FIXES_FIQ
+from reporter.measure import evaluate, structure
+from reporter.measure import metrics as qmetrics
+from reporter.measure.task import Task
+from reporter.model.report import Latency, VariantResult
+
+
+@dataclass
+class Measurer:
+    folder: Path  # the report folder: <name>.tflite and analyzer_<name>.txt are written here
+    data: Any  # reporter.run.inputs.Dataset: x, y, x_calib
+    task: Task
+    progress: Progress
+    latency_runs: int = 0  # 0: latency is not timed
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)  # model name -> output on data.x
+
+    def classes(self, name: str) -> np.ndarray:
+        """The classes the model called `name` predicted on the evaluation data."""
+        return self.task.classes(self.outputs[name])
+
+    def build_and_measure(self, name: str, build: Callable[[], bytes], converter: str) -> VariantResult:
+        """Builds one variant with `build` and measures it; a failure is recorded, not raised.
+
+        Only a model that does not build or does not run fails the variant; a measurement that fails
+        after that is recorded in `measurement_errors` by `measure`.
+        """
+        try:
+            with self.progress.stage("convert", detail=name):
+                tflite = build()
+            return dataclasses.replace(self.measure(name, tflite), converter=converter)
+        except QuantReportError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
+            traceback.print_exc()  # into run.log
+            self.progress.say(f"{name} FAILED: {one_line(exc)}")
+            return VariantResult(name=name, status="failed", error=one_line(exc), converter=converter)
+
+    def measure(self, name: str, tflite: bytes) -> VariantResult:
+        """Runs the model on the evaluation data (a failure there raises: the variant failed) and takes each
+        measurement on its own: one that fails leaves its field empty and its error in measurement_errors."""
+        folder, data, task, progress = self.folder, self.data, self.task, self.progress
+        (folder / f"{name}.tflite").write_bytes(tflite)
+        t0 = time.perf_counter()
+        errors: dict[str, str] = {}
+
+        def attempt(measurement: str, take):
+            try:
+                return take()
+            except QuantReportError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the other measurements and the variant stand
+                traceback.print_exc()  # into run.log
+                errors[measurement] = one_line(exc)
+                progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
+                return None
+
+        def analyze():
+            text = structure.analyzer_text(tflite)
+            (folder / f"analyzer_{name}.txt").write_text(text, encoding="utf-8")
+            return text
+
+        with progress.stage("analyze", detail=name):
+            analyzer = attempt("analyzer", analyze)
+            structure_counts = attempt("ops", lambda: (structure.ops(tflite), structure.tensor_types(tflite)))
+        ops, types = structure_counts if structure_counts is not None else ({}, {})
+        with progress.stage("evaluate", detail=name):
+            out = evaluate.predict(tflite, data.x)  # a model that does not run fails the variant
+            self.outputs[name] = out
+            metrics = output_error = None
+            if task.classification:
+                metrics = attempt("metrics", lambda: self._classification_metrics(name, out))
+            elif name != "float" and "float" in self.outputs:
+                output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs["float"]))
+        latency = None
+        if self.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
+            with progress.stage("latency", detail=name):
+                timed = attempt("latency", lambda: evaluate.latency_ms(tflite, data.x[:1], runs=self.latency_runs))
+            if timed is not None:
+                latency = Latency(median=timed[0], p90=timed[1], runs=timed[2])
+        quality = f"accuracy {metrics.accuracy:.1%}" if metrics else (
+            f"output MSE vs float {output_error.mse:.3g}" if output_error else
+            ("reference output" if name == "float" else "quality not measured"))
+        progress.say(f"{name}: {len(tflite):,} bytes, {quality} on {len(data.x)} samples"
+                     f" ({time.perf_counter() - t0:.1f} s to measure)")
+        return VariantResult(
+            name=name,
+            status="ok",
+            size_bytes=len(tflite),
+            ops=ops,
+            tensor_types=types,
+            latency_ms=latency,
+            metrics=metrics,
+            output_error=output_error,
+            analyzer_text=analyzer or "",
+            measurement_errors=errors,
+        )
+
+    def _classification_metrics(self, name: str, out: np.ndarray):
+        data, task, outputs = self.data, self.task, self.outputs
+        preds = task.classes(out)
+        float_preds = task.classes(outputs["float"]) if "float" in outputs else None
+        metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
+        # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
+        references = ("float", "fiq") if name in FIXES_FIQ else ("float",)
+        if name.endswith("_fix"):
+            references += (name[: -len("_fix")],)  # a variant's fix, against the variant it fixes
+        if name.startswith("alt_"):
+            references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
+        paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
+                  for ref in references if ref != name and ref in outputs}
+        return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(preds == data.y))
+
