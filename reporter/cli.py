@@ -1,7 +1,7 @@
 """The command line: `quant-report run | batch | render | demo`, a thin layer over the pipeline.
 
-Flags come from the settings' declarations (reporter/settings.py), exit codes from
-reporter/exit_codes.py; `main(argv)` returns the code and never exits itself."""
+Flags come from the settings' declarations (reporter/run/settings.py), exit codes from
+reporter/core/exit_codes.py; `main(argv)` returns the code and never exits itself."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def _add_run_options(p: argparse.ArgumentParser):
 
 
 def main(argv=None) -> int:
-    """The command line; returns the exit code (see reporter/exit_codes.py), never exits itself."""
+    """The command line; returns the exit code (see reporter/core/exit_codes.py), never exits itself."""
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:

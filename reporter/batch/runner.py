@@ -168,7 +168,7 @@ class BatchResult:
 def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Display, executor: str = "local",
               address=None, cpus_per_task: int = 1, shared_dir: bool = False) -> BatchResult:
     """Runs every model of `config` with at most `jobs` worker processes at once, or as Ray tasks
-    (`executor="ray"`, reporter/ray_batch.py): the same worker function, outcomes and index either way."""
+    (`executor="ray"`, reporter/batch/ray.py): the same worker function, outcomes and index either way."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     clean_stale(out)

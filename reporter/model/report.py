@@ -12,7 +12,7 @@ Format history (SCHEMA_VERSION):
      `.denylisted_ops`, `.forced_nodes`, `.quantizer`; `layers[].propagated_*` (whole-model verify).
      `recommendation.denylisted_nodes` is the final pick and selective.tflite that model.
      Version-1 files are migrated when read (`migrate`).
-  3: `findings` (reporter/findings.py: verdict per variant with significance, gap, culprits, fix,
+  3: `findings` (reporter/findings/derive.py: verdict per variant with significance, gap, culprits, fix,
      warnings, hints, gate, the headline), derived from the measured report; every renderer reads
      them. `metrics.top5_accuracy`, `.roc_auc`, `.classes_present`, `.paired` (discordant counts
      against float and FIQ, for McNemar); `model.binary_sigmoid`; `model.largest_weight_elements`.

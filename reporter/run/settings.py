@@ -108,7 +108,7 @@ class RunSettings:
     data: str
     out: str
     name: Optional[str] = None
-    # The run settings; their defaults, checks and help are declared once in reporter/settings.py.
+    # The run settings; their defaults, checks and help are declared once above (RUN).
     variants: tuple = DEFAULTS["variants"]
     calibration_samples: int = DEFAULTS["calibration_samples"]
     suspect_threshold: float = DEFAULTS["suspect_threshold"]
