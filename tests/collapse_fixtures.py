@@ -21,40 +21,20 @@ from pathlib import Path
 
 import numpy as np
 
+import model_fixtures as M
+
 VERSION = 4
 FIXTURES = ("wine_offset", "outlier_channel", "rule_worse", "mobilenet_offset")
 SCALE = 1000.0
 
 
-def _seed():
-    import keras
-    import tensorflow as tf
-
-    keras.utils.set_random_seed(0)
-    tf.config.experimental.enable_op_determinism()
-
-
-def _split(x, y, test_size=0.3):
-    from sklearn.model_selection import train_test_split
-
-    return train_test_split(x.astype(np.float32), y.astype(np.int64), test_size=test_size, random_state=0,
-                            stratify=y)
+def _split(x, y):
+    return M.split(x.astype(np.float32), y.astype(np.int64))
 
 
 def _mlp(x_tr, y_tr, n_classes, hidden=(32, 16), normalize=False, epochs=60):
-    import keras
-
-    _seed()
-    layers = [keras.Input((x_tr.shape[1],))]
-    if normalize:
-        x64 = x_tr.astype(np.float64)  # float32 sums over values near 1,000 drift
-        layers.append(keras.layers.Normalization(mean=x64.mean(axis=0), variance=x64.var(axis=0)))
-    layers += [keras.layers.Dense(h, activation="relu") for h in hidden]
-    layers.append(keras.layers.Dense(n_classes, activation="softmax"))
-    model = keras.Sequential(layers)
-    model.compile(keras.optimizers.Adam(1e-2 if not normalize else 1e-3), "sparse_categorical_crossentropy")
-    model.fit(x_tr, y_tr, epochs=epochs, batch_size=32, verbose=0)
-    return model
+    model = M.mlp(x_tr.shape[1], hidden, n_classes, "softmax", normalize_with=x_tr if normalize else None)
+    return M.train(model, x_tr, y_tr, "sparse_categorical_crossentropy", 1e-2 if not normalize else 1e-3, epochs)
 
 
 def _rescale_unit(model, x, unit=None, worst_for=None):
@@ -98,7 +78,7 @@ def build_wine_offset(folder: Path):
     x, y = load_wine(return_X_y=True)
     x_tr, x_te, y_tr, y_te = _split(x, y)
     model = _mlp(x_tr, y_tr, 3, normalize=True, epochs=80)
-    return _save(folder, model, x_te, y_te, x_tr)
+    return M.save(folder, model, x_te, y_te, x_tr)
 
 
 def build_outlier_channel(folder: Path):
@@ -107,7 +87,7 @@ def build_outlier_channel(folder: Path):
     x, y = load_digits(return_X_y=True)
     x_tr, x_te, y_tr, y_te = _split(x / 16.0, y)
     model = _rescale_unit(_mlp(x_tr, y_tr, 10, epochs=30), x_tr)
-    return _save(folder, model, x_te, y_te, x_tr)
+    return M.save(folder, model, x_te, y_te, x_tr)
 
 
 def build_rule_worse(folder: Path):
@@ -118,7 +98,7 @@ def build_rule_worse(folder: Path):
     x = StandardScaler().fit_transform(x)  # features already scaled: the problem is the outlier unit
     x_tr, x_te, y_tr, y_te = _split(x, y)
     model = _rescale_unit(_mlp(x_tr, y_tr, 2, epochs=40), x_tr, worst_for=y_tr)
-    return _save(folder, model, x_te, y_te, x_tr)
+    return M.save(folder, model, x_te, y_te, x_tr)
 
 
 def build_mobilenet_offset(folder: Path):
@@ -129,7 +109,7 @@ def build_mobilenet_offset(folder: Path):
     img = np.kron(x.reshape(-1, 8, 8) / 16.0, np.ones((4, 4)))  # 32x32
     img = np.repeat(img[..., None], 3, axis=-1) + 1000.0  # an offset the model removes itself
     x_tr, x_te, y_tr, y_te = _split(img, y)
-    _seed()
+    M.seed()
     backbone = keras.applications.MobileNetV2(weights=None, alpha=0.35, input_shape=(32, 32, 3), classes=10)
     for layer in backbone.layers:  # brief training: let batch-norm statistics follow quickly
         if isinstance(layer, keras.layers.BatchNormalization):
@@ -142,8 +122,8 @@ def build_mobilenet_offset(folder: Path):
         backbone,
     ])
     model.compile(keras.optimizers.Adam(2e-3), "sparse_categorical_crossentropy")
-    model.fit(x_tr, y_tr, epochs=8, batch_size=32, verbose=0)
-    return _save(folder, model, x_te, y_te, x_tr)
+    model.fit(x_tr, y_tr, epochs=8, batch_size=M.BATCH_SIZE, verbose=0)
+    return M.save(folder, model, x_te, y_te, x_tr)
 
 
 BUILDERS = {
@@ -154,18 +134,6 @@ BUILDERS = {
 }
 
 
-def _save(folder: Path, model, x_eval, y_eval, x_calib):
-    path = folder / "model.keras"
-    model.save(path)
-    data = folder / "data.npz"
-    np.savez(data, x=x_eval.astype(np.float32), y=y_eval, x_calib=x_calib.astype(np.float32))
-    return path, data
-
-
 def ensure(name: str, cache_root) -> tuple[Path, Path]:
     """The cached model and data of fixture `name`, built first if needed (once across processes)."""
-    from reporter.run.demo import cached
-
-    final = Path(cache_root) / f"collapse-v{VERSION}" / name
-    cached(final, lambda tmp: (BUILDERS[name](tmp), "ok\n")[1])
-    return final / "model.keras", final / "data.npz"
+    return M.ensure(cache_root, f"collapse-v{VERSION}", name, BUILDERS[name])

@@ -8,6 +8,23 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 DEMO_MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
+FIXTURE_REPORT = Path(__file__).parent / "fixtures" / "report.json"  # a stored report: rendering tests need no run
+
+
+def run_cli(model, data, out, *extra, name=None, quiet=True, latency_runs=None) -> int:
+    """`quant-report run MODEL --data DATA --out OUT [--name NAME] [--quiet] [--latency-runs N] *extra`,
+    in this process; returns the exit code. `extra` holds further flags as strings, e.g. "--variants",
+    "float,fiq"."""
+    from reporter.cli import main
+
+    argv = ["run", str(model), "--data", str(data), "--out", str(out)]
+    if name is not None:
+        argv += ["--name", name]
+    if quiet:
+        argv.append("--quiet")
+    if latency_runs is not None:
+        argv += ["--latency-runs", str(latency_runs)]
+    return main(argv + [str(arg) for arg in extra])
 
 
 @pytest.fixture(scope="session")
@@ -53,6 +70,21 @@ def regression_files(demo_cache):
     import task_fixtures
 
     return task_fixtures.ensure("regression", demo_cache)
+
+
+@pytest.fixture(scope="session", name="run_cli")
+def run_cli_fixture():
+    """`run_cli` above, as a fixture (usable from fixtures of any scope)."""
+    return run_cli
+
+
+@pytest.fixture(scope="session")
+def fixture_report():
+    """tests/fixtures/report.json loaded as the tool loads a report (migrated, findings derived). Shared by
+    the session: copy it (dataclasses.replace) rather than change it."""
+    from reporter.findings import report_from_json
+
+    return report_from_json(FIXTURE_REPORT.read_text())
 
 
 def load_report(folder: Path):

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+import model_fixtures as M
+
 VERSION = 1
 FIXTURES = ("drq_dead_feature",)
 KILL_WEIGHT = -100.0
@@ -51,54 +53,25 @@ def op_regex(layer: str) -> str:
     return rf"/{layer}(_\d+)?/MatMul"
 
 
-def _seed():
-    import keras
-    import tensorflow as tf
-
-    keras.utils.set_random_seed(0)
-    tf.config.experimental.enable_op_determinism()
-
-
 def build_drq_dead_feature(folder: Path):
-    import keras
     from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
     x, y = load_digits(return_X_y=True)
     x = np.hstack([x / 16.0, np.zeros((len(x), 1))]).astype(np.float32)  # is_padding: no row is padding
-    x_tr, x_te, y_tr, y_te = train_test_split(x, y.astype(np.int64), test_size=0.3, random_state=0, stratify=y)
-    _seed()
-    model = keras.Sequential([
-        keras.Input((x.shape[1],)),
-        keras.layers.Dense(64, activation="relu", name=CULPRIT_LAYER),
-        keras.layers.Dense(32, activation="relu", name=DENSE_MID),
-        keras.layers.Dense(10, activation="softmax", name=DENSE_OUT),
-    ], name="drq_dead_feature")
+    x_tr, x_te, y_tr, y_te = M.split(x, y.astype(np.int64))
+    model = M.mlp(x.shape[1], (64, 32), 10, "softmax", names=LAYERS, name="drq_dead_feature")
     layer = model.get_layer(CULPRIT_LAYER)
     w, b = layer.get_weights()
     w[PAD_FEATURE, :] = KILL_WEIGHT  # the kill switch for padded rows, set before training
     layer.set_weights([w, b])
-    model.compile(keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
-    model.fit(x_tr, y_tr, epochs=30, batch_size=32, verbose=0)
+    M.train(model, x_tr, y_tr, "sparse_categorical_crossentropy", 3e-3, epochs=30)
     assert np.all(layer.get_weights()[0][PAD_FEATURE] == KILL_WEIGHT)  # a feature that never fires learns nothing
-    return _save(folder, model, x_te, y_te, x_tr)
+    return M.save(folder, model, x_te, y_te, x_tr)
 
 
 BUILDERS = {"drq_dead_feature": build_drq_dead_feature}
 
 
-def _save(folder: Path, model, x_eval, y_eval, x_calib):
-    path = folder / "model.keras"
-    model.save(path)
-    data = folder / "data.npz"
-    np.savez(data, x=x_eval.astype(np.float32), y=y_eval, x_calib=x_calib.astype(np.float32))
-    return path, data
-
-
 def ensure(name: str, cache_root) -> tuple[Path, Path]:
     """The cached model and data of fixture `name`, built first if needed (once across processes)."""
-    from reporter.run.demo import cached
-
-    final = Path(cache_root) / f"drq-v{VERSION}" / name
-    cached(final, lambda tmp: (BUILDERS[name](tmp), "ok\n")[1])
-    return final / "model.keras", final / "data.npz"
+    return M.ensure(cache_root, f"drq-v{VERSION}", name, BUILDERS[name])

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from reporter.cli import main
+from conftest import run_cli
 
 
 def _run(capfd, out, model, data, *extra):
-    code = main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", *extra])
+    code = run_cli(model, data, out, *extra)
     err = capfd.readouterr().err
     return code, err
 
@@ -135,15 +135,15 @@ def test_bad_data_function(capfd, out, mlp_files):
     _assert_clean_error(code, err, out, "no_such_module_xyz:load", "cannot import")
 
 
+@pytest.mark.slow  # converts the model for the first, good run
 def test_failed_run_keeps_an_earlier_report(capfd, tmp_path, mlp_files):
     """A run that fails on bad input leaves a previous report of the same name untouched."""
     model, data = mlp_files
     out = tmp_path / "reports"
-    assert main(["run", str(model), "--data", str(data), "--out", str(out), "--name", "m", "--quiet",
-                 "--variants", "float", "--latency-runs", "2"]) == 0
+    assert run_cli(model, data, out, "--variants", "float", name="m", latency_runs=2) == 0
     before = (out / "m" / "report.json").read_bytes()
     bad = _npz(tmp_path / "empty.npz", x=np.zeros((0, 30), np.float32), y=np.zeros((0,), np.int64))
-    assert main(["run", str(model), "--data", str(bad), "--out", str(out), "--name", "m", "--quiet"]) == 1
+    assert run_cli(model, bad, out, name="m") == 1
     assert (out / "m" / "report.json").read_bytes() == before
     assert sorted(p.name for p in out.iterdir()) == ["m"]
 

@@ -113,13 +113,13 @@ def test_gate_failure_exits_3_and_names_the_model(tmp_path, cache, capfd):
     assert _index(out)["exit_code"] == ExitCode.GATE_FAILED
 
 
-def test_run_accepts_the_gate_flag(tmp_path, mlp_files, capfd):
+@pytest.mark.slow
+def test_run_accepts_the_gate_flag(tmp_path, mlp_files, capfd, run_cli):
     model, data = mlp_files
-    args = ["run", str(model), "--data", str(data), "--out", str(tmp_path), "--quiet", "--variants", "float,fiq",
-            "--formats", "json", "--latency-runs", "2"]
-    assert main(args + ["--max-accuracy-drop", "0.05"]) == ExitCode.GATE_FAILED
+    args = (model, data, tmp_path, "--variants", "float,fiq", "--formats", "json")
+    assert run_cli(*args, "--max-accuracy-drop", "0.05", latency_runs=2) == ExitCode.GATE_FAILED
     assert "gate FAILED: fiq accuracy drop" in capfd.readouterr().err
-    assert main(args + ["--max-accuracy-drop", "0.9"]) == 0
+    assert run_cli(*args, "--max-accuracy-drop", "0.9", latency_runs=2) == 0
 
 
 @pytest.mark.slow
@@ -162,9 +162,12 @@ def test_killed_worker_then_resume(tmp_path, cache, monkeypatch, capfd):
     assert {r["name"]: r["status"] for r in _index(out)["rows"]} == {"digits_cnn": "skipped", "dies": "ok"}
 
 
-def test_config_errors_are_all_reported_with_lines(tmp_path, cache, capfd):
-    data = cache / "digits_cnn" / "digits_cnn.npz"
-    model = cache / "digits_cnn" / "digits_cnn.keras"
+def test_config_errors_are_all_reported_with_lines(tmp_path, capfd):
+    # The config is checked before any model is loaded: files that exist are all the good entry needs.
+    data = tmp_path / "d.npz"
+    model = tmp_path / "m.keras"
+    data.write_bytes(b"")
+    model.write_bytes(b"")
     config = tmp_path / "bad.toml"
     config.write_text(textwrap.dedent(f'''\
         [defaults]

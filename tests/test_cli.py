@@ -122,7 +122,8 @@ def test_pickled_arrays_in_npz_are_refused_clearly(tmp_path):
         load_data(str(tmp_path / "objects.npz"), 1)
 
 
-def test_a_format_that_fails_to_render_fails_the_run(capfd, tmp_path, mlp_files, monkeypatch):
+@pytest.mark.slow  # converts and measures the model before rendering
+def test_a_format_that_fails_to_render_fails_the_run(capfd, tmp_path, mlp_files, monkeypatch, run_cli):
     """Exit 1 and the format named, even with --quiet; the formats that did render are kept."""
     from reporter.render import formats as render
 
@@ -132,8 +133,7 @@ def test_a_format_that_fails_to_render_fails_the_run(capfd, tmp_path, mlp_files,
     monkeypatch.setattr(render, "render_pdf", broken)
     model, data = mlp_files
     out = tmp_path / "reports"
-    code = main(["run", str(model), "--data", str(data), "--out", str(out), "--name", "m", "--quiet",
-                 "--formats", "md,pdf,json", "--variants", "float,fiq", "--latency-runs", "2"])
+    code = run_cli(model, data, out, "--formats", "md,pdf,json", "--variants", "float,fiq", name="m", latency_runs=2)
     lines = _lines(capfd)
     assert code == ExitCode.FAILED
     assert len(lines) == 1 and "could not render pdf" in lines[0] and "no fonts" in lines[0], lines

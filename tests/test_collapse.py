@@ -5,13 +5,12 @@ needed, checked with the public TF path and plain LiteRT + scikit-learn (tests/i
 import pytest
 
 from conftest import load_report
-from reporter.cli import main
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")
-def collapse_reports(demo_cache, tmp_path_factory):
+def collapse_reports(demo_cache, tmp_path_factory, run_cli):
     import collapse_fixtures
 
     out = tmp_path_factory.mktemp("collapse_out")
@@ -19,8 +18,8 @@ def collapse_reports(demo_cache, tmp_path_factory):
     for name in collapse_fixtures.FIXTURES:
         model, data = collapse_fixtures.ensure(name, demo_cache)
         files[name] = (model, data)
-        assert main(["run", str(model), "--data", str(data), "--out", str(out), "--name", name, "--quiet",
-                     "--latency-runs", "3", "--formats", "json,md", "--variants", "float,fiq"]) == 0, name
+        assert run_cli(model, data, out, "--formats", "json,md", "--variants", "float,fiq", name=name,
+                       latency_runs=3) == 0, name
     return out, files
 
 
@@ -87,5 +86,7 @@ def test_deep_model_report_is_readable(collapse_reports):
     assert kept <= {row.layer.tensor_name for row in view.top_layer_rows}  # the kept layers are among the top
     assert 'id="layer-table-full"' in texts["html"] and texts["pdf_pages"] <= 11
     assert "full table is in report.html" in texts["pdf"]  # the PDF points to it instead
-    culprit_layers = {c.layer for c in report.findings.culprits}
-    assert all(layer in " ".join(report.findings.headline) for layer in culprit_layers if layer)
+    culprit_layers = {c.layer for c in report.findings.culprits if c.layer}
+    assert culprit_layers, report.findings.culprits  # the collapse is blamed on named layers
+    headline = " ".join(report.findings.headline)
+    assert all(layer in headline for layer in culprit_layers), (culprit_layers, headline)

@@ -81,6 +81,7 @@ def test_tensor_counts_match_the_interpreter(demo_reports, name):
             assert v.tensor_types["total"] == len(dtypes)
         text = (demo_reports / name / f"analyzer_{v.name}.txt").read_text()
         assert "Subgraph#0" in text
+        assert v.ops, v.name
         for op in v.ops:
             assert op in text
 
@@ -181,8 +182,8 @@ def test_demo_is_cached_and_not_retrained(demo_reports, demo_cache, tmp_path, ca
     assert model_file.stat().st_mtime_ns == before
     # Same inputs, same report (apart from run time and latency).
     a, b = load_report(demo_reports / "breast_cancer_mlp"), load_report(tmp_path / "breast_cancer_mlp")
-    assert [v.metrics for v in a.variants] == [v.metrics for v in b.variants]
-    assert a.layers == b.layers
+    assert len(a.variants) >= 3 and [v.metrics for v in a.variants] == [v.metrics for v in b.variants]
+    assert a.layers and a.layers == b.layers
 
 
 @pytest.mark.parametrize("name", DEMO_MODELS)

@@ -80,6 +80,7 @@ def broken(mlp_files, tmp_path_factory):
     return folder, progress.read_text()
 
 
+@pytest.mark.slow
 def test_variant_stays_ok_with_what_was_measured(broken):
     folder, _ = broken
     report = load_report(folder)
@@ -101,6 +102,7 @@ def test_variant_stays_ok_with_what_was_measured(broken):
     assert report.recommendation is not None and report.layers
 
 
+@pytest.mark.slow
 def test_errors_are_in_report_json_and_tracebacks_in_run_log(broken):
     folder, progress = broken
     raw = {v["name"]: v for v in json.loads((folder / "report.json").read_text())["variants"]}
@@ -114,6 +116,7 @@ def test_errors_are_in_report_json_and_tracebacks_in_run_log(broken):
     assert "drq: analyzer not measured: RuntimeError: analyzer exploded" in progress
 
 
+@pytest.mark.slow
 def test_findings_warn_and_never_call_a_missing_value_the_same(broken):
     from reporter.batch.config import Gate
     from reporter.findings.gate import check
@@ -148,6 +151,7 @@ def _panel_row(html: str, label: str) -> str:
     return next(row for row in table.split("<tr") if f">{label}</th>" in row)
 
 
+@pytest.mark.slow
 def test_html_and_markdown_say_not_measured_with_the_error(broken):
     folder, _ = broken
     html = (folder / "report.html").read_text()
@@ -179,6 +183,7 @@ def test_html_and_markdown_say_not_measured_with_the_error(broken):
     assert "> **Warning:** DRQ: accuracy and metrics not measured: ValueError: metrics exploded" in md
 
 
+@pytest.mark.slow
 def test_batch_index_row_says_not_measured(broken):
     from reporter.batch.worker import Outcome
     from reporter.batch.index import IndexView, _row
@@ -201,6 +206,7 @@ class _FakeIndex:
         self.gate = None
 
 
+@pytest.mark.slow
 def test_latency_runs_zero_skips_timing_cleanly(mlp_files, tmp_path):
     from reporter.run.pipeline import RunSettings, run
 
@@ -236,17 +242,22 @@ def test_old_version_3_files_without_the_new_fields_still_read():
     data["recommendation"]["rule"]["selective"].pop("measurement_errors")
     report = with_findings(Report.from_dict(data))
     assert report.schema_version == SCHEMA_VERSION
-    assert all(v.measurement_errors == {} for v in report.variants)
-    assert all(f.not_measured == {} for f in report.findings.variants)
+    assert report.variants and all(v.measurement_errors == {} for v in report.variants)
+    assert report.findings.variants and all(f.not_measured == {} for f in report.findings.variants)
 
 
-def test_float_without_metrics_renders_and_nothing_is_compared():
+def _fixture_data(fixture_report) -> dict:
+    """tests/fixtures/report.json as a fresh dict, to edit before building a Report from it."""
+    return json.loads(fixture_report.to_json())
+
+
+def test_float_without_metrics_renders_and_nothing_is_compared(fixture_report):
     """The reference's accuracy missing: no gap, no comparison, every format still renders."""
     from reporter.render import formats as render
     from reporter.model.report import Report
     from reporter.findings import with_findings
 
-    data = json.loads((HERE / "fixtures" / "report.json").read_text())
+    data = _fixture_data(fixture_report)
     data.pop("findings")
     flt = data["variants"][0]
     assert flt["name"] == "float"
@@ -264,12 +275,12 @@ def test_float_without_metrics_renders_and_nothing_is_compared():
     assert "| Float | not measured |" in md
 
 
-def test_recommended_model_without_metrics_is_not_called_a_fix():
+def test_recommended_model_without_metrics_is_not_called_a_fix(fixture_report):
     from reporter.render import formats as render
     from reporter.model.report import Report
     from reporter.findings import with_findings
 
-    data = json.loads((HERE / "fixtures" / "report.json").read_text())
+    data = _fixture_data(fixture_report)
     data.pop("findings")
     sel = data["recommendation"]["selective"]
     sel["metrics"], sel["accuracy_gap_recovered"] = None, None
@@ -302,6 +313,7 @@ class _CountingLock:
         return False
 
 
+@pytest.mark.slow
 def test_latency_is_timed_under_the_timing_lock(broken, monkeypatch):
     from reporter.measure import evaluate
 
@@ -349,7 +361,7 @@ def test_file_lock_excludes_other_processes(tmp_path):
     assert subprocess.run([sys.executable, "-c", probe, str(path)]).returncode == 0
 
 
-def test_batch_note_on_how_latency_was_timed():
+def test_batch_note_on_how_latency_was_timed(fixture_report):
     from reporter.batch.runner import latency_timing_note
     from reporter.model.report import Report
     from reporter.findings import with_findings
@@ -357,7 +369,7 @@ def test_batch_note_on_how_latency_was_timed():
 
     note = latency_timing_note(3)
     assert note.startswith("one model timed at a time across 3 worker processes")
-    data = json.loads((HERE / "fixtures" / "report.json").read_text())
+    data = _fixture_data(fixture_report)
     data["settings"]["latency_timing"] = note
     legend = dict(ReportView(with_findings(Report.from_dict(data))).legend)
     assert legend["Latency"].endswith("One model timed at a time across 3 worker processes; the other workers'"

@@ -8,9 +8,6 @@ import re
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.slow
-
-
 @pytest.fixture(scope="module")
 def mlp_run(demo_reports):
     folder = demo_reports / "breast_cancer_mlp"
@@ -35,6 +32,7 @@ def _independent_model(float_model: bytes, x_calib: np.ndarray, layers: list[str
     return bytes(q.quantize(calibration, enable_progress_report=False).quantized_model)
 
 
+@pytest.mark.slow  # the demo's run, and models built here
 def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judged(mlp_run, mlp_files):
     from litert_quantizer import recipe
 
@@ -77,17 +75,14 @@ def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judge
     assert "Dynamic range for the recommended layers is not applicable" in html
 
 
-def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_worse():
+def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_worse(fixture_report):
     """The judgement itself, on made-up paired counts: smaller and within noise is a lighter fix; smaller but
     significantly worse is not; within noise but larger is not lighter."""
     import dataclasses
 
     from reporter.findings import derive as findings
-    from reporter.findings import report_from_json
 
-    from pathlib import Path
-
-    base = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    base = fixture_report
     sel = base.recommendation.selective
 
     def alt(size_delta, only_sel, only_alt):

@@ -155,6 +155,7 @@ def gradient_colour(graph: dict, value: float) -> str:
     raise AssertionError("no stop")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["float", "fiq"])
 def test_every_op_output_is_a_key_and_every_key_an_op_output(models, variant):
     built, _ = models
@@ -174,6 +175,7 @@ def test_every_op_output_is_a_key_and_every_key_an_op_output(models, variant):
     assert any(";" in k for k in results)  # fused ops' names, e.g. .../MatMul;.../Relu;.../BiasAdd
 
 
+@pytest.mark.slow
 def test_written_file_is_strict_json_in_the_schema(models, tmp_path):
     built, _ = models
     model = built["fiq"]
@@ -188,6 +190,7 @@ def test_written_file_is_strict_json_in_the_schema(models, tmp_path):
         assert data["main"]["name"] == metric.label
 
 
+@pytest.mark.slow
 def test_colours_follow_the_metric_direction(models):
     built, _ = models
     model = built["fiq"]
@@ -202,6 +205,7 @@ def test_colours_follow_the_metric_direction(models):
     assert [g["bgColor"] for g in snr] == [g["bgColor"] for g in reversed(rmse)]
 
 
+@pytest.mark.slow
 def test_non_finite_values_are_capped_or_left_out(models, tmp_path):
     built, _ = models
     model = built["fiq"]
@@ -230,6 +234,7 @@ def test_non_finite_values_are_capped_or_left_out(models, tmp_path):
         overlays.to_json({"main": {"results": {"x": {"value": math.nan}}}})
 
 
+@pytest.mark.slow
 def test_untrusted_names_stay_json_strings(models, tmp_path):
     built, _ = models
     hostile = '</script><img src=x onerror="alert(1)">\n\\u0000"; {}'
@@ -251,6 +256,7 @@ def test_untrusted_names_stay_json_strings(models, tmp_path):
     assert overlays.overlay_name("../../we ird<>.tflite", SNR) == "explorer_we_ird_snr_db.json"
 
 
+@pytest.mark.slow
 def test_subgraph_ids_and_ambiguous_names(models):
     built, _ = models
     model = loop_model()
@@ -319,6 +325,7 @@ def tensor_to_node(graph: dict) -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", ["float", "fiq"])
 def test_every_key_names_its_op_in_model_explorers_graph(models, variant):
     pytest.importorskip("model_explorer")
@@ -342,6 +349,7 @@ def test_every_key_names_its_op_in_model_explorers_graph(models, variant):
                     assert node_id == str(index)
 
 
+@pytest.mark.slow
 def test_graph_ids_match_model_explorers_adapter(models, tmp_path):
     pytest.importorskip("model_explorer")
     built, _ = models
@@ -361,6 +369,7 @@ def test_graph_ids_match_model_explorers_adapter(models, tmp_path):
             assert all(key in lookup for key in graph_data["results"]), (name, graph_id)
 
 
+@pytest.mark.slow
 def test_file_loads_in_model_explorers_classes(models, tmp_path):
     pytest.importorskip("model_explorer")
     import dacite
@@ -390,6 +399,7 @@ def test_file_loads_in_model_explorers_classes(models, tmp_path):
         assert json.loads(built_by_it.to_json_string()) == json.loads(loaded.to_json_string())
 
 
+@pytest.mark.slow
 def test_command_line_is_model_explorers(models, tmp_path, monkeypatch):
     """The command, parsed by model-explorer's own argument parser and main(), opens the model with
     every overlay (the server start is replaced, so nothing listens)."""
@@ -463,6 +473,7 @@ def web_app_harness(tmp_path) -> str:
     return str(path)
 
 
+@pytest.mark.slow
 def test_model_explorers_web_app_colours_each_op(models, tmp_path):
     """The overlay file and the adapter's graph through the web app's own code (the bundle's
     getNodeDataProviderData and processNodeDataProviderDataForGraph, run by node.js): every value lands

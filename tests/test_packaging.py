@@ -6,6 +6,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+from conftest import FIXTURE_REPORT
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -38,7 +40,7 @@ def test_wheel_carries_templates_and_renders(tmp_path):
         "html = r.render(report_from_json(open(sys.argv[2]).read()), 'html')\n"
         "assert b'Quantization report' in html\n"
     )
-    run = subprocess.run([sys.executable, "-c", code, str(site), str(ROOT / "tests" / "fixtures" / "report.json")],
+    run = subprocess.run([sys.executable, "-c", code, str(site), str(FIXTURE_REPORT)],
                          capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in ROOT.iterdir()) == tree_before  # no build/ or *.egg-info left behind

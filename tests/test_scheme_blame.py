@@ -16,13 +16,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def drq_run(demo_cache, tmp_path_factory):
-    from reporter.cli import main
-
+def drq_run(demo_cache, tmp_path_factory, run_cli):
     model_path, data_path = F.ensure("drq_dead_feature", demo_cache)
     out = tmp_path_factory.mktemp("drq_out")
-    code = main(["run", str(model_path), "--data", str(data_path), "--out", str(out), "--name", "drq", "--quiet",
-                 "--variants", "float,drq,fiq,wo8", "--formats", "json,md,html", "--latency-runs", "3"])
+    code = run_cli(model_path, data_path, out, "--variants", "float,drq,fiq,wo8", "--formats", "json,md,html",
+                   name="drq", latency_runs=3)
     assert code == 0
     folder = out / "drq"
     return folder, json.loads((folder / "report.json").read_text()), data_path

@@ -31,9 +31,11 @@ class Simulated:
         rng = np.random.default_rng(seed)
         self.wrong = rng.permutation(N)[:base_wrong]
         self.calls = 0
+        self.seen = []  # the sets of float layers evaluated, in order
 
     def __call__(self, nodes):
         self.calls += 1
+        self.seen.append(frozenset(nodes))
         agree = np.ones(N, bool)
         agree[self.wrong] = False
         start = 0
@@ -89,7 +91,7 @@ def test_the_budget_bounds_the_evaluations_and_an_unmet_target_is_said():
     trace = srch.search(layers, ev, _policy(budget=10))
     assert trace.evaluations == ev.calls <= 10
     assert not trace.target_met
-    assert trace.stop_reason
+    assert "budget" in trace.stop_reason, trace.stop_reason  # the reader learns why it stopped short
 
 
 def test_fiq_that_already_meets_the_target_costs_one_evaluation():
@@ -107,15 +109,20 @@ def test_forced_layers_are_in_every_candidate_and_stay():
         return Simulated([({"L2"}, 200)])(nodes)
 
     trace = srch.search(layers, ev, _policy(), forced=frozenset({"L0"}))
-    assert all("L0" in nodes for nodes in seen)
+    assert len(seen) == trace.evaluations >= 2  # FIQ with L0, then at least one candidate
+    assert all("L0" in nodes for nodes in seen), seen
+    assert all("L0" in step.evaluation.nodes for step in trace.steps) and trace.steps
     assert trace.chosen.nodes == {"L0", "L2"}
 
 
 def test_never_every_layer_in_float():
     layers = _layers(2, bad={"L0", "L1"})
-    ev = Simulated([({"L0", "L1"}, 200)])
+    ev = Simulated([({"L0", "L1"}, 200)])  # only both in float would help: the search must not build that
     trace = srch.search(layers, ev, _policy())
-    assert all(nodes != {"L0", "L1"} for nodes in (s.evaluation.nodes for s in trace.steps))
+    assert ev.seen and len(ev.seen) == trace.evaluations
+    assert {"L0"} in ev.seen or {"L1"} in ev.seen  # it did try layers in float, one at a time
+    assert frozenset({"L0", "L1"}) not in ev.seen, ev.seen
+    assert trace.chosen.nodes != {"L0", "L1"} and not trace.target_met
 
 
 def test_mcnemar_matches_scipy_binomial_and_noise_is_not_a_change():

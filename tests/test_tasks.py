@@ -122,6 +122,7 @@ def binary_run(binary_sigmoid_files, tmp_path_factory):
     return _run(model, data, tmp_path_factory.mktemp("binary_out"), "binary")
 
 
+@pytest.mark.slow
 def test_binary_sigmoid_model_is_measured_as_a_classifier(binary_run, binary_sigmoid_files):
     import independent
 
@@ -152,6 +153,7 @@ def test_binary_sigmoid_model_is_measured_as_a_classifier(binary_run, binary_sig
                                                  "variant_only": pair.variant_only}
 
 
+@pytest.mark.slow
 def test_selective_and_rule_models_are_paired_against_float_and_fiq(binary_run, binary_sigmoid_files):
     """FIQ collapses on this fixture: the search, the selective and the rule model run, each paired
     against float and FIQ; the search's steps count classes with the 0.5 threshold too."""
@@ -183,19 +185,18 @@ def test_selective_and_rule_models_are_paired_against_float_and_fiq(binary_run, 
     assert chosen.accuracy == rec.selective.metrics.accuracy
 
 
-def test_accuracy_gate_applies_to_a_binary_sigmoid_model(binary_sigmoid_files, tmp_path, capsys):
-    from reporter.cli import main
-
+@pytest.mark.slow
+def test_accuracy_gate_applies_to_a_binary_sigmoid_model(binary_sigmoid_files, tmp_path, capsys, run_cli):
     model, data = binary_sigmoid_files
-    code = main(["run", str(model), "--data", str(data), "--out", str(tmp_path), "--name", "gate", "--quiet",
-                 "--variants", "float,fiq", "--formats", "json", "--latency-runs", "2",
-                 "--max-accuracy-drop", "0.5"])
+    code = run_cli(model, data, tmp_path, "--variants", "float,fiq", "--formats", "json", "--max-accuracy-drop", "0.5",
+                   name="gate", latency_runs=2)
     err = capsys.readouterr().err
     assert code == 0, err
     assert "gate passed" in err and "not a classifier" not in err
     assert "accuracy drop 0.0 points" not in err  # FIQ loses accuracy here: the gate measured a real drop
 
 
+@pytest.mark.slow
 def test_regression_model_reports_output_error(regression_files, tmp_path):
     model, data = regression_files
     report, folder = _run(model, data, tmp_path, "regression")
@@ -203,9 +204,11 @@ def test_regression_model_reports_output_error(regression_files, tmp_path):
     assert report.model.num_classes is None and not report.model.binary_sigmoid
     fiq = report.variant("fiq")
     assert fiq.ok and fiq.output_error is not None and fiq.output_error.mse >= 0
+    assert [v.name for v in report.variants] == ["float", "fiq"]
     assert all(v.metrics is None for v in report.variants)
 
 
+@pytest.mark.slow
 def test_binary_sigmoid_report_tells_the_story_first(binary_run):
     from story import check_story
 
@@ -216,6 +219,7 @@ def test_binary_sigmoid_report_tells_the_story_first(binary_run):
     assert "ROC AUC" in texts["md"]
 
 
+@pytest.mark.slow
 def test_regression_report_with_rule_flags_makes_no_gap_claim(regression_files, tmp_path):
     """A regression output run with --first-layers 1: the gap is not measurable, and the report says
     what it measured (output error) instead of claiming FIQ is as accurate as float."""

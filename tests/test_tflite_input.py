@@ -6,8 +6,6 @@ import json
 import numpy as np
 import pytest
 
-from reporter.cli import main
-
 
 @pytest.fixture(scope="module")
 def cnn_tflite(demo_cache, tmp_path_factory):
@@ -32,11 +30,11 @@ def cnn_tflite(demo_cache, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tflite_report(cnn_tflite, tmp_path_factory):
+def tflite_report(cnn_tflite, tmp_path_factory, run_cli):
     path, data_path, _, _ = cnn_tflite
     out = tmp_path_factory.mktemp("tflite_out")
-    code = main(["run", str(path), "--data", str(data_path), "--out", str(out), "--name", "cnn_tflite", "--quiet",
-                 "--variants", "float,drq,fiq,int16x8,wo8", "--formats", "json,md,html", "--latency-runs", "3"])
+    code = run_cli(path, data_path, out, "--variants", "float,drq,fiq,int16x8,wo8", "--formats", "json,md,html",
+                   name="cnn_tflite", latency_runs=3)
     assert code == 0
     folder = out / "cnn_tflite"
     return folder, json.loads((folder / "report.json").read_text())
@@ -48,6 +46,7 @@ def _accuracy(model: bytes, data) -> float:
     return float(np.mean(np.argmax(evaluate.predict(model, data.x), axis=1) == data.y))
 
 
+@pytest.mark.slow
 def test_every_variant_of_a_float_tflite_is_made_by_litert_quantizer_and_measured(tflite_report, cnn_tflite):
     folder, report = tflite_report
     _, _, _, data = cnn_tflite
@@ -65,6 +64,7 @@ def test_every_variant_of_a_float_tflite_is_made_by_litert_quantizer_and_measure
     assert "by LiteRT Quantizer" in html
 
 
+@pytest.mark.slow
 def test_litert_fiq_is_close_to_tf_fiq_of_the_same_model(tflite_report, cnn_tflite):
     """Same float model, same calibration samples, two quantizers: the accuracies differ by at most two
     points. They are not the same model: LiteRT Quantizer's static int8 recipe also quantizes the input
@@ -84,29 +84,32 @@ def test_litert_fiq_is_close_to_tf_fiq_of_the_same_model(tflite_report, cnn_tfli
     assert evaluate.io_shapes(litert_fiq) == evaluate.io_shapes(tf_fiq)
 
 
-def test_variants_only_tf_can_make_are_refused_for_a_tflite_before_anything_runs(cnn_tflite, tmp_path, capsys):
+@pytest.mark.slow
+def test_variants_only_tf_can_make_are_refused_for_a_tflite_before_anything_runs(cnn_tflite, tmp_path, capsys,
+                                                                                 run_cli):
     path, data_path, _, _ = cnn_tflite
-    code = main(["run", str(path), "--data", str(data_path), "--out", str(tmp_path), "--variants", "float,f16"])
+    code = run_cli(path, data_path, tmp_path, "--variants", "float,f16", quiet=False)
     assert code == 2
     err = capsys.readouterr().err
     assert "f16" in err and str(path) in err and "LiteRT Quantizer makes" in err
     assert not any(tmp_path.iterdir())
 
 
-def test_an_already_quantized_tflite_is_refused_with_its_name(cnn_tflite, tmp_path, capsys):
+@pytest.mark.slow
+def test_an_already_quantized_tflite_is_refused_with_its_name(cnn_tflite, tmp_path, capsys, run_cli):
     _, data_path, tf_fiq, _ = cnn_tflite
     quantized = tmp_path / "model_int8.tflite"
     quantized.write_bytes(tf_fiq)
-    code = main(["run", str(quantized), "--data", str(data_path), "--out", str(tmp_path / "out"), "--quiet"])
+    code = run_cli(quantized, data_path, tmp_path / "out")
     assert code == 1
     err = capsys.readouterr().err
     assert "model_int8.tflite" in err and "already quantized" in err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
-def test_a_file_that_is_not_tflite_is_refused_before_tensorflow(tmp_path, capsys, mlp_files):
+def test_a_file_that_is_not_tflite_is_refused_before_tensorflow(tmp_path, capsys, mlp_files, run_cli):
     fake = tmp_path / "model.tflite"
     fake.write_bytes(b"not a flatbuffer at all")
-    code = main(["run", str(fake), "--data", str(mlp_files[1]), "--out", str(tmp_path / "out")])
+    code = run_cli(fake, mlp_files[1], tmp_path / "out", quiet=False)
     assert code == 1
     assert "model.tflite" in capsys.readouterr().err

@@ -12,6 +12,8 @@ from reporter.run import inputs
 from reporter.measure import structure
 from reporter.convert.quantize import FiqQuantizer
 
+pytestmark = pytest.mark.slow  # every test converts a model
+
 
 def _same_model(a: bytes, b: bytes, x, exact=True):
     from independent import without_conversion_metadata

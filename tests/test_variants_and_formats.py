@@ -5,10 +5,11 @@ import pytest
 from sklearn import metrics as skm
 
 from conftest import load_report
-from reporter.cli import main
+
+pytestmark = pytest.mark.slow  # every test converts a model
 
 
-def test_savedmodel_all_variants_and_data_function(tmp_path, monkeypatch, mlp_files):
+def test_savedmodel_all_variants_and_data_function(tmp_path, monkeypatch, mlp_files, run_cli):
     """A SavedModel folder, every variant, one-hot labels from a module:function data source."""
     import keras
 
@@ -17,9 +18,8 @@ def test_savedmodel_all_variants_and_data_function(tmp_path, monkeypatch, mlp_fi
     keras.saving.load_model(model_path).export(str(saved))
     monkeypatch.setenv("QR_TEST_DATA", str(data_path))
     out = tmp_path / "out"
-    code = main(["run", str(saved), "--data", "data_fixture_module:load", "--out", str(out), "--quiet",
-                 "--variants", "float,drq,fiq,f16,int16x8,int8_io", "--calibration-samples", "50",
-                 "--latency-runs", "3"])
+    code = run_cli(saved, "data_fixture_module:load", out, "--variants", "float,drq,fiq,f16,int16x8,int8_io",
+                   "--calibration-samples", "50", latency_runs=3)
     assert code == 0
     report = load_report(out / "mlp_savedmodel")
     assert report.model.format == "saved_model"
@@ -46,7 +46,7 @@ def test_savedmodel_all_variants_and_data_function(tmp_path, monkeypatch, mlp_fi
     assert by_name["int8_io"].metrics.accuracy == pytest.approx(skm.accuracy_score(d["y"], preds))
 
 
-def test_single_output_model_reports_output_error(tmp_path):
+def test_single_output_model_reports_output_error(tmp_path, run_cli):
     import keras
 
     keras.utils.set_random_seed(1)
@@ -58,8 +58,7 @@ def test_single_output_model_reports_output_error(tmp_path):
     model.save(tmp_path / "reg.keras")
     np.savez(tmp_path / "reg.npz", x=x, y=y)
     out = tmp_path / "out"
-    assert main(["run", str(tmp_path / "reg.keras"), "--data", str(tmp_path / "reg.npz"), "--out", str(out),
-                 "--quiet", "--latency-runs", "2"]) == 0
+    assert run_cli(tmp_path / "reg.keras", tmp_path / "reg.npz", out, latency_runs=2) == 0
     report = load_report(out / "reg")
     assert report.model.task == "regression" and report.model.num_classes is None
     from ai_edge_litert.interpreter import Interpreter
@@ -84,7 +83,7 @@ def test_single_output_model_reports_output_error(tmp_path):
     assert share in " ".join(report.findings.headline)
 
 
-def test_one_failing_variant_does_not_stop_the_others(tmp_path, monkeypatch, mlp_files):
+def test_one_failing_variant_does_not_stop_the_others(tmp_path, monkeypatch, mlp_files, run_cli):
     from reporter.convert import converter as convert
 
     real = convert.convert
@@ -97,7 +96,7 @@ def test_one_failing_variant_does_not_stop_the_others(tmp_path, monkeypatch, mlp
     monkeypatch.setattr(convert, "convert", flaky)
     model, data = mlp_files
     out = tmp_path / "out"
-    assert main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2"]) == 0
+    assert run_cli(model, data, out, latency_runs=2) == 0
     report = load_report(out / "breast_cancer_mlp")
     drq = report.variant("drq")
     assert drq.status == "failed" and drq.error == "RuntimeError: converter exploded"
@@ -106,26 +105,25 @@ def test_one_failing_variant_does_not_stop_the_others(tmp_path, monkeypatch, mlp
     assert "converter exploded" in (out / "breast_cancer_mlp" / "run.log").read_text()
 
 
-def test_denylisting_every_layer_is_refused_clearly(tmp_path, mlp_files):
+def test_denylisting_every_layer_is_refused_clearly(tmp_path, mlp_files, run_cli):
     model, data = mlp_files
     out = tmp_path / "out"
-    assert main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2",
-                 "--first-layers", "99", "--recommend", "rule"]) == 0
+    assert run_cli(model, data, out, "--first-layers", "99", "--recommend", "rule", latency_runs=2) == 0
     report = load_report(out / "breast_cancer_mlp")
-    assert all(layer.suspect for layer in report.layers)
+    assert report.layers and all(layer.suspect for layer in report.layers)
     sel = report.recommendation.selective
     assert sel.status == "failed"
     assert "every debugged layer would stay in float" in sel.error
 
 
-def test_first_layers_are_marked_with_their_reason(tmp_path, mlp_files):
+def test_first_layers_are_marked_with_their_reason(tmp_path, mlp_files, run_cli):
     model, data = mlp_files
     out = tmp_path / "out"
-    assert main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet", "--latency-runs", "2",
-                 "--variants", "float,fiq", "--first-layers", "2", "--recommend", "rule"]) == 0
+    assert run_cli(model, data, out, "--variants", "float,fiq", "--first-layers", "2", "--recommend", "rule",
+                   latency_runs=2) == 0
     report = load_report(out / "breast_cancer_mlp")
     first_two = report.layers[:2]
-    assert all("one of the first 2 layers" in layer.reasons for layer in first_two)
+    assert len(first_two) == 2 and all("one of the first 2 layers" in layer.reasons for layer in first_two)
     assert report.recommendation.denylisted_nodes[:2] == [layer.tensor_name for layer in first_two]
     # With the SUB (huge range) in float as well, the selective model should recover at least as much.
     assert report.recommendation.selective.metrics.accuracy >= report.variant("fiq").metrics.accuracy

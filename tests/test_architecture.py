@@ -1,0 +1,114 @@
+"""The package's shape: imports run one way (import-linter's contract in pyproject.toml), no module imports
+itself back through others (imports inside functions included), stages are subpackages, and each says
+what it is in one line. Reads source only: no TensorFlow, a second or two."""
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "reporter"
+TOP_LEVEL_FILES = {"__init__.py", "__main__.py", "cli.py"}
+
+
+def test_import_linter_contract_is_kept():
+    exe = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+    assert Path(exe).exists(), "lint-imports is not installed (pip install -e '.[test]')"
+    # --no-cache: judge the files as they are now, and write no cache folder into the repository
+    run = subprocess.run([exe, "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    assert "Stages import downwards only KEPT" in out, out
+    assert "0 broken" in out, out
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iterative: the strongly connected components of `graph`."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components
+
+
+def _import_graph() -> dict[str, set[str]]:
+    import grimp
+
+    # grimp reads every import statement, those inside functions and under TYPE_CHECKING included.
+    graph = grimp.build_graph("reporter", cache_dir=None)
+    return {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+
+
+def test_the_cycle_finder_finds_cycles():
+    """The check below would pass on any graph if the finder found nothing: it finds a planted cycle."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"e"}}
+    assert sorted(sorted(c) for c in _strongly_connected(graph) if len(c) > 1) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_between_reporters_modules():
+    graph = _import_graph()
+    assert {"reporter.cli", "reporter.run.pipeline", "reporter.core.judgement"} <= set(graph)
+    assert sum(len(targets) for targets in graph.values()) > 50  # the graph was really read
+    # An import inside a function is an edge too: the CLI imports the pipeline only inside `run` (bad input
+    # fails before TensorFlow loads), and that import must be in the graph.
+    assert "reporter.run.pipeline" in graph["reporter.cli"]
+    cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_top_level_holds_only_subpackages_and_the_entry_points():
+    entries = [p for p in PACKAGE.iterdir() if p.name != "__pycache__"]
+    files = {p.name for p in entries if p.is_file()}
+    assert files == TOP_LEVEL_FILES, f"move {sorted(files - TOP_LEVEL_FILES)} into a stage's subpackage"
+    folders = [p for p in entries if p.is_dir()]
+    assert len(folders) >= 10
+    for folder in folders:
+        assert (folder / "__init__.py").is_file(), f"{folder.name}/ is not a subpackage (no __init__.py)"
+
+
+@pytest.mark.parametrize("init", sorted(PACKAGE.glob("*/__init__.py")), ids=lambda p: p.parent.name)
+def test_every_subpackage_opens_with_a_one_line_docstring(init):
+    source = init.read_text(encoding="utf-8")
+    module = ast.parse(source)
+    docstring = ast.get_docstring(module, clean=False)
+    assert docstring, f"{init.relative_to(ROOT)} has no docstring"
+    assert isinstance(module.body[0], ast.Expr) and module.body[0].lineno == 1, "the docstring comes first"
+    assert "\n" not in docstring.strip(), f"{init.relative_to(ROOT)}: the docstring is more than one line"
+    assert source.startswith('"""') and source.splitlines()[0].endswith('"""'), "one line, opened and closed"
+    assert len(docstring.split()) >= 3, docstring  # says what the stage is, not just its name
