@@ -206,3 +206,16 @@ def test_the_example_workflow_uses_commands_and_flags_that_exist():
         build_parser().parse_args(shlex.split(command.strip())[1:])  # raises UsageError on an unknown flag
     assert "--baseline reports-base --max-accuracy-drop" in joined
     assert "gh pr comment" in text and "--body-file diff.md" in text and "upload-artifact" in text
+
+
+def test_what_counts_as_a_change_is_judgements():
+    """`diff`'s change rules live in reporter.core.judgement: an accuracy change beyond noise (or any, untested),
+    an output error that moved, a latency LATENCY_CHANGE_RATIO times off and by LATENCY_CHANGE_MIN_MS."""
+    from reporter.core import judgement
+
+    assert judgement.accuracy_differs(True, 0.01) and not judgement.accuracy_differs(False, -0.2)
+    assert judgement.accuracy_differs(None, 0.01) and not judgement.accuracy_differs(None, 0.0)
+    assert judgement.output_error_changed(0.0, 0.5) and not judgement.output_error_changed(0.5, 0.5)
+    assert judgement.latency_changed(1.0, 1.6) and judgement.latency_changed(1.0, 0.6)
+    assert not judgement.latency_changed(1.0, 1.2)
+    assert not judgement.latency_changed(0.001, 0.01)  # ten times slower, but by microseconds: timing noise

@@ -189,3 +189,25 @@ def test_a_search_that_keeps_nothing_says_why(base, target_met, words):
     r = changed(base, recommendation=rec)
     assert r.findings.fix.status == "not_built" and r.findings.culprits == []
     assert r.findings.recommendation.startswith(words)
+
+
+def test_the_gap_and_fix_rules_are_judgements():
+    """One gap rule (reporter.core.judgement.gap_kind) for the pipeline and for the findings of a report without
+    a stored gap; one rule for a fix that leaves a loss."""
+    assert judgement.gap_kind(-0.01, 0.001) == "not_worse"
+    assert judgement.gap_kind(0.005, 0.001, max_accuracy_drop=0.01) == "allowed"
+    assert judgement.gap_kind(0.05, 0.3) == "noise"
+    assert judgement.gap_kind(0.05, 0.001) == "gap"
+    assert judgement.gap_kind(0.05, None) == "gap"  # a drop whose significance was not recorded counts
+    assert judgement.loss_stays(True, -0.05, None)
+    assert not judgement.loss_stays(True, -0.05, 0.1)  # within the allowed drop
+    assert not judgement.loss_stays(None, -0.05, None)  # not tested: no loss shown
+    assert not judgement.loss_stays(True, 0.05, None)
+
+
+def test_size_words_read_the_judgement_ratios(monkeypatch):
+    from reporter.findings.derive import _size_words
+
+    assert _size_words(0.97) == "3 % smaller than float"
+    monkeypatch.setattr(judgement, "PERCENT_RATIO", 0.01)
+    assert _size_words(0.97) == "1.0x smaller than float"

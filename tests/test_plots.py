@@ -231,3 +231,13 @@ def test_tradeoff_renders_deterministically(fixture_report):
     assert uri.startswith("data:image/png;base64,") and uri == plots.tradeoff(fixture_report)
     sizes = [s.size_bytes for s in fixture_report.recommendation.search.steps]
     assert not plots.spans_decades(sizes)  # a linear size axis for the fixture's 6.4 .. 10 KB
+
+
+def test_without_a_recommendation_the_rule_line_is_judgements_default(fixture_report, monkeypatch):
+    """The rmse/scale rule's line falls back on reporter.core.judgement.SUSPECT_THRESHOLD."""
+    from reporter.core import judgement
+
+    report = dataclasses.replace(fixture_report, recommendation=None)
+    assert plots.layer_rmse_plan(report).lines[1].value == judgement.SUSPECT_THRESHOLD
+    monkeypatch.setattr(judgement, "SUSPECT_THRESHOLD", 1.5)
+    assert plots.layer_rmse_plan(report).lines[1].label == "rule threshold 1.5"

@@ -16,8 +16,9 @@ import pytest
 
 from reporter.findings import report_from_json
 from reporter.render import formats as render
-from reporter.model.report import SCHEMA_VERSION, Report
-from reporter.render.view import ReportView, shorten
+from reporter.model.report import SCHEMA_VERSION
+from reporter.core.formatting import shorten
+from reporter.render.view import ReportView
 
 HERE = Path(__file__).parent
 FIXTURE = HERE / "fixtures" / "report.json"
@@ -85,8 +86,7 @@ def _parse(html: bytes) -> _Collector:
 
 def test_html_structure(report):
     doc = _parse(render.render(report, "html"))
-    view = ReportView(report)
-    names = [view.short(v.name) for v in view.ok_columns]
+    names = ReportView(report).column_labels
     assert names == ["Float", "DRQ", "FIQ", "Recommended"]
     for table in ("tensor-types", "metrics", "size-latency", "ops"):
         assert doc.tables[table][0][1][1:] == names, table  # one column per variant

@@ -1,9 +1,14 @@
-"""The arrows, colours and number formats the reports use."""
+"""The arrows, colours and number formats the reports use, and the thresholds behind them."""
+
+from pathlib import Path
 
 import pytest
 
+from reporter.core import formatting as fmt
+from reporter.core import judgement
 from reporter.findings import report_from_json
 from reporter.render import view
+from reporter.render.views import common
 
 
 @pytest.mark.parametrize("value,ref,arrow", [
@@ -11,12 +16,12 @@ from reporter.render import view
     (None, 5, ""),
 ])
 def test_count_arrow(value, ref, arrow):
-    assert view.count_arrow(value, ref) == arrow
+    assert common.count_arrow(value, ref) == arrow
 
 
 def test_latency_arrow_ignores_small_noise():
-    assert view.count_arrow(1.05, 1.0, same_ratio=0.10) == "~"
-    assert view.count_arrow(1.2, 1.0, same_ratio=0.10) == "↑"
+    assert common.count_arrow(1.05, 1.0, same_ratio=0.10) == "~"
+    assert common.count_arrow(1.2, 1.0, same_ratio=0.10) == "↑"
 
 
 @pytest.mark.parametrize("value,ref,arrow", [
@@ -24,37 +29,33 @@ def test_latency_arrow_ignores_small_noise():
     (0.951, 0.900, "↑↑"), (0.890, 0.900, "↓"), (0.849, 0.900, "↓↓"), (0.5, None, ""),
 ])
 def test_metric_arrow(value, ref, arrow):
-    assert view.metric_arrow(value, ref) == arrow
+    assert common.metric_arrow(value, ref) == arrow
 
 
 def test_tone_follows_direction_of_good():
-    assert view.tone("↓↓", higher_is_better=True) == "bad"
-    assert view.tone("↓", higher_is_better=False) == "good"
-    assert view.tone("~", higher_is_better=True) == "neutral"
+    assert common.tone("↓↓", higher_is_better=True) == "bad"
+    assert common.tone("↓", higher_is_better=False) == "good"
+    assert common.tone("~", higher_is_better=True) == "neutral"
 
 
 @pytest.mark.parametrize("func,arg,text", [
-    (view.fmt_bytes, 900, "900 B"), (view.fmt_bytes, 9424, "9.2 KB"), (view.fmt_bytes, 3 * 1024**2, "3.0 MB"),
-    (view.fmt_signed_bytes, 240, "+240 B"), (view.fmt_signed_bytes, -2048, "−2.0 KB"),
-    (view.fmt_ms, 0.000852, "0.852 µs"), (view.fmt_ms, 12.345, "12.3 ms"),
-    (view.fmt_percent, 0.7297, "73.0 %"), (view.fmt_points, -0.325, "−32.5"), (view.fmt_points, 0.0001, "±0.0"),
-    (view.fmt_number, 2157.9, "2158"), (view.fmt_number, 0.0000123, "1.230e-05"), (view.fmt_number, 0, "0"),
+    (fmt.fmt_bytes, 900, "900 B"), (fmt.fmt_bytes, 9424, "9.2 KB"), (fmt.fmt_bytes, 3 * 1024**2, "3.0 MB"),
+    (fmt.fmt_signed_bytes, 240, "+240 B"), (fmt.fmt_signed_bytes, -2048, "−2.0 KB"),
+    (fmt.fmt_ms, 0.000852, "0.852 µs"), (fmt.fmt_ms, 12.345, "12.3 ms"),
+    (fmt.fmt_percent, 0.7297, "73.0 %"), (fmt.fmt_points, -0.325, "−32.5"), (fmt.fmt_points, 0.0001, "±0.0"),
+    (fmt.fmt_number, 2157.9, "2158"), (fmt.fmt_number, 0.0000123, "1.230e-05"), (fmt.fmt_number, 0, "0"),
 ])
 def test_formats(func, arg, text):
     assert func(arg) == text
 
 
 def test_rule_comparison_and_verdicts_of_the_breast_cancer_fixture():
-    from pathlib import Path
-
-    from reporter.model.report import Report
-
     report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
     v = view.ReportView(report)
-    fiq = next(line for line in v.verdicts if line.startswith("FIQ"))
+    fiq = next(line for line in v.quality.verdicts if line.startswith("FIQ"))
     assert "accuracy 63.2 % against float's 95.6 % (−32.5 points" in fiq
     assert "predicts class 1 for 100 % of samples" in fiq
-    assert v.rule_comparison == ("The rmse/scale rule: 1 layer, 73 % of the gap, 6.8 KB; the search: 2 layers,"
+    assert v.recommendation.rule_comparison == v.rule_comparison == ("The rmse/scale rule: 1 layer, 73 % of the gap, 6.8 KB; the search: 2 layers,"
                                  " 100 % of the gap, 6.6 KB.")
 
 
@@ -63,8 +64,8 @@ def test_rule_comparison_and_verdicts_of_the_breast_cancer_fixture():
     ("x" * 100, 21, "x" * 8 + "…" + "x" * 12),
 ])
 def test_long_names_are_shortened_in_the_middle(name, limit, short):
-    assert view.shorten(name, limit) == short
-    assert len(view.shorten(name, limit)) <= limit
+    assert fmt.shorten(name, limit) == short
+    assert len(fmt.shorten(name, limit)) <= limit
 
 
 def test_tiny_errors_and_near_equal_sizes_are_worded_so_that_they_read_right():
@@ -80,3 +81,55 @@ def test_tiny_errors_and_near_equal_sizes_are_worded_so_that_they_read_right():
     assert _size_words(1.03) == "3 % larger than float"
     assert _size_words(0.5) == "2.0x smaller than float"
     assert _size_words(1.001) == "same size as float"
+
+
+def test_arrows_are_judgement_steps_drawn():
+    """The views only draw what reporter.core.judgement decides: 0 the same, 1 changed, 2 a big change."""
+    assert judgement.count_step(11, 5) == 2 and judgement.count_step(4, 5) == -1 and judgement.count_step(5, 5) == 0
+    assert judgement.count_step(None, 5) is None
+    assert judgement.metric_step(0.951, 0.900) == 2 and judgement.metric_step(0.896, 0.900) == 0
+    assert [common.ARROWS[step] for step in (-2, -1, 0, 1, 2)] == ["↓↓", "↓", "~", "↑", "↑↑"]
+
+
+def test_legend_states_the_judgement_thresholds(monkeypatch):
+    """The legend's words follow the constants in reporter.core.judgement: change one, the legend follows."""
+    report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    legend = dict(view.ReportView(report).legend)
+    assert "within 10 % of it (latency), or within 0.5 points of it (metrics)" in legend["~"]
+    assert "more than 2x higher / lower (counts, sizes, latency), or more than 5 points" in legend["↑↑ / ↓↓"]
+    monkeypatch.setattr(judgement, "LATENCY_SAME_RATIO", 0.25)
+    monkeypatch.setattr(judgement, "METRIC_SAME_POINTS", 1.5)
+    monkeypatch.setattr(judgement, "METRIC_BIG_POINTS", 10.0)
+    monkeypatch.setattr(judgement, "COUNT_BIG_RATIO", 3.0)
+    legend = dict(view.ReportView(report).legend)
+    assert "within 25 % of it (latency), or within 1.5 points of it (metrics)" in legend["~"]
+    assert "more than 3x higher / lower (counts, sizes, latency), or more than 10 points" in legend["↑↑ / ↓↓"]
+    assert common.metric_arrow(0.910, 0.900) == "~"  # the arrows follow the same constants
+    assert common.count_arrow(14, 5) == "↑"
+
+
+def test_template_sentences_state_the_judgement_thresholds(monkeypatch):
+    """The quality section's sentence and the panel's interval heading come from the judgement constants."""
+    from reporter.render import formats as render
+
+    report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    html = render.render_html(report).decode()
+    assert "within 0.5 points, <b>↑↑/↓↓</b> beyond 5 points" in html and "p &lt; 0.05)" in html
+    assert ">95 % interval<" in html
+    monkeypatch.setattr(judgement, "METRIC_SAME_POINTS", 1.0)
+    monkeypatch.setattr(judgement, "ALPHA", 0.01)
+    monkeypatch.setattr(judgement, "CONFIDENCE", 0.9)
+    md = render.render_md(report).decode()
+    assert "| 90 % interval |" in md
+    words = view.ReportView(report).quality.thresholds
+    assert (words.metric_same, words.alpha) == ("1 points", "0.01")
+
+
+def test_the_report_view_is_composed_of_section_views():
+    report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    v = view.ReportView(report)
+    assert v.layers.top_layer_rows is v.top_layer_rows  # a section's value, also by its name on the whole view
+    assert v.markdown.kept_rows == v.recommendation.kept_rows[: v.markdown.KEPT_ROWS]
+    assert v.column_labels[:3] == ["Float", "DRQ", "FIQ"]
+    with pytest.raises(AttributeError):
+        v.no_such_value

@@ -19,12 +19,12 @@ from reporter.batch.runner import BatchResult
 from reporter.batch.worker import Outcome
 from reporter.batch.config import BatchConfig
 from reporter.findings.gate import Gate
-from reporter.core.exit_codes import ExitCode, exit_code
+from reporter.core.exit_codes import exit_code
 from reporter.findings.gate import check
 from reporter.render.formats import FILE_NAMES, environment, templates_dir, write_atomic
-from reporter.model.report import Report
 from reporter.findings import load_report
-from reporter.render.view import NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
+from reporter.core.variants import short
 
 INDEX_SCHEMA_VERSION = 1
 
@@ -131,7 +131,20 @@ def build(config: BatchConfig, out, result: BatchResult) -> Index:
 class IndexView:
     """Formatted cells for the index templates."""
 
-    VARIANTS = ("float", "drq", "fiq", "selective")
+    VARIANTS = ("float", "drq", "fiq", "selective")  # their accuracy; the first three's size; FIQ's latency
+
+    @property
+    def accuracy_labels(self) -> list[str]:
+        """The accuracy columns' variant names, from reporter.core.variants."""
+        return [short(v) for v in self.VARIANTS]
+
+    @property
+    def size_labels(self) -> list[str]:
+        return [short(v) for v in self.VARIANTS[:3]]
+
+    @property
+    def fiq_label(self) -> str:
+        return short("fiq")
 
     def __init__(self, index: Index):
         self.index = index
@@ -176,7 +189,7 @@ class IndexView:
     @property
     def drop_label(self) -> str:
         variant = self.index.gate["variant"] if self.index.gate else "fiq"
-        return f"{variant.upper()} vs float (points)"
+        return f"{short(variant)} vs float (points)"
 
     @property
     def seconds_text(self) -> str:

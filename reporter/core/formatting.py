@@ -1,8 +1,18 @@
-"""How numbers read in every report: bytes, milliseconds, points, percentages. No judgement here."""
+"""How numbers read in every report: bytes, milliseconds, points, percentages, names. No judgement here
+(what a number means is reporter.core.judgement's)."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
+
+# A value a built model should have but does not (its measurement failed, or latency was skipped): never a
+# blank or a zero, which would read as a measured value.
+NOT_MEASURED = "not measured"
+
+
+def or_missing(value, fmt: Callable) -> str:
+    """`value` formatted, or "not measured" (a built model's value that is missing is never blank)."""
+    return NOT_MEASURED if value is None else fmt(value)
 
 
 def fmt_bytes(n: Optional[float]) -> str:
@@ -51,11 +61,15 @@ def fmt_percent(x: Optional[float], digits: int = 1) -> str:
 
 
 def fmt_points(delta: float) -> str:
-    """Accuracy difference in points of 100, always signed."""
-    points = delta * 100.0
-    if abs(points) < 0.05:
+    """Accuracy difference in points of 100, always signed; one that rounds to zero is "±0.0"."""
+    if abs(delta * 100.0) < 0.05:
         return "±0.0"
-    return f"{points:+.1f}".replace("-", "−")
+    return fmt_signed_points(delta)
+
+
+def fmt_signed_points(delta: float) -> str:
+    """Accuracy difference in points of 100 with its sign as computed: "+0.0", "−1.5"."""
+    return f"{delta * 100.0:+.1f}".replace("-", "−")
 
 
 def fmt_number(x: Optional[float]) -> str:
@@ -69,9 +83,9 @@ def fmt_number(x: Optional[float]) -> str:
     return f"{x:.4g}"
 
 
-def size_ratio_text(size: int, ref: int) -> str:
-    if size == ref:
-        return "same size as float"
-    if size < ref:
-        return f"{ref / size:.1f}x smaller than float"
-    return f"{size / ref:.1f}x larger than float"
+def shorten(name: str, limit: int = 60) -> str:
+    """A long tensor name shortened in the middle (the full name goes in a title or a code span)."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) * 2 // 5
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]

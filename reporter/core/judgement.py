@@ -1,7 +1,8 @@
-"""Judgement: when a difference is real, what counts as a gap, what the search aims at.
+"""Judgement: when a difference is real, what counts as a gap, what the search aims at, how a change reads.
 
-Every threshold and statistical test the pipeline and the search use lives here, typed and tested,
-so that no other module decides what a number means.
+Every threshold, tolerance and statistical test the pipeline, the search, the findings, `diff` and the
+rendered reports use lives here, typed and tested, so that no other module decides what a number means.
+The reports' legend and sentences that state a threshold are written from these constants.
 """
 
 from __future__ import annotations
@@ -97,13 +98,27 @@ def accuracy_gap(y, float_pred, pred, max_accuracy_drop: Optional[float], name: 
     f_ok, q_ok = float_pred == y, pred == y
     drop = float(f_ok.mean() - q_ok.mean())
     p = mcnemar_p(f_ok, q_ok)
-    if drop <= 0:
+    why = gap_kind(drop, p, max_accuracy_drop)
+    if why == "not_worse":
         return Gap("no_gap", drop, p, f"{name} is at least as accurate as float")
-    if max_accuracy_drop is not None and within(drop, max_accuracy_drop):
+    if why == "allowed":
         return Gap("no_gap", drop, p, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
-    if p >= ALPHA:
+    if why == "noise":
         return Gap("no_gap", drop, p, f"the drop is within noise (McNemar p = {p:.2g})")
     return Gap("gap", drop, p, f"{name} loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
+
+
+def gap_kind(drop: float, p_value: Optional[float], max_accuracy_drop: Optional[float] = None) -> str:
+    """Whether an accuracy drop against float (0..1) is a gap, and if not, why: "not_worse" (no drop),
+    "allowed" (within --max-accuracy-drop), "noise" (McNemar p at or above ALPHA) or "gap" (a drop whose
+    significance is unknown counts as a gap)."""
+    if drop <= 0:
+        return "not_worse"
+    if max_accuracy_drop is not None and within(drop, max_accuracy_drop):
+        return "allowed"
+    if p_value is not None and not significant(p_value):
+        return "noise"
+    return "gap"
 
 
 def after_fix(gap: Gap, y, float_pred, fixed_pred, max_accuracy_drop: Optional[float]) -> Gap:
@@ -168,7 +183,85 @@ def wilson_interval(correct: int, total: int, confidence: float = CONFIDENCE) ->
 
 
 def significant(p_value: float) -> bool:
+    """A paired test's p-value below ALPHA: a difference beyond noise."""
     return p_value < ALPHA
+
+
+def accuracy_differs(is_significant: Optional[bool], delta: float) -> bool:
+    """An accuracy difference that counts: significant in its paired test or, when it was not tested
+    (`is_significant` None), any difference beyond float rounding."""
+    return bool(is_significant) or (is_significant is None and nonzero(delta))
+
+
+def worse_beyond_noise(is_significant: Optional[bool], delta: float) -> bool:
+    """A paired comparison that shows a loss: significant and negative (an untested one shows none)."""
+    return bool(is_significant) and delta < 0
+
+
+def loss_stays(is_significant: Optional[bool], delta: float, max_accuracy_drop: Optional[float]) -> bool:
+    """A fix that leaves a variant worse than float: worse beyond noise and beyond the allowed drop."""
+    allowed = max_accuracy_drop is not None and within(-delta, max_accuracy_drop)
+    return worse_beyond_noise(is_significant, delta) and not allowed
+
+
+def output_error_changed(base_mse: float, new_mse: float) -> bool:
+    """`diff`: an output MSE that moved beyond float rounding, relative to BASE's."""
+    return nonzero((new_mse - base_mse) / positive_floor(abs(base_mse)))
+
+
+def latency_changed(base_ms: float, new_ms: float) -> bool:
+    """`diff`: a latency LATENCY_CHANGE_RATIO times slower or faster than in BASE, and by at least
+    LATENCY_CHANGE_MIN_MS."""
+    ratio = new_ms / base_ms
+    return (ratio >= LATENCY_CHANGE_RATIO or ratio <= 1 / LATENCY_CHANGE_RATIO) \
+        and abs(new_ms - base_ms) >= LATENCY_CHANGE_MIN_MS
+
+
+# --- how a variant's change against float reads in the report's tables ---------------------------
+METRIC_SAME_POINTS = 0.5  # a metric within this many points (of 100) of float's reads as the same: "~"
+METRIC_BIG_POINTS = 5.0  # a metric more than this many points from float's: a big change (double arrow)
+COUNT_BIG_RATIO = 2.0  # a count, size or latency more than this many times float's (or less than 1/this): big
+LATENCY_SAME_RATIO = 0.10  # a latency within this share of float's reads as the same: timing noise, not a change
+SAME_RATIO = 0.005  # a size or latency ratio within this of 1 reads as the same ("1.0x" would show no change)
+PERCENT_RATIO = 0.05  # a size ratio within this of 1 is worded as a percentage: "1.0x smaller" reads as no change
+SUSPECT_THRESHOLD = 0.7  # the rmse/scale rule's default: a layer above this RMSE/scale is flagged
+
+
+def count_step(value: Optional[float], ref: Optional[float], same_ratio: float = 0.0) -> Optional[int]:
+    """A count, size or latency against float's: 0 the same (or within `same_ratio` of it), +1 / -1
+    higher / lower, +2 / -2 more than COUNT_BIG_RATIO times higher / lower (or from / to zero); None
+    when either is missing."""
+    if value is None or ref is None:
+        return None
+    if value == ref or (ref and abs(value - ref) <= same_ratio * abs(ref)):
+        return 0
+    up = value > ref
+    lo, hi = (ref, value) if up else (value, ref)
+    step = 2 if lo <= 0 or hi / lo > COUNT_BIG_RATIO else 1
+    return step if up else -step
+
+
+def metric_step(value: Optional[float], ref: Optional[float]) -> Optional[int]:
+    """A metric (0..1) against float's: 0 within METRIC_SAME_POINTS, +1 / -1 up to METRIC_BIG_POINTS
+    higher / lower, +2 / -2 beyond; None when either is missing."""
+    if value is None or ref is None:
+        return None
+    points = (value - ref) * 100.0
+    if abs(points) <= METRIC_SAME_POINTS:
+        return 0
+    step = 2 if abs(points) > METRIC_BIG_POINTS else 1
+    return step if points > 0 else -step
+
+
+def same_ratio(ratio: float, tolerance: float = 0.0) -> bool:
+    """A ratio against float that reads as no change: within `tolerance` of 1, and never finer than
+    SAME_RATIO."""
+    return abs(ratio - 1) <= max(tolerance, SAME_RATIO)
+
+
+def ratio_in_percent(ratio: float) -> bool:
+    """A size ratio close enough to 1 to be worded as a percentage rather than "1.0x"."""
+    return abs(ratio - 1) < PERCENT_RATIO
 
 
 def p_text(p_value: float) -> str:

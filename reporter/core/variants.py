@@ -63,7 +63,8 @@ DEFAULT_VARIANTS = tuple(v.name for v in REGISTRY if v.default)
 FIXES_FIQ = tuple(v.name for v in REGISTRY if v.fixes_fiq)
 RECIPES = {v.name: v.recipe for v in REGISTRY if v.recipe and v.requested}  # variant -> LiteRT recipe
 ONLY_LITERT = frozenset(v.name for v in REGISTRY if v.requested and v.converters == (LITERT,))
-NEEDS_TF_CONVERTER = frozenset(v.name for v in REGISTRY if v.requested and LITERT not in v.converters)
+# Float is the model itself (a float .tflite input is used as given), so it never needs a converter.
+NEEDS_TF_CONVERTER = frozenset(v.name for v in REGISTRY if v.requested and v.name != "float" and LITERT not in v.converters)
 CALIBRATED = frozenset(v.name for v in REGISTRY if v.calibrated)
 
 SHORT_NAMES = {v.name: v.short for v in REGISTRY}
@@ -80,3 +81,8 @@ def ordered(names) -> tuple:
     """Float first (every comparison's reference), then the rest in the registry's order."""
     wanted = set(names) | {"float"}
     return tuple(v for v in ALL_VARIANTS if v in wanted)
+
+
+def alternative(scheme: str) -> str:
+    """The variant that keeps the recommended layers in `scheme` instead of float: "drq" -> "alt_drq"."""
+    return f"alt_{scheme}"

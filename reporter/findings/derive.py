@@ -2,8 +2,9 @@
 
 `derive(report)` is a pure function of the measured report (no TensorFlow, no files): the verdict per
 variant with its significance, the gap and whether the fix closed it, the culprit layers and why,
-degenerate outputs, warnings, hints, the gate, and the headline a reader sees first. Thresholds come
-from reporter.core.judgement; numbers are worded with reporter.core.formatting. Templates only lay these out.
+degenerate outputs, warnings, hints, the gate, and the headline a reader sees first. Thresholds and noise
+rules come from reporter.core.judgement, variant names from reporter.core.variants; numbers are worded with
+reporter.core.formatting. Templates only lay these out.
 """
 
 from __future__ import annotations
@@ -12,17 +13,13 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Optional
 
 from reporter.core import judgement as jd
+from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_points, fmt_signed_bytes
+from reporter.core.variants import short
 from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, FixFinding,
                                         Findings, GapFinding, GateFinding, Notice, Reason, VariantFinding)
-from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_signed_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Metrics, Report, VariantResult
-
-NAMES = {"float": "Float", "drq": "DRQ", "fiq": "FIQ", "f16": "Float16", "int16x8": "16x8",
-         "int8_io": "Int8 I/O", "wo8": "Weight-only", "alt_float": "LiteRT, float layers",
-         "alt_int16x8": "16x8 layers", "alt_drq": "DRQ layers", "selective": "Recommended", "rule": "Rule"}
-
 
 # --- deriving them --------------------------------------------------------------------------------------
 def derive(report: "Report") -> Findings:
@@ -89,7 +86,7 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
 
 
 BLAMED_IN_HEADLINE = ("drq", "wo8", "int16x8", "f16", "int8_io")
-SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}
+SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}  # a scheme in a sentence
 
 
 def _alternatives(report: "Report") -> list[AlternativeFinding]:
@@ -117,7 +114,7 @@ def _alternatives(report: "Report") -> list[AlternativeFinding]:
         cmp = compare(m.metrics, sel.metrics, "selective") if m.metrics and sel.metrics else None
         if cmp is None:
             status = "not_lighter"
-        elif cmp.significant and cmp.delta < 0:
+        elif jd.worse_beyond_noise(cmp.significant, cmp.delta):
             status = "worse"
         elif size_delta is not None and size_delta < 0 and cmp.p_value is not None:
             status = "lighter"
@@ -160,7 +157,7 @@ def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Compa
     """Accuracy difference with its exact McNemar test, worded."""
     delta = metrics.accuracy - ref_metrics.accuracy
     paired = metrics.paired.get(reference) if metrics.paired else None
-    points = _points(delta)
+    points = f"{fmt_points(delta)} points"
     if paired is None:
         return Comparison(reference, delta, None, None, f"{points}, significance not recorded")
     p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
@@ -170,13 +167,6 @@ def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Compa
     if not sig:
         return Comparison(reference, delta, p, False, f"within noise: {points}, {jd.p_text(p)}")
     return Comparison(reference, delta, p, True, f"{points}, {jd.p_text(p)}")
-
-
-def _points(delta: float) -> str:
-    points = delta * 100.0
-    if abs(points) < 0.05:
-        return "±0.0 points"
-    return f"{points:+.1f} points".replace("-", "−")
 
 
 def _degenerate(metrics: "Metrics", ref: Optional["Metrics"]) -> Optional[Degenerate]:
@@ -199,7 +189,7 @@ def _degenerate(metrics: "Metrics", ref: Optional["Metrics"]) -> Optional[Degene
 
 
 def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
-    label = NAMES.get(v.name, v.name)
+    label = short(v.name)
     if not v.ok:
         return VariantFinding(v.name, label, False, error=v.error or "", direction="failed",
                               verdict=f"{label}: failed: {v.error}")
@@ -235,7 +225,7 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
             direction = "not_measurable"
             if ref and ref.metrics is None:
                 parts.append("float's accuracy was not measured")
-        elif vs_float.significant is False or (vs_float.significant is None and not jd.nonzero(vs_float.delta)):
+        elif not jd.accuracy_differs(vs_float.significant, vs_float.delta):
             direction = "same"
         else:
             direction = "worse" if vs_float.delta < 0 else "better"
@@ -302,7 +292,7 @@ def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[Bl
                                  f" ({m.converter}) was built, but its accuracy was not measured.")
     cmp = compare(m.metrics, ref.metrics, "float")
     limit = report.settings.get("max_accuracy_drop")
-    fixed = not (cmp.significant and cmp.delta < 0) or (limit is not None and jd.within(-cmp.delta, limit))
+    fixed = not jd.loss_stays(cmp.significant, cmp.delta, limit)
     result = (f"keeping {layers} in float ({m.converter}, {fmt_signed_bytes(m.size_bytes - v.size_bytes)} against"
               f" {label}) gives {fmt_percent(m.metrics.accuracy)}, {cmp.text} against float")
     text = (f"{label}'s loss is caused by {where}: {result}: fixed." if fixed else
@@ -312,9 +302,10 @@ def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[Bl
 
 
 def _size_words(ratio: float) -> str:
-    if abs(ratio - 1) < 0.005:
+    """"2.0x smaller than float", "3 % larger than float" (close to float's), "same size as float"."""
+    if jd.same_ratio(ratio):
         return "same size as float"
-    if abs(ratio - 1) < 0.05:  # "1.0x smaller" reads as no change: say the percentage
+    if jd.ratio_in_percent(ratio):
         return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'} than float"
     return f"{1 / ratio:.1f}x smaller than float" if ratio < 1 else f"{ratio:.1f}x larger than float"
 
@@ -353,9 +344,10 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
         return GapFinding("not_measurable", "float was not measured")
     c = compare(fiq.metrics, ref.metrics, "float")
     drop = -c.delta
-    if drop <= 0:
+    why = jd.gap_kind(drop, c.p_value)
+    if why == "not_worse":
         return GapFinding("no_gap", "FIQ is at least as accurate as float", drop, c.p_value)
-    if c.significant is False:
+    if why == "noise":
         return GapFinding("no_gap", f"the drop is within noise ({jd.p_text(c.p_value)})", drop, c.p_value)
     return GapFinding("gap", f"FIQ loses {drop * 100:.1f} points", drop, c.p_value)
 
@@ -570,10 +562,10 @@ def _warnings(report: "Report") -> list[Notice]:
                               f" {k - len(missing)} classes present."))
     failed = [v for v in _columns(report) if not v.ok]
     for v in failed:
-        out.append(Notice("variant_failed", f"{NAMES.get(v.name, v.name)} failed: {v.error}"))
+        out.append(Notice("variant_failed", f"{short(v.name)} failed: {v.error}"))
     for v in _columns(report):
         for measurement, error in (v.measurement_errors.items() if v.ok else ()):
-            out.append(Notice("measurement_failed", f"{NAMES.get(v.name, v.name)}: {_measurement_words(measurement)}"
+            out.append(Notice("measurement_failed", f"{short(v.name)}: {_measurement_words(measurement)}"
                                                     f" not measured: {error}"))
     if report.debugger_error:
         out.append(Notice("debugger_failed", f"The quantization debugger failed: {report.debugger_error}"))

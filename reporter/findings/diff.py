@@ -3,7 +3,8 @@
 BASE and NEW are report.json files, report folders, or batch output folders (their index.json), matched
 by model name. Accuracy changes are tested on the same samples with McNemar (each report stores which
 samples every variant gets right, and a fingerprint of the evaluation data); where the samples differ
-or an older report did not store them, the report says so and tests nothing. Pure: no TensorFlow.
+or an older report did not store them, the report says so and tests nothing. What counts as a change is
+reporter.core.judgement's; variant names are reporter.core.variants'. Pure: no TensorFlow.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core.errors import QuantReportError
-from reporter.findings.derive import NAMES
-from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_percent, fmt_signed_bytes
+from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_percent, fmt_signed_bytes, fmt_signed_points
+from reporter.core.variants import short
 from reporter.measure.metrics import unpack_correct
 from reporter.model.report import Report, VariantResult
 from reporter.findings import load_report
@@ -190,7 +191,7 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
                     continue
                 drop = a.base - a.new
                 if not jd.gate_passes(drop, max_accuracy_drop):
-                    points = f"{-drop * 100:+.1f}".replace("-", "−")
+                    points = fmt_signed_points(-drop)
                     failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
                         f"{m.name}: {v.label} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
                         f" ({points} points; limit {max_accuracy_drop * 100:.1f} points)")))
@@ -277,7 +278,7 @@ def _gap(report: Report) -> str:
 
 def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], same: Optional[bool],
              num_eval: int) -> VariantDiff:
-    label = NAMES.get(name, name)
+    label = short(name)
     if b is None:
         return VariantDiff(name, label, "added", why=["added"])
     if n is None:
@@ -291,7 +292,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
     main_label = ""
     if b.metrics and n.metrics:
         accuracy = _accuracy(b, n, same, num_eval)
-        if accuracy.significant or (accuracy.significant is None and jd.nonzero(accuracy.delta)):
+        if jd.accuracy_differs(accuracy.significant, accuracy.delta):
             why.append(f"accuracy {accuracy.text}")
         main_label, bm, nm = _main(b), _main_value(b), _main_value(n)
         if bm is not None and nm is not None:
@@ -299,7 +300,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
     elif b.output_error and n.output_error:
         d = n.output_error.mse - b.output_error.mse
         mse = Change(b.output_error.mse, n.output_error.mse, d, text=f"{b.output_error.mse:.4g} → {n.output_error.mse:.4g}")
-        if jd.nonzero(d / max(abs(b.output_error.mse), 1e-30)):
+        if jd.output_error_changed(b.output_error.mse, n.output_error.mse):
             why.append(f"output MSE vs float {mse.text}")
     size = None
     if b.size_bytes and n.size_bytes:
@@ -312,8 +313,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
         ratio = n.latency_ms.median / b.latency_ms.median
         latency = Change(b.latency_ms.median, n.latency_ms.median, n.latency_ms.median - b.latency_ms.median,
                          text=f"{fmt_ms(b.latency_ms.median)} → {fmt_ms(n.latency_ms.median)}")
-        if (ratio >= jd.LATENCY_CHANGE_RATIO or ratio <= 1 / jd.LATENCY_CHANGE_RATIO) \
-                and abs(latency.delta) >= jd.LATENCY_CHANGE_MIN_MS:
+        if jd.latency_changed(b.latency_ms.median, n.latency_ms.median):
             why.append(f"latency {ratio:.2f}x")
     return VariantDiff(name, label, "changed" if why else "unchanged", accuracy, main_label, main, mse, size,
                        latency, why)
@@ -322,7 +322,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
 def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval: int) -> Change:
     ba, na = b.metrics.accuracy, n.metrics.accuracy
     delta = na - ba
-    points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({f'{delta * 100:+.1f}'.replace('-', '−')} points"
+    points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({fmt_signed_points(delta)} points"
     if same:
         b_ok = unpack_correct(b.metrics.correct_bits, num_eval)
         n_ok = unpack_correct(n.metrics.correct_bits, num_eval)

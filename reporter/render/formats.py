@@ -14,10 +14,10 @@ from typing import Callable
 import jinja2
 import markupsafe
 
+from reporter.core.formatting import shorten
 from reporter.model.report import Report
-from reporter.render.view import SHORT_NAMES, ReportView
-
 from reporter.render import FILE_NAMES, FORMATS
+from reporter.render.view import ReportView
 
 ANALYZER_MAX_LINES = 400  # per variant in the appendix; the full text is in analyzer_<variant>.txt
 
@@ -66,8 +66,6 @@ def breakable(value) -> markupsafe.Markup:
 
 def tensor_name(value, limit: int = TENSOR_NAME_LIMIT) -> markupsafe.Markup:
     """A tensor name for a table cell: shortened in the middle when long, the full name on hover."""
-    from reporter.render.view import shorten
-
     text = str(value)
     short = shorten(text, limit)
     if short == text:
@@ -78,8 +76,6 @@ def tensor_name(value, limit: int = TENSOR_NAME_LIMIT) -> markupsafe.Markup:
 def md_code(value, limit: int = 48) -> str:
     """A name as a Markdown code span (shortened in the middle when long): no escaping needed inside,
     except the pipe, which GitHub's tables split on."""
-    from reporter.render.view import shorten
-
     text = shorten(str(value).replace("\n", " "), limit).replace("|", "\\|")
     fence = "``" if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
@@ -105,11 +101,11 @@ def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
 
 
 def render_html(report: Report) -> bytes:
-    from reporter.render import plots# matplotlib (0.3 s to import) only when a format needs the charts
+    from reporter.render import plots  # matplotlib (0.3 s to import) only when a format needs the charts
 
     view = ReportView(report)
     images = {
-        "confusion": plots.confusion_matrices(report, SHORT_NAMES) if view.is_classification else "",
+        "confusion": plots.confusion_matrices(report) if view.is_classification else "",
         "ranges": plots.layer_ranges(report) if report.layers else "",
         "rmse": plots.layer_rmse(report) if report.layers else "",
         "tradeoff": plots.tradeoff(report),

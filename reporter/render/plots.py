@@ -1,7 +1,8 @@
 """Figures for the report: pure functions from the data model to a PNG data URI.
 
 Agg backend, every figure closed after saving, no software/timestamp metadata, so the same report
-gives the same bytes.
+gives the same bytes. Variant labels come from reporter.core.variants, the rule's default threshold from
+reporter.core.judgement.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from reporter.core import judgement as jd  # noqa: E402
+from reporter.core.variants import LABELS, alternative, short  # noqa: E402
 from reporter.model.report import RMSE_OVER_SCALE_IDEAL, Report  # noqa: E402
 
 SUSPECT = "#c0392b"
 NORMAL = "#4a6fa5"
 DPI = 130
-ALT_LABELS = {"float": "float (LiteRT)", "int16x8": "16x8 (LiteRT)", "drq": "DRQ (LiteRT)"}
 
 plt.rcParams.update({
     "font.size": 8,
@@ -41,7 +43,7 @@ def _data_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def confusion_matrices(report: Report, short_names: dict) -> str:
+def confusion_matrices(report: Report) -> str:
     """Small multiples: one confusion matrix per measured variant, rows true, columns predicted."""
     variants = [v for v in report.variants if v.ok and v.metrics]
     rec = report.recommendation
@@ -64,7 +66,7 @@ def confusion_matrices(report: Report, short_names: dict) -> str:
         rows = cm.sum(axis=1, keepdims=True)
         share = np.divide(cm, rows, out=np.zeros_like(cm), where=rows > 0)
         ax.imshow(share, cmap="Greys", vmin=0, vmax=1)
-        ax.set_title(f"{short_names.get(v.name, v.name)}\naccuracy {v.metrics.accuracy:.3f}", fontsize=7)
+        ax.set_title(f"{short(v.name)}\naccuracy {v.metrics.accuracy:.3f}", fontsize=7)
         ax.set_xticks(range(k))
         ax.set_yticks(range(k))
         ax.tick_params(labelsize=6, length=0)
@@ -275,7 +277,7 @@ def _layer_ylim(plotted, log: bool, headroom: bool) -> tuple:
 
 
 def layer_rmse_plan(report: Report) -> LayerChartPlan:
-    threshold = report.recommendation.threshold if report.recommendation else 0.7
+    threshold = report.recommendation.threshold if report.recommendation else jd.SUSPECT_THRESHOLD
     return layer_chart_plan(
         report,
         [layer.rmse_over_scale for layer in report.layers],
@@ -455,7 +457,7 @@ def tradeoff(report: Report) -> str:
             if aq is not None:
                 ax_x = m.size_bytes / 1024 if xlabel.startswith("model") else len(alt.layers)
                 ax.scatter(ax_x, aq, s=36, marker=marker, facecolor="white", edgecolor="#6a3d9a", linewidth=1,
-                           label=f"those layers: {ALT_LABELS.get(alt.scheme, alt.scheme)}", zorder=3)
+                           label=f"those layers: {LABELS.get(alternative(alt.scheme), alt.scheme)}", zorder=3)
         for name, style in (("float", ":"), ("fiq", "--")):
             v = report.variant(name)
             if v and v.ok and classification and v.metrics:

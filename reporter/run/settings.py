@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from reporter.core.judgement import SUSPECT_THRESHOLD
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS
 
 from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
@@ -58,7 +59,8 @@ RUN = (
             choices=ALL_VARIANTS, metavar="LIST"),
     Setting("calibration_samples", "int", 100, "samples used for calibration and the debugger (default: 100)",
             "an integer >= 1", _int(1), metavar="N"),
-    Setting("suspect_threshold", "float", 0.7, "rmse/scale above which the rule flags a layer (default: 0.7)",
+    Setting("suspect_threshold", "float", SUSPECT_THRESHOLD,
+            f"rmse/scale above which the rule flags a layer (default: {SUSPECT_THRESHOLD:g})",
             "a number > 0", _number(lambda v: v > 0), metavar="T"),
     Setting("first_layers", "int", 0,
             "the rule also keeps the first N debugged layers in float (default: 0; the seed notebook uses 5)",

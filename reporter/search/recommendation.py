@@ -13,7 +13,7 @@ import numpy as np
 
 from reporter.convert import converter as conv
 from reporter.convert import litert
-from reporter.core import judgement
+from reporter.core import judgement, variants
 from reporter.core.errors import one_line
 from reporter.debug.debugger import check_not_everything
 from reporter.measure import evaluate, structure
@@ -120,7 +120,7 @@ def _alternatives(m: Measurer, chosen, schemes, litert_models, keep_float_ops, r
         traceback.print_exc()
         return [Alternative(scheme, list(chosen), error=one_line(exc)) for scheme in schemes]
     for scheme in schemes:
-        name = f"alt_{scheme}"
+        name = variants.alternative(scheme)
         try:
             with m.progress.stage("selective", f"{name}: the recommended layers in {scheme} (LiteRT Quantizer)"):
                 model = litert_models.build("fiq", {n: scheme for n in chosen}, keep_float_ops)

@@ -1,0 +1,124 @@
+"""Section 1, quality on the evaluation data: every metric per variant arrowed against float (coloured
+only where the accuracy change is beyond noise), per-class scores, or the output error of a model whose
+output is not class scores, and one verdict per variant."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from reporter.core.formatting import NOT_MEASURED, fmt_metric, fmt_number
+from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
+
+METRICS = (
+    ("accuracy", "Accuracy"),
+    ("precision", "Precision (macro)"),
+    ("recall", "Recall (macro)"),
+    ("f1", "F1 (macro)"),
+    ("balanced_accuracy", "Balanced accuracy"),
+    ("cohen_kappa", "Cohen's kappa"),
+    ("agreement_with_float", "Agreement with float"),
+)
+OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"))  # shown when measured
+
+
+class QualityView:
+    """The metric, per-class and output-error tables, the verdicts, and the thresholds the arrows use."""
+
+    def __init__(self, basis: Basis):
+        self.basis = basis
+
+    @property
+    def thresholds(self):
+        """The arrows' and the colours' thresholds, worded for the section's introduction."""
+        return threshold_words()
+
+    @property
+    def verdicts(self) -> list[str]:
+        """One line per variant against float (the float reference itself is not repeated)."""
+        return [v.verdict for v in self.basis.findings.variants if v.name != "float"]
+
+    def _beyond_noise(self, name: str) -> bool:
+        """Whether the variant's accuracy differs from float's beyond noise: only then are its
+        metric changes coloured."""
+        f = self.basis.findings.variant(name)
+        return f is not None and f.direction in ("worse", "better")
+
+    @cached_property
+    def metric_rows(self) -> list[Row]:
+        """Each metric per variant, arrowed against float; coloured only when the variant's accuracy
+        differs from float's beyond noise (exact McNemar), so a one-sample change is never a win."""
+        basis = self.basis
+        if not basis.is_classification:
+            return []
+        ref = basis.float
+        keys = list(METRICS)
+        for key, label in OPTIONAL_METRICS:
+            if any(v.metrics and getattr(v.metrics, key) is not None for v in basis.ok_columns):
+                keys.insert(1, (key, label))
+        rows = []
+        for key, label in keys:
+            cells = []
+            for v in basis.ok_columns:
+                if v.metrics is None and v.not_measured("metrics"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
+                value = getattr(v.metrics, key) if v.metrics else None
+                ref_value = getattr(ref.metrics, key) if ref and ref.metrics else None
+                arrow = "" if v is ref else metric_arrow(value, ref_value)
+                shade = tone(arrow, higher_is_better=True) if self._beyond_noise(v.name) else "neutral"
+                cells.append(Cell(fmt_metric(value), arrow, shade))
+            rows.append(Row(label, cells))
+        cells = []
+        for v in basis.ok_columns:
+            f = basis.findings.variant(v.name)
+            if v.not_measured("metrics"):
+                text = f"{NOT_MEASURED}: {v.not_measured('metrics')}"
+            elif v is ref:
+                text = "reference"
+            elif f and f.vs_float:
+                text = f.vs_float.text
+            else:
+                text = f"float {NOT_MEASURED}" if basis.float_quality_missing else "–"
+            cells.append(Cell(text, "", DIRECTION_TONES.get(f.direction if f else "", "neutral")))
+        rows.append(Row("Accuracy vs float (McNemar)", cells, wrap=True))
+        return rows
+
+    @cached_property
+    def output_error_rows(self) -> list[Row]:
+        basis = self.basis
+        if basis.is_classification:
+            return []
+        rows = []
+        for key, label in (("mse", "Output MSE vs float"), ("max_abs_error", "Max abs error vs float")):
+            cells = []
+            for v in basis.ok_columns:
+                value = getattr(v.output_error, key) if v.output_error else (0.0 if v is basis.float else None)
+                cells.append(Cell(NOT_MEASURED if v.not_measured("output_error") else fmt_number(value)))
+            rows.append(Row(label, cells))
+        return rows
+
+    @cached_property
+    def per_class_rows(self) -> list[Row]:
+        """Class, support, then "precision / recall / F1" per variant, F1 arrowed against float."""
+        basis = self.basis
+        if not basis.is_classification or not basis.float:
+            return []
+        # The classes and their support are the data's: any measured variant has them.
+        measured = [v for v in basis.ok_columns if v.metrics is not None]
+        if not measured:
+            return []
+        flt = basis.float.metrics.per_class if basis.float.metrics else None
+        rows = []
+        for i, base in enumerate(measured[0].metrics.per_class):
+            cells = [Cell(f"{base.support:,}")]
+            for v in basis.ok_columns:
+                if v.metrics is None:
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
+                c = v.metrics.per_class[i]
+                arrow = "" if v is basis.float or flt is None else metric_arrow(c.f1, flt[i].f1)
+                text = f"{c.precision:.2f} / {c.recall:.2f} / {c.f1:.2f}"
+                cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if self._beyond_noise(v.name)
+                                  else "neutral"))
+            rows.append(Row(str(base.label), cells))
+        return rows

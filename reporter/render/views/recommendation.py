@@ -1,0 +1,227 @@
+"""Section 2, the recommendation: what to keep in float and why, its measured effect before and after,
+the rmse/scale rule against the search, and the search's facts and trade-off."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from reporter.core import judgement as jd
+from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent,
+                                      fmt_signed_bytes, or_missing)
+from reporter.findings.derive import SCHEME_NAMES
+from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
+
+
+@dataclass(frozen=True)
+class KeptRow:
+    """One layer of the recommendation, with why it is there."""
+
+    index: str
+    op: str
+    tensor: str
+    rmse_over_scale: str
+    range: str
+    why: str
+    layer: str = ""
+
+
+@dataclass(frozen=True)
+class TradeoffRow:
+    float_layers: int
+    change: str
+    size: str
+    selection: str
+    accuracy: str
+    latency: str
+    pareto: bool
+    chosen: bool
+    rule: bool = False
+
+
+class RecommendationView:
+    """The recommendation's sentence, kept layers, before/after table, rule comparison and search."""
+
+    BEFORE_AFTER_COLUMNS = ("Float", "FIQ", "Recommended", "Recommended vs FIQ", "Recommended vs float")
+
+    def __init__(self, basis: Basis):
+        self.basis = basis
+
+    @property
+    def sentence(self) -> str:
+        """What the recommendation keeps in float and what that model measured."""
+        return self.basis.findings.recommendation
+
+    @cached_property
+    def kept_rows(self) -> list[KeptRow]:
+        """The recommended float layers (the findings' culprits), with the measured reason for each."""
+        rows = []
+        by_name = {layer.tensor_name: layer for layer in self.basis.report.layers}
+        for c in self.basis.findings.culprits:
+            if not c.kept:
+                continue
+            layer = by_name.get(c.tensor)
+            rows.append(KeptRow(
+                index=str(c.index) if c.index >= 0 else "–", op=c.op or "–", tensor=c.tensor,
+                rmse_over_scale=f"{layer.rmse_over_scale:.3f}" if layer else "–",
+                range=fmt_number(layer.range) if layer else "–",
+                why="; ".join(r.text for r in c.reasons) or "–", layer=c.layer))
+        return rows
+
+    @property
+    def before_after_columns(self) -> list[str]:
+        return list(self.BEFORE_AFTER_COLUMNS)
+
+    @cached_property
+    def before_after_rows(self) -> list[Row]:
+        """Float, FIQ and the recommended model, then the recommended model against FIQ and against
+        float: each change coloured by whether it helps, and only when it is beyond noise."""
+        basis = self.basis
+        rec = basis.report.recommendation
+        fix = basis.findings.fix
+        if not rec or not rec.selective or not rec.selective.ok or fix is None:
+            return []
+        flt, fiq, sel = basis.float, basis.report.variant("fiq"), rec.selective
+        if flt is None or fiq is None or not fiq.ok:
+            return []
+        rows = []
+        if basis.is_classification and sel.metrics:
+            def comparison_cell(c):
+                if c is None:
+                    return Cell("–")
+                return Cell(c.text, "", "neutral" if not c.significant else ("good" if c.delta > 0 else "bad"))
+            rows.append(Row("Accuracy", [Cell(fmt_percent(v.metrics.accuracy) if v.metrics else NOT_MEASURED)
+                                         for v in (flt, fiq, sel)]
+                            + [comparison_cell(fix.vs_fiq), comparison_cell(fix.vs_float)]))
+            if fix.share_of_gap is not None:
+                rows.append(Row("Share of the gap won back", [Cell(""), Cell("0 %"), Cell(fmt_percent(fix.share_of_gap, 0))]
+                                + [Cell(""), Cell("")]))
+        elif sel.output_error and fiq.output_error:
+            mse = (fiq.output_error.mse, sel.output_error.mse)
+            ratio = mse[1] / mse[0] if mse[0] else None
+            rows.append(Row("Output MSE vs float", [Cell("0"), Cell(fmt_number(mse[0])), Cell(fmt_number(mse[1])),
+                                                    Cell(ratio_words(ratio, "lower", "higher"), "",
+                                                         ratio_tone(ratio, 0.0)),
+                                                    Cell("")]))
+        for label, get, fmt, same, toned in (
+            ("Size", lambda v: v.size_bytes, fmt_bytes, 0.0, True),
+            ("Latency, median", lambda v: v.latency_ms.median if v.latency_ms else None, fmt_ms,
+             jd.LATENCY_SAME_RATIO, True),
+            ("Float32 tensors", lambda v: None if v.not_measured("ops") else v.tensor_types.get("float32", 0),
+             lambda n: f"{n:,}", 0.0, False),
+        ):
+            values = [get(v) for v in (flt, fiq, sel)]
+            cells = [Cell(or_missing(x, fmt)) for x in values]
+            for ref in (values[1], values[0]):
+                ratio = values[2] / ref if values[2] is not None and ref else None
+                if label == "Size":
+                    text = fmt_signed_bytes(values[2] - ref) if ref is not None else "–"
+                    if ratio is not None:
+                        text += f" ({ratio_words(ratio, 'smaller', 'larger')})"
+                elif label == "Float32 tensors":
+                    text = f"{values[2] - ref:+,}" if ref is not None and values[2] is not None else "–"
+                else:
+                    text = ratio_words(ratio, "faster", "slower", same) or "–"
+                cells.append(Cell(text, "", ratio_tone(ratio, same) if toned else "neutral"))
+            rows.append(Row(label, cells))
+        return rows
+
+    @property
+    def rule_comparison(self) -> str:
+        """"the rmse/scale rule: 3 layers, -37 % of the gap; the search: 2 layers, 100 %"."""
+        rec = self.basis.report.recommendation
+        if not rec or not rec.rule or not rec.selective or rec.method != "search":
+            return ""
+        rule = rec.rule
+        n_rule, n = len(rule.denylisted_nodes), len(rec.denylisted_nodes)
+
+        def result(v, share):
+            if v is None or not v.ok:
+                return "not built" if v is None else f"failed ({v.error})"
+            if share is not None:
+                return f"{fmt_percent(share, 0)} of the gap, {fmt_bytes(v.size_bytes)}"
+            return fmt_bytes(v.size_bytes)
+
+        if n_rule == 0:
+            return f"The rmse/scale rule (threshold {rule.threshold:g}) flags no layer; the search keeps {n}."
+        return (f"The rmse/scale rule: {n_rule} layer{'s' if n_rule != 1 else ''},"
+                f" {result(rule.selective, rule.accuracy_gap_recovered)}; the search: {n} layer{'s' if n != 1 else ''},"
+                f" {result(rec.selective, rec.selective.accuracy_gap_recovered)}.")
+
+    # --- the search and its trade-off ------------------------------------------------------------
+    @property
+    def search(self):
+        rec = self.basis.report.recommendation
+        return rec.search if rec else None
+
+    @property
+    def search_facts(self) -> list[tuple[str, str]]:
+        """The search's settings and outcome, as term and text."""
+        search = self.search
+        if not search:
+            return []
+        sd = search.selection_data
+        where = ("x_calib (unlabelled; not evaluation samples)" if sd.source == "x_calib" else
+                 f"a seeded half of the evaluation data ({sd.heldout_num:,} samples held out)")
+        facts = [
+            ("Chosen on", f"{sd.num_samples:,} samples of {where}; score: {sd.score}"),
+            ("Reported on", f"the {self.basis.report.dataset.num_eval:,} evaluation samples"),
+            ("Target", f"{search.target_text}: {'met' if search.target_met else 'NOT met'}"),
+            ("Stopped because", search.stop_reason or "–"),
+            ("Cost", f"{search.evaluations} candidate models (budget {search.budget}) in {search.seconds:.2f} s,"
+                     f" {search.seconds_per_candidate * 1000:.0f} ms each"),
+        ]
+        if sd.overlaps_evaluation and sd.heldout_accuracy:
+            h = sd.heldout_accuracy
+            facts.append(("Held-out check", f"on the {sd.heldout_num:,} evaluation samples the search did not see:"
+                                            f" float {fmt_metric(h.get('float'))}, FIQ {fmt_metric(h.get('fiq'))},"
+                                            f" recommended {fmt_metric(h.get('selective'))}"))
+        rec = self.basis.report.recommendation
+        if rec.quantizer_note:
+            facts.append(("Note", rec.quantizer_note))
+        return facts
+
+    @cached_property
+    def tradeoff_rows(self) -> list[TradeoffRow]:
+        """Each distinct candidate the search measured, fewest float layers first, then the rule's pick."""
+        search = self.search
+        if not search:
+            return []
+        unique = {}
+        for step in search.steps:
+            key = tuple(step.denylisted_nodes)
+            if key not in unique or step.chosen:
+                unique[key] = step
+        steps = sorted(unique.values(), key=lambda st: (len(st.denylisted_nodes), st.size_bytes))
+        rows = [self._tradeoff_row(st.denylisted_nodes, st.change if st.phase != "fiq" else "FIQ (nothing in float)",
+                                   st.size_bytes, st.selection_score, st.accuracy, st.output_mse, st.latency_ms,
+                                   st.pareto, st.chosen) for st in steps]
+        rec = self.basis.report.recommendation
+        rule = rec.rule
+        if rule and rule.selective and rule.selective.ok:
+            sel = rule.selective
+            rows.append(self._tradeoff_row(
+                rule.denylisted_nodes, "the rmse/scale rule's pick", sel.size_bytes, rule.selection_score,
+                sel.metrics.accuracy if sel.metrics else None, sel.output_error.mse if sel.output_error else None,
+                sel.latency_ms.median if sel.latency_ms else None, False, False, rule=True))
+        for alt in rec.alternatives:
+            m = alt.model
+            if m is None or not m.ok:
+                continue
+            rows.append(self._tradeoff_row(
+                alt.layers, f"the recommended layers in {SCHEME_NAMES[alt.scheme]} ({m.converter})", m.size_bytes,
+                None, m.metrics.accuracy if m.metrics else None, m.output_error.mse if m.output_error else None,
+                m.latency_ms.median if m.latency_ms else None, False, False, rule=True))
+        return rows
+
+    def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
+        return TradeoffRow(
+            float_layers=len(nodes), change=change, size=fmt_bytes(size),
+            selection="–" if selection is None else f"{selection:.3f}",
+            accuracy=fmt_metric(accuracy) if self.basis.is_classification else fmt_number(mse),
+            latency=or_missing(latency, fmt_ms), pareto=pareto, chosen=chosen, rule=rule)
+
+    @property
+    def alternative_lines(self) -> list[str]:
+        """What each lighter scheme for the recommended layers measured, or why it has no row."""
+        return [a.text for a in self.basis.findings.alternatives]

@@ -1,0 +1,108 @@
+"""The story panel, first in the report: the title and model line, every variant's accuracy with its
+interval, the paired test against float, size and latency, then the headline, warnings and hints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from reporter.core import judgement as jd
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_percent, or_missing
+from reporter.measure.task import BINARY_THRESHOLD
+from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, ratio_tone, ratio_words, threshold_words
+
+
+@dataclass(frozen=True)
+class PanelRow:
+    label: str
+    long: str
+    accuracy: Cell
+    interval: str
+    vs_float: Cell
+    main: Cell
+    size: Cell
+    latency: Cell
+    recommended: bool
+    failed: bool = False
+
+
+class StoryView:
+    """The title, the panel's rows and the findings' headline, warnings and hints."""
+
+    def __init__(self, basis: Basis):
+        self.basis = basis
+
+    @property
+    def title(self) -> str:
+        return f"Quantization report: {self.basis.report.model.name}"
+
+    @property
+    def input_shape(self) -> str:
+        return "(" + ", ".join("None" if d == -1 else str(d) for d in self.basis.report.model.input_shape) + ")"
+
+    @property
+    def binary_threshold(self) -> str:
+        """The output above which one sigmoid unit predicts class 1."""
+        return f"{BINARY_THRESHOLD:g}"
+
+    @property
+    def interval_label(self) -> str:
+        return f"{threshold_words().confidence} interval"
+
+    @property
+    def headline(self) -> list[str]:
+        return self.basis.findings.headline
+
+    @property
+    def warnings(self) -> list[str]:
+        return [n.text for n in self.basis.findings.warnings]
+
+    @property
+    def hints(self) -> list[str]:
+        return [n.text for n in self.basis.findings.hints]
+
+    @property
+    def main_metric_label(self) -> str:
+        flt = self.basis.findings.variant("float")
+        return flt.main_metric if flt and flt.main_metric else ""
+
+    @cached_property
+    def panel_rows(self) -> list[PanelRow]:
+        """Every measured variant with accuracy, its interval, the paired test against float, the task's
+        main metric, size and latency (the rule's pick stays in the search section)."""
+        rows = []
+        for f in self.basis.findings.variants:
+            if f.name == "rule":
+                continue
+            long = self.basis.long(f.name)
+            if not f.ok:
+                rows.append(PanelRow(f.label, long, Cell("failed"), "", Cell(f.error or ""), Cell(""), Cell(""),
+                                     Cell(""), f.name == "selective", failed=True))
+                continue
+            quality_error = f.not_measured.get("metrics") or f.not_measured.get("output_error")
+            if quality_error:
+                vs = Cell(f"{NOT_MEASURED}: {quality_error}")
+            elif f.direction == "reference":
+                vs = Cell("reference")
+            elif f.vs_float is not None:
+                vs = Cell(f.vs_float.text, "", DIRECTION_TONES.get(f.direction, "neutral"))
+            elif f.output_mse is not None:
+                vs = Cell(fmt_mse(f.output_mse, f.output_variance))
+            elif self.basis.float_quality_missing:
+                vs = Cell(f"float {NOT_MEASURED}")
+            else:
+                vs = Cell("–")
+            interval = "" if f.accuracy_low is None else f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
+            size_note = "" if f.size_ratio is None or f.name == "float" else ratio_words(f.size_ratio, "smaller",
+                                                                                         "larger")
+            lat_note = "" if f.latency_ratio is None or f.name == "float" else ratio_words(
+                f.latency_ratio, "faster", "slower", jd.LATENCY_SAME_RATIO)
+            missing = quality_error and f.accuracy is None
+            rows.append(PanelRow(
+                f.label, long, Cell(NOT_MEASURED if missing else fmt_percent(f.accuracy)), interval, vs,
+                Cell(NOT_MEASURED if missing else fmt_metric(f.main_value)),
+                Cell(fmt_bytes(f.size_bytes), tone=ratio_tone(f.size_ratio, 0.0), note=size_note),
+                Cell(or_missing(f.latency_ms, fmt_ms), tone=ratio_tone(f.latency_ratio, jd.LATENCY_SAME_RATIO),
+                     note=lat_note),
+                f.name == "selective"))
+        return rows

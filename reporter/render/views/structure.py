@@ -1,0 +1,75 @@
+"""Section 4, model structure: tensor types, size and latency, and operators per variant, each arrowed
+against the float model."""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from reporter.core import judgement as jd
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, or_missing
+from reporter.render.views.common import Basis, Cell, Row, count_arrow, tone
+
+TENSOR_TYPES = (("int8", "Int8"), ("int16", "Int16"), ("int32", "Int32"), ("float32", "Float32"),
+                ("other", "Other"), ("total", "Total"))
+
+
+class StructureView:
+    """The tensor-type, size-and-latency and operator tables."""
+
+    def __init__(self, basis: Basis):
+        self.basis = basis
+
+    @cached_property
+    def tensor_rows(self) -> list[Row]:
+        ref = self.basis.float
+        rows = []
+        ref_ok = ref is not None and not ref.not_measured("ops")
+        for key, label in TENSOR_TYPES:
+            cells = []
+            for v in self.basis.ok_columns:
+                if v.not_measured("ops"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
+                value = v.tensor_types.get(key, 0)
+                arrow = "" if v is ref or not ref_ok else count_arrow(value, ref.tensor_types.get(key, 0))
+                cells.append(Cell(f"{value:,}", arrow))
+            rows.append(Row(label, cells))
+        return rows
+
+    @cached_property
+    def size_latency_rows(self) -> list[Row]:
+        ref = self.basis.float
+
+        def cells(get, fmt, same_ratio=0.0):
+            out = []
+            for v in self.basis.ok_columns:
+                value = get(v)
+                arrow = "" if v is ref or ref is None else count_arrow(value, get(ref), same_ratio)
+                out.append(Cell(or_missing(value, fmt), arrow, tone(arrow, higher_is_better=False)))
+            return out
+
+        return [
+            Row("Size", cells(lambda v: v.size_bytes, fmt_bytes)),
+            Row("Latency, median", cells(lambda v: v.latency_ms.median if v.latency_ms else None, fmt_ms,
+                                         jd.LATENCY_SAME_RATIO)),
+            Row("Latency, p90", cells(lambda v: v.latency_ms.p90 if v.latency_ms else None, fmt_ms,
+                                      jd.LATENCY_SAME_RATIO)),
+        ]
+
+    @cached_property
+    def op_rows(self) -> list[Row]:
+        names = sorted({op for v in self.basis.ok_columns for op in v.ops})
+        ref = self.basis.float
+        ref_ok = ref is not None and not ref.not_measured("ops")
+        rows = []
+        for op in names:
+            cells = []
+            for v in self.basis.ok_columns:
+                if v.not_measured("ops"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
+                value = v.ops.get(op, 0)
+                arrow = "" if v is ref or not ref_ok else count_arrow(value, ref.ops.get(op, 0))
+                cells.append(Cell(f"{value:,}" if value else "·", arrow))
+            rows.append(Row(op, cells))
+        return rows
