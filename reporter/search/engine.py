@@ -196,9 +196,10 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
             ev = measure(current.nodes - {node})
             if ev is None:
                 continue
-            if meets(reference):  # keep meeting the target; a user's hard target allows any loss above it
-                ok = meets(ev) and (policy.target_is_hard or not (worse(ev, current) or worse(ev, reference)))
-            else:  # as close to float as it gets: drop what costs nothing beyond noise
+            if policy.target_is_hard and meets(reference):  # a user's hard target allows any loss above it
+                ok = meets(ev)
+            else:  # a layer stays only if the selection data show it is needed beyond noise, even when
+                # dropping it leaves the default target just missed: a gain within noise is not a need
                 ok = not worse(ev, current) and not worse(ev, reference)
             trace.steps.append(Step(ev, "drop", f"− {_short(node)}", ok))
             if ok:
@@ -208,6 +209,9 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         ev = seen.get(current.nodes - {node})
         if ev is not None:
             trace.necessity[node] = current.score - ev.score
+    if meets(reference) and not meets(current):
+        reason = ("the target was reached with more layers in float, but what the dropped ones added was within"
+                  " noise on the selection samples")
     return _finish(trace, current, meets(current), reason, t0)
 
 
