@@ -94,3 +94,86 @@ def without_conversion_metadata(model: bytes) -> bytes:
         if name == "CONVERSION_METADATA":
             obj.buffers[meta.buffer].data = None
     return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
+
+
+def signature_predict(model_bytes: bytes, inputs: dict, batch_size: int = 256) -> dict:
+    """Outputs of a .tflite's signature runner fed by name, `batch_size` samples per call: {output name:
+    array (N, ...)}. An input tensor that is integer and carries a scale (int8 I/O) gets float data
+    quantized with its scale and zero point; integer data for an integer input without scale (token
+    or category ids) are passed as they are, in the input's integer type. Integer outputs that carry a
+    scale are dequantized. Plain LiteRT only: none of the tool's code."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    runner = Interpreter(model_content=model_bytes).get_signature_runner()
+    in_details, out_details = runner.get_input_details(), runner.get_output_details()
+    assert set(inputs) == set(in_details), (sorted(inputs), sorted(in_details))
+    n = {len(a) for a in inputs.values()}
+    assert len(n) == 1, {k: len(a) for k, a in inputs.items()}
+    n = n.pop()
+
+    def fed(name, array):
+        d = in_details[name]
+        dtype = np.dtype(d["dtype"])
+        scale, zero = d["quantization"]
+        array = np.asarray(array)
+        if np.issubdtype(dtype, np.integer) and scale and not np.issubdtype(array.dtype, np.integer):
+            info = np.iinfo(dtype)
+            return np.clip(np.round(array / scale) + zero, info.min, info.max).astype(dtype)
+        if np.issubdtype(dtype, np.integer):
+            assert np.issubdtype(array.dtype, np.integer), (name, array.dtype, dtype)
+        return array.astype(dtype)
+
+    chunks = {name: [] for name in out_details}
+    for start in range(0, n, batch_size):
+        result = runner(**{name: fed(name, a[start : start + batch_size]) for name, a in inputs.items()})
+        for name, value in result.items():
+            scale, zero = out_details[name]["quantization"]
+            value = np.array(value)
+            if np.issubdtype(value.dtype, np.integer) and scale:
+                value = (value.astype(np.float32) - zero) * np.float32(scale)
+            chunks[name].append(value)
+    return {name: np.concatenate(parts) for name, parts in chunks.items()}
+
+
+def signature_predictions(model_bytes: bytes, inputs: dict, output: str = "output_0") -> np.ndarray:
+    """Top class per sample of one signature output, fed by name (`signature_predict`)."""
+    return signature_predict(model_bytes, inputs)[output].argmax(axis=1)
+
+
+def signature_input_order(model_bytes: bytes) -> list:
+    """The names of a .tflite's signature inputs in the order of `get_input_details()`, the order a
+    positional debug dataset must follow. Each input tensor's name is matched to its signature name
+    through the signature's tensor indices."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model_bytes)
+    by_index = {d["index"]: name for name, d in it.get_signature_runner().get_input_details().items()}
+    return [by_index[d["index"]] for d in it.get_input_details()]
+
+
+def public_selective_multi(model_path, x_calib: dict, nodes) -> bytes:
+    """`public_selective` for a Keras model with several (named) inputs: the public QuantizationDebugger
+    with `denylisted_nodes`, calibrated with a representative dataset of dicts keyed by input name, and
+    fed a positional debug dataset in the float model's `get_input_details()` order."""
+    import keras
+    import tensorflow as tf
+
+    model = keras.saving.load_model(str(model_path), compile=False)
+    order = signature_input_order(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    converter = tf.lite.TFLiteConverter.from_keras_model(model)
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    n = len(next(iter(x_calib.values())))
+
+    def rep():
+        for i in range(n):
+            yield {name: a[i : i + 1] for name, a in x_calib.items()}
+
+    def positional():
+        for i in range(n):
+            yield [x_calib[name][i : i + 1] for name in order]
+
+    converter.representative_dataset = rep
+    options = tf.lite.experimental.QuantizationDebugOptions(denylisted_nodes=list(nodes) or None)
+    debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=positional,
+                                                         debug_options=options)
+    return bytes(debugger.get_nondebug_quantized_model())

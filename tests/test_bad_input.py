@@ -158,4 +158,4 @@ def test_multi_output_model_is_refused_clearly(capfd, tmp_path, out):
     data = _npz(tmp_path / "d.npz", x=np.zeros((3, 4), np.float32), y=np.array([0, 1, 0]))
     capfd.readouterr()  # TensorFlow's start-up lines from building the model here, not from the tool
     code, err = _run(capfd, out, path, data)
-    _assert_clean_error(code, err, out, "two_heads.keras", "2 output(s)", "one input and one output")
+    _assert_clean_error(code, err, out, "two_heads.keras", "2 outputs", "models with one output")

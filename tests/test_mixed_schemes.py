@@ -57,7 +57,7 @@ def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judge
         alt = alternatives[scheme]
         assert alt["layers"] == chosen and alt["model"]["converter"] == "LiteRT Quantizer"
         built = (folder / f"alt_{scheme}.tflite").read_bytes()
-        mine = _independent_model(float_model, data.x_calib, chosen, layer_recipe)
+        mine = _independent_model(float_model, data.x_calib.single(), chosen, layer_recipe)
         assert built == mine  # the same recipe, the same calibration: the same model
         accuracy = float(np.mean(np.argmax(evaluate.predict(mine, data.x), axis=1) == data.y))
         assert alt["model"]["metrics"]["accuracy"] == pytest.approx(accuracy)

@@ -11,12 +11,32 @@ from reporter.core.variants import ALL_VARIANTS, TF
 CONVERTER = TF
 
 
-def representative_dataset(x_calib: np.ndarray) -> Callable:
-    """A generator factory that yields one sample at a time, as the converter expects."""
+def representative_dataset(x_calib) -> Callable:
+    """A generator factory that yields one sample at a time, as the converter expects: a list with the one
+    array of a one-input model, or a dict keyed by signature input name (TensorFlow's recommended form:
+    positional lists get the order of several inputs wrong)."""
+    from reporter.measure.evaluate import as_inputs
+
+    x = as_inputs(x_calib)
+    single = x.single()
 
     def gen():
-        for i in range(len(x_calib)):
-            yield [x_calib[i : i + 1]]
+        for i in range(len(x)):
+            yield [single[i : i + 1]] if single is not None else x.sample(i)
+
+    return gen
+
+
+def positional_dataset(x_calib, model: bytes) -> Callable:
+    """A generator factory for the Quantization Debugger, which feeds inputs by position: each sample's arrays
+    in the order of `model`'s input details, matched by name."""
+    from reporter.measure.evaluate import _interpreter, as_inputs
+
+    arrays = as_inputs(x_calib).positional(_interpreter(model))
+
+    def gen():
+        for i in range(len(arrays[0])):
+            yield [a[i : i + 1] for a in arrays]
 
     return gen
 

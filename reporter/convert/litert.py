@@ -20,6 +20,8 @@ import numpy as np
 
 from reporter.convert.quantize import check_names
 from reporter.core.variants import LITERT, RECIPES
+from reporter.measure.evaluate import as_inputs
+from reporter.measure.signature import Inputs
 
 METHOD = "litert-quantizer"
 CONVERTER = LITERT
@@ -38,8 +40,8 @@ def _recipe(scheme: str) -> list[dict]:
     return getattr(recipe, RECIPES[scheme])()
 
 
-def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, str]:
-    """Output tensor name -> its op's scope, and -> its op type; the signature and its input name."""
+def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, list]:
+    """Output tensor name -> its op's scope, and -> its op type; the signature and its input names."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=model)
@@ -56,11 +58,8 @@ def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, str]:
     signatures = it.get_signature_list()
     if not signatures:
         raise ValueError("the model has no signature (LiteRT Quantizer calibrates through one)")
-    signature = next(iter(signatures))
-    inputs = signatures[signature]["inputs"]
-    if len(inputs) != 1:
-        raise ValueError(f"signature {signature!r} has {len(inputs)} inputs; quant-report measures one")
-    return scopes, op_types, signature, inputs[0]
+    signature = "serving_default" if "serving_default" in signatures else next(iter(signatures))
+    return scopes, op_types, signature, list(signatures[signature]["inputs"])
 
 
 class LiteRtQuantizer:
@@ -74,10 +73,10 @@ class LiteRtQuantizer:
     method = METHOD
     converter = CONVERTER
 
-    def __init__(self, float_model: bytes, x_calib: np.ndarray):
+    def __init__(self, float_model: bytes, x_calib):
         self.float_model = bytes(float_model)
         self._x_calib = x_calib
-        self._scopes, self._op_types, self._signature, self._input = _scopes(self.float_model)
+        self._scopes, self._op_types, self._signature, self._inputs = _scopes(self.float_model)
         self._calibration = None
         self.note = ""
         self.calibrated = None  # no calibrated TF model: the dataflow is read from the float model
@@ -91,8 +90,12 @@ class LiteRtQuantizer:
             from litert_quantizer import quantizer
 
             q = quantizer.Quantizer(self.float_model, _recipe("fiq"))
-            data = {self._signature: [{self._input: self._x_calib[i:i + 1].astype(np.float32)}
-                                      for i in range(len(self._x_calib))]}
+            x = as_inputs(self._x_calib)
+            single = x.single()
+            if single is not None:  # one input: whatever the data call it
+                x = Inputs({self._inputs[0]: single})
+            data = {self._signature: [{k: (a if np.issubdtype(a.dtype, np.integer) else a.astype(np.float32))
+                                       for k, a in x.sample(i).items()} for i in range(len(x))]}
             self._calibration = q.calibrate(data)
         return self._calibration
 

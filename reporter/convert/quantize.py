@@ -17,7 +17,7 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
-from reporter.convert.converter import configure, representative_dataset
+from reporter.convert.converter import configure, positional_dataset, representative_dataset
 from reporter.core.errors import QuantReportError
 
 CALIBRATE_ONCE = "calibrate-once"
@@ -48,6 +48,7 @@ class FiqQuantizer:
                  float_model: Optional[bytes] = None):
         self._make_converter = make_converter
         self._x_calib = x_calib
+        self._float_model = float_model
         self.method = PUBLIC_DEBUGGER
         self.note = ""
         self.calibrated: Optional[bytes] = None
@@ -126,7 +127,9 @@ class FiqQuantizer:
         options = tf.lite.experimental.QuantizationDebugOptions(
             denylisted_nodes=nodes or None, denylisted_ops=ops or None)
         return tf.lite.experimental.QuantizationDebugger(
-            converter=converter, debug_dataset=representative_dataset(self._x_calib), debug_options=options)
+            converter=converter, debug_options=options,
+            debug_dataset=positional_dataset(self._x_calib, self._float_model) if self._float_model is not None
+            else representative_dataset(self._x_calib))
 
     # --- names ---------------------------------------------------------------------------------
     @property

@@ -28,6 +28,16 @@ class RenderError(QuantReportError):
         super().__init__(f"{self.folder}: could not render {what} (the other formats were written)")
 
 
+class FloatNotMeasuredError(QuantReportError):
+    """The float model, every comparison's reference, could not be measured; the report was written and
+    says why, but the run did not work (exit code 1)."""
+
+    def __init__(self, folder, error: str):
+        self.folder = str(folder)
+        super().__init__(f"{self.folder}: the float model could not be measured ({error}); the report there says"
+                         " so, and nothing was compared with it")
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line for a report or a progress line: its type and the first line of its text."""
     text = str(exc).strip()

@@ -27,7 +27,7 @@ FIX_MAX_LAYERS = 3  # blamed layers tried in float, one more at a time, until th
 FIXABLE = ("drq", "wo8", "int16x8")  # FIQ has the search; LiteRT Quantizer has no float16 or int8-I/O recipe
 
 
-def layer_errors(float_model: bytes, model: bytes, x: np.ndarray) -> LayerErrors:
+def layer_errors(float_model: bytes, model: bytes, x) -> LayerErrors:
     """The variant against float, tensor by tensor; the comparison's failure is recorded, not raised."""
     try:
         from reporter.debug import layer_error

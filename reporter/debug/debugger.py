@@ -14,7 +14,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.convert.converter import representative_dataset
+from reporter.convert.converter import positional_dataset
 from reporter.convert.quantize import FiqQuantizer
 from reporter.model.report import LayerStat, VariantResult
 
@@ -25,7 +25,7 @@ def _statistics(debug_model: bytes, x_calib: np.ndarray):
     import tensorflow as tf
 
     debugger = tf.lite.experimental.QuantizationDebugger(
-        quant_debug_model_content=debug_model, debug_dataset=representative_dataset(x_calib))
+        quant_debug_model_content=debug_model, debug_dataset=positional_dataset(x_calib, debug_model))
     debugger.run()
     buf = io.StringIO()
     debugger.layer_statistics_dump(buf)

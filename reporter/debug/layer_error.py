@@ -413,9 +413,14 @@ def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[float | None, flo
     return (None, None) if worst is None else worst
 
 
-def _samples(x, n_inputs: int, max_samples: int) -> list[np.ndarray]:
-    """x as one array per model input (a list/tuple/dict of arrays for a model with several inputs)."""
-    if isinstance(x, dict):
+def _samples(x, n_inputs: int, max_samples: int, interpreter=None) -> list[np.ndarray]:
+    """x as one array per model input, in the float model's input order: Inputs are matched by name
+    (through `interpreter`'s signature); a list/tuple/dict of arrays is taken in that order."""
+    from reporter.measure.signature import Inputs
+
+    if isinstance(x, Inputs):
+        arrays = x.positional(interpreter)
+    elif isinstance(x, dict):
         arrays = list(x.values())  # in input order (see compare)
     elif isinstance(x, (list, tuple)) and n_inputs > 1:
         arrays = list(x)
@@ -449,7 +454,9 @@ def _fit_inputs(m: _Model, arrays: list[np.ndarray], order: list[int]):
 
 def _set_inputs(m: _Model, arrays: list[np.ndarray], i: int, order: list[int]):
     for k, d in enumerate(m.inputs):
-        a = arrays[order[k]][i : i + 1].astype(np.float32)
+        a = arrays[order[k]][i : i + 1]
+        if not np.issubdtype(a.dtype, np.integer):
+            a = a.astype(np.float32)
         shape = tuple(int(s) for s in d["shape"])
         if a.shape != shape:
             if len(shape) and shape[0] > 1 and a.size * shape[0] == int(np.prod(shape)):
@@ -462,12 +469,12 @@ def _set_inputs(m: _Model, arrays: list[np.ndarray], i: int, order: list[int]):
 # --------------------------------------------------------------------------------------------- API
 
 
-def compare(float_model: bytes, quant_model: bytes, x: np.ndarray, max_samples: int = 64) -> Comparison:
+def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) -> Comparison:
     """Runs both models on the first `max_samples` samples of `x` (one per invoke) and measures every op
-    output of `quant_model` against its float twin. `x` holds float samples (batch first); a model with
-    several inputs takes a list (or dict, in input order) of arrays."""
+    output of `quant_model` against its float twin. `x` holds samples (batch first): one array, Inputs fed by
+    name, or for a model with several inputs a list (or dict, in input order) of arrays."""
     fm, qm = _load(float_model), _load(quant_model)
-    arrays = _samples(x, len(fm.inputs), max_samples)
+    arrays = _samples(x, len(fm.inputs), max_samples, fm.it)
     n = min(len(a) for a in arrays)
     if n == 0:
         raise ValueError("no samples to compare")

@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 
+from reporter.measure.signature import Inputs, Port, Signature, read
+
 # Input bytes per invoke: one invoke for a typical evaluation set, bounded memory for a large one.
 BATCH_BYTES = 32 * 1024 * 1024
 
@@ -18,74 +20,93 @@ def _interpreter(model: bytes, num_threads=None):
     return Interpreter(model_content=model, num_threads=num_threads)
 
 
-def io_counts(model: bytes) -> tuple[int, int]:
-    """How many inputs and outputs the model has."""
-    it = _interpreter(model)
-    return len(it.get_input_details()), len(it.get_output_details())
+def signature(model: bytes, input_names=None, output_names=None) -> Signature:
+    """The model's inputs and outputs by name (reporter.measure.signature.read)."""
+    return read(_interpreter(model), input_names, output_names)
 
 
-def io_shapes(model: bytes) -> tuple[list[int], list[int]]:
-    """The input shape signature (-1 for dynamic dimensions) and output shape of the model."""
-    it = _interpreter(model)
-    inp = it.get_input_details()[0]
-    out = it.get_output_details()[0]
-    in_sig = inp.get("shape_signature")
-    if in_sig is None or len(in_sig) == 0:
-        in_sig = inp["shape"]
-    return [int(d) for d in in_sig], [int(d) for d in out["shape"]]
+def as_inputs(x) -> Inputs:
+    """`x` as Inputs: a single array is the one input of a one-input model."""
+    if isinstance(x, Inputs):
+        return x
+    if isinstance(x, dict):
+        return Inputs(x)
+    return Inputs({"": np.asarray(x)})
 
 
-def _quantize(x: np.ndarray, detail: dict) -> np.ndarray:
-    """Inputs of an integer-input model must be quantized with its scale and zero point."""
-    dtype = detail["dtype"]
-    if not np.issubdtype(dtype, np.integer):
-        return x.astype(dtype)
-    scale, zero = detail["quantization"]
-    info = np.iinfo(dtype)
-    return np.clip(np.round(x / scale + zero), info.min, info.max).astype(dtype)
+def _feed(x: Inputs, ports) -> dict:
+    """Which array goes into which input port: by name, or the one array into the one input."""
+    if len(ports) == 1 and len(x.arrays) == 1:
+        return {ports[0].index: x.single()}
+    missing = [p.key for p in ports if p.key not in x.arrays]
+    if missing:
+        raise ValueError(f"no data for input(s) {', '.join(missing)} (data for: {', '.join(x.names)})")
+    return {p.index: x[p.key] for p in ports}
 
 
-def _dequantize(y: np.ndarray, detail: dict) -> np.ndarray:
-    if not np.issubdtype(y.dtype, np.integer):
+def _to_port(x: np.ndarray, port: Port) -> np.ndarray:
+    """Data as the input takes it: quantized with its scale and zero point for a quantized input, as they
+    are for an integer input (ids), cast to its float type otherwise."""
+    dtype = np.dtype(port.dtype)
+    if port.quantized:
+        info = np.iinfo(dtype)
+        return np.clip(np.round(x / port.scale + port.zero_point), info.min, info.max).astype(dtype)
+    return x.astype(dtype)
+
+
+def _dequantize(y: np.ndarray, port: Port) -> np.ndarray:
+    if not port.quantized:
         return y.astype(np.float32)
-    scale, zero = detail["quantization"]
-    return ((y.astype(np.float32) - zero) * scale).astype(np.float32)
+    return ((y.astype(np.float32) - port.zero_point) * port.scale).astype(np.float32)
 
 
-def predict(model: bytes, x: np.ndarray) -> np.ndarray:
-    """Raw outputs (dequantized to float) for every sample of `x`, run in large batches.
+def _only_output(sig: Signature) -> Port:
+    if len(sig.outputs) != 1:
+        raise ValueError(f"the model has {len(sig.outputs)} outputs; quant-report measures one")
+    return sig.outputs[0]
+
+
+def predict(model: bytes, x) -> np.ndarray:
+    """Raw outputs (dequantized to float) for every sample of `x` (Inputs, or one array for a one-input
+    model), fed by name and run in large batches.
 
     Models with a fixed batch dimension (like a tf_keras LSTM built with batch_size=1) cannot be
     resized; they run one sample per invoke.
     """
+    x = as_inputs(x)
     it = _interpreter(model, num_threads=os.cpu_count())
-    inp = it.get_input_details()[0]
-    sig = inp.get("shape_signature")
-    fixed_batch = sig is not None and len(sig) > 0 and sig[0] != -1
-    sample_bytes = max(1, int(np.prod(x.shape[1:])) * 4)
-    batch = int(inp["shape"][0]) if fixed_batch else max(1, BATCH_BYTES // sample_bytes)
+    sig = read(it)
+    ports = list(sig.inputs)
+    feed = _feed(x, ports)
+    out_port = _only_output(sig)
+    fixed_batch = any(len(p.shape) > 0 and p.shape[0] != -1 for p in ports)
+    sample_bytes = max(1, sum(int(np.prod(a.shape[1:])) for a in feed.values()) * 4)
+    batch = int(ports[0].shape[0]) if fixed_batch else max(1, BATCH_BYTES // sample_bytes)
+    n_all = len(x)
+    current = min(batch, n_all) if not fixed_batch else batch
     if not fixed_batch:
-        it.resize_tensor_input(inp["index"], [min(batch, len(x)), *x.shape[1:]])
+        for p in ports:
+            it.resize_tensor_input(p.index, [current, *feed[p.index].shape[1:]])
     it.allocate_tensors()
-    out_detail = it.get_output_details()[0]
-    current = min(batch, len(x)) if not fixed_batch else batch
     results = []
-    for start in range(0, len(x), batch):
-        chunk = x[start : start + batch]
-        n = len(chunk)
-        if fixed_batch and n < batch:
-            chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - n, axis=0)])
-        elif not fixed_batch and n != current:
-            it.resize_tensor_input(inp["index"], [n, *x.shape[1:]])
+    for start in range(0, n_all, batch):
+        n = min(batch, n_all - start)
+        if not fixed_batch and n != current:
+            for p in ports:
+                it.resize_tensor_input(p.index, [n, *feed[p.index].shape[1:]])
             it.allocate_tensors()
             current = n
         # Recurrent ops keep their state in variable tensors that outlive an invoke: without a
         # reset, each sample would start from the previous sample's state.
         it.reset_all_variables()
-        it.set_tensor(inp["index"], _quantize(chunk, inp))
+        for p in ports:
+            chunk = feed[p.index][start : start + batch]
+            if fixed_batch and n < batch:
+                chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - n, axis=0)])
+            it.set_tensor(p.index, _to_port(chunk, p))
         it.invoke()
-        results.append(_dequantize(it.get_tensor(out_detail["index"]), out_detail)[:n])
-    return np.concatenate(results).reshape(len(x), -1)
+        results.append(_dequantize(it.get_tensor(out_port.index), out_port)[:n])
+    return np.concatenate(results).reshape(n_all, -1)
 
 
 # Held around every timing when set: the batch runner's workers share one, so that at most one model is
@@ -101,7 +122,7 @@ def set_timing_lock(lock):
     return previous
 
 
-def latency_ms(model: bytes, sample: np.ndarray, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:
+def latency_ms(model: bytes, sample, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:
     """Median and p90 milliseconds of one single-sample invoke, single-threaded, after warm-up.
 
     The warm-up and the timed invokes run under the timing lock when one is set (set_timing_lock).
@@ -109,12 +130,15 @@ def latency_ms(model: bytes, sample: np.ndarray, runs: int = 50, warmup: int = 5
     if runs < 1:
         raise ValueError(f"latency needs at least one timed run, not {runs}")
     it = _interpreter(model, num_threads=1)
-    inp = it.get_input_details()[0]
-    sig = inp.get("shape_signature")
-    if sig is not None and len(sig) > 0 and sig[0] == -1:
-        it.resize_tensor_input(inp["index"], [1, *sample.shape[1:]])
+    sample = as_inputs(sample)
+    ports = list(read(it).inputs)
+    feed = _feed(sample, ports)
+    for p in ports:
+        if len(p.shape) > 0 and p.shape[0] == -1:
+            it.resize_tensor_input(p.index, [1, *feed[p.index].shape[1:]])
     it.allocate_tensors()
-    it.set_tensor(inp["index"], _quantize(sample[:1], inp))
+    for p in ports:
+        it.set_tensor(p.index, _to_port(feed[p.index][:1], p))
     lock = _timing_lock
     with lock if lock is not None else contextlib.nullcontext():
         for _ in range(warmup):

@@ -107,12 +107,19 @@ def unpack_correct(text: str, n: int) -> Optional[np.ndarray]:
     return bits[:n].astype(bool)
 
 
-def fingerprint(x: np.ndarray, y: np.ndarray) -> str:
-    """sha256 of the evaluation inputs and labels, their shapes and dtypes."""
+def fingerprint(x, y: np.ndarray) -> str:
+    """sha256 of the evaluation inputs (one array, or Inputs: each input by name, in name order) and
+    labels, their shapes and dtypes."""
     import hashlib
 
+    from reporter.measure.signature import Inputs
+
     h = hashlib.sha256()
-    for a in (x, y):
+    arrays = [x]
+    if isinstance(x, Inputs):
+        single = x.single()
+        arrays = [single] if single is not None else [x[k] for k in sorted(x.names)]
+    for a in (*arrays, y):
         a = np.ascontiguousarray(a)
         h.update(f"{a.shape}|{a.dtype.str}|".encode())
         h.update(a.tobytes())

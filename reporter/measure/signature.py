@@ -16,6 +16,50 @@ import numpy as np
 _OUTPUT_N = re.compile(r"output_(\d+)$")
 
 
+class Inputs:
+    """A model's input data by name: one array per input, all with the same number of samples.
+
+    `len()` is the number of samples and indexing by a slice or indices takes those samples of every
+    array, so code written for one array (x[:1], x[chosen], len(x)) reads several inputs unchanged;
+    `inputs["numeric"]` is one input's array.
+    """
+
+    def __init__(self, arrays: dict):
+        self.arrays = dict(arrays)
+        counts = {len(a) for a in self.arrays.values()}
+        if len(counts) > 1:
+            raise ValueError("the input arrays hold different numbers of samples: " + ", ".join(
+                f"{k}: {len(a)}" for k, a in self.arrays.items()))
+
+    def __len__(self) -> int:
+        return len(next(iter(self.arrays.values()))) if self.arrays else 0
+
+    def __getitem__(self, index):
+        if isinstance(index, str):
+            return self.arrays[index]
+        return Inputs({k: a[index] for k, a in self.arrays.items()})
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.arrays)
+
+    def sample(self, i: int) -> dict:
+        """Sample `i` of every input, batch dimension kept: what a converter's representative dataset yields."""
+        return {k: a[i:i + 1] for k, a in self.arrays.items()}
+
+    def single(self) -> Optional[np.ndarray]:
+        """The array of a one-input model, else None."""
+        return next(iter(self.arrays.values())) if len(self.arrays) == 1 else None
+
+    def positional(self, interpreter) -> list:
+        """The arrays in the order of `interpreter.get_input_details()`, matched by name through its
+        signature (what the Quantization Debugger, which feeds by position, needs)."""
+        if len(self.arrays) == 1:
+            return [self.single()]
+        by_index = {p.index: p.key for p in read(interpreter).inputs}
+        return [self.arrays[by_index[int(d["index"])]] for d in interpreter.get_input_details()]
+
+
 @dataclass(frozen=True)
 class Port:
     """One input or output of a model."""
@@ -27,6 +71,13 @@ class Port:
     dtype: str  # numpy dtype name: "float32", "int32", "int8", ...
     scale: float = 0.0
     zero_point: int = 0
+    allocated: tuple = ()  # the shape the interpreter allocated (dynamic dimensions as 1)
+
+    @property
+    def size(self) -> int:
+        """Values per sample (e.g. the number of output units)."""
+        shape = self.allocated or self.shape
+        return int(np.prod(shape[1:])) if len(shape) > 1 else 1
 
     @property
     def quantized(self) -> bool:
@@ -59,7 +110,7 @@ def _port(name: str, key: str, d: dict) -> Port:
         shape = d["shape"]
     scale, zero = d.get("quantization", (0.0, 0))
     return Port(name, key, int(d["index"]), tuple(int(s) for s in shape), np.dtype(d["dtype"]).name,
-                float(scale), int(zero))
+                float(scale), int(zero), tuple(int(s) for s in d["shape"]))
 
 
 def read(interpreter, input_names: Optional[Sequence[str]] = None,

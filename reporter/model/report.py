@@ -31,6 +31,9 @@ Format history (SCHEMA_VERSION):
      (which samples each variant gets right) and `dataset.fingerprint` (what was evaluated), so that
      two runs can be paired (`quant-report diff`).
      Version-3 files read as they are (every new field has a default).
+  5: several inputs fed by name, integer inputs. `model.inputs` (name, shape with -1 for dynamic
+     dimensions, dtype) for every input, in the TFLite signature's order; `model.input_shape` stays the
+     first input's shape. Version-4 files migrate (their one input is named "x", as its data array was).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from typing import Any, Optional
 
 from reporter.model.findings import Findings
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # The seed notebook's reference: rmse/scale of a well-quantized tensor is about 1/sqrt(12).
 RMSE_OVER_SCALE_IDEAL = 0.2886751345948129
@@ -61,6 +64,15 @@ MEASUREMENTS = {
 
 
 @dataclass(frozen=True)
+class InputInfo:
+    """One input of the model, as its TFLite signature names it."""
+
+    name: str
+    shape: list  # -1 marks a dynamic dimension
+    dtype: str  # "float32", or e.g. "int32" for token or category ids
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     name: str
     source: str
@@ -72,6 +84,7 @@ class ModelInfo:
     # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
     binary_sigmoid: bool = False
     largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model
+    inputs: list[InputInfo] = field(default_factory=list)  # every input, by name (schema 5)
 
 
 @dataclass(frozen=True)
@@ -407,6 +420,13 @@ def migrate(data: dict) -> dict:
         data = json.loads(json.dumps(data))
         data["schema_version"] = 4
         data.pop("findings", None)
+    if data.get("schema_version") == 4:
+        # Version 5 lists the inputs by name: a version-4 model had one, fed from the array `x`.
+        data = json.loads(json.dumps(data))
+        data["schema_version"] = 5
+        model = data.get("model")
+        if isinstance(model, dict) and "inputs" not in model and isinstance(model.get("input_shape"), list):
+            model["inputs"] = [{"name": "x", "shape": model["input_shape"], "dtype": "float32"}]
     return data
 
 

@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.core.errors import InputError
+from reporter.measure.signature import Inputs, Port, Signature
 from reporter.measure.task import binary_sigmoid_labels
 
 KERAS3_RNN_HINT = (
@@ -44,12 +45,12 @@ class LoadedModel:
 @dataclass
 class Dataset:
     source: str
-    x: np.ndarray
+    x: Inputs  # evaluation inputs by name ("" before `bind`: the one array `x` of a one-input model)
     y: np.ndarray  # class ids (int) or float targets
-    x_calib: np.ndarray
+    x_calib: Inputs
     calibration_source: str  # "x_calib" or "x"
     labels_are_classes: bool
-    x_pool: Optional[np.ndarray] = None  # every x_calib sample, beyond the calibration cap (for the search)
+    x_pool: Optional[Inputs] = None  # every x_calib sample, beyond the calibration cap (for the search)
 
     @property
     def calibration_overlaps_eval(self) -> bool:
@@ -58,7 +59,8 @@ class Dataset:
 
 MODEL_KINDS = "a Keras 3 .keras file, a legacy .h5 file, a SavedModel folder or a float .tflite file"
 TFLITE_IDENTIFIER = b"TFL3"  # a TFLite flatbuffer's file identifier, bytes 4-8
-DATA_KINDS = "an .npz file with arrays x and y (and optional x_calib), or package.module:function returning them"
+DATA_KINDS = ("an .npz file with arrays x and y (and optional x_calib; x_<input name> for several inputs),"
+              " or package.module:function returning them")
 _TEXT_SUFFIXES = {".csv": "a CSV file", ".tsv": "a TSV file", ".txt": "a text file", ".json": "a JSON file",
                   ".npy": "a single .npy array", ".pkl": "a pickle", ".pickle": "a pickle",
                   ".parquet": "a Parquet file"}
@@ -214,41 +216,135 @@ def _keras3_rnn_layers(model, keras) -> list[str]:
 
 
 def load_data(spec: str, calibration_samples: int) -> Dataset:
-    """Reads `x`, `y` and optional `x_calib` from an .npz file or a `package.module:function`."""
+    """Reads the evaluation inputs, labels `y` and optional calibration inputs from an .npz file or a
+    `package.module:function`: `x` (and `x_calib`) for a one-input model; `x_<input name>` (and
+    `x_calib_<input name>`) for several inputs, or from a function `x` (and `x_calib`) as a dict keyed by
+    input name. Arrays keep their types until `bind` matches them to the model's inputs."""
     if _is_callable_spec(spec):
         arrays = _call_data_function(spec)
     else:
         arrays = _read_npz(Path(spec))
-    for key in ("x", "y"):
-        if key not in arrays:
-            raise InputError(spec, f"no array '{key}' (found: {', '.join(sorted(arrays)) or 'nothing'})")
+    x = _inputs(spec, arrays, "x")
+    if x is None:
+        raise InputError(spec, f"no array 'x' or 'x_<input name>' (found: {', '.join(sorted(arrays)) or 'nothing'})")
+    if "y" not in arrays:
+        raise InputError(spec, f"no array 'y' (found: {', '.join(sorted(arrays)) or 'nothing'})")
     try:
-        x = np.asarray(arrays["x"], dtype=np.float32)
         y_raw = np.asarray(arrays["y"])
+        if y_raw.dtype == object:
+            raise TypeError(f"'y' holds {type(arrays['y']).__name__} objects, not numbers")
     except (TypeError, ValueError) as exc:
-        raise InputError(spec, f"'x' or 'y' is not numeric: {_first_line(exc)}") from exc
-    if x.shape[0] == 0:
+        raise InputError(spec, f"'y' is not numeric: {_first_line(exc)}") from exc
+    if len(x) == 0:
         raise InputError(spec, "the data set is empty ('x' has no samples)")
-    if y_raw.shape[0] != x.shape[0]:
-        raise InputError(spec, f"'x' has {x.shape[0]} samples but 'y' has {y_raw.shape[0]}")
+    if y_raw.shape[0] != len(x):
+        raise InputError(spec, f"'x' has {len(x)} samples but 'y' has {y_raw.shape[0]}")
     y, labels_are_classes = _labels(spec, y_raw)
 
     if calibration_samples < 1:
         raise InputError(spec, "calibration needs at least 1 sample")
-    if "x_calib" in arrays and arrays["x_calib"] is not None:
-        x_calib = np.asarray(arrays["x_calib"], dtype=np.float32)
-        if x_calib.shape[0] == 0:
+    x_calib = _inputs(spec, arrays, "x_calib")
+    if x_calib is not None:
+        if len(x_calib) == 0:
             raise InputError(spec, "'x_calib' is empty")
-        if x_calib.shape[1:] != x.shape[1:]:
-            raise InputError(spec, f"'x_calib' has shape {x_calib.shape[1:]} per sample but 'x' has {x.shape[1:]}")
+        for name in set(x.names) & set(x_calib.names):  # names are matched to the model's by `bind`
+            if x_calib[name].shape[1:] != x[name].shape[1:]:
+                what = f"'x_calib_{name}'" if name else "'x_calib'"
+                raise InputError(spec, f"{what} has shape {x_calib[name].shape[1:]} per sample but the evaluation"
+                                       f" data have {x[name].shape[1:]}")
         calib_source = "x_calib"
     else:
         x_calib, calib_source = x, "x"
     x_pool = x_calib if calib_source == "x_calib" else None
     x_calib = x_calib[:calibration_samples]
-    if not (np.isfinite(x).all() and np.isfinite(x_calib if x_pool is None else x_pool).all()):
-        raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
+    for inputs in (x, x_calib if x_pool is None else x_pool):
+        for name in inputs.names:
+            a = inputs[name]
+            if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
+                raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
     return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool)
+
+
+def _inputs(spec, arrays: dict, prefix: str) -> Optional[Inputs]:
+    """`prefix` ("x" or "x_calib") as Inputs: the one array `prefix` (named "" until bound), a dict by input
+    name, or the arrays `prefix_<input name>`; None when there are none."""
+    found = arrays.get(prefix)
+    if found is not None and isinstance(found, dict):
+        named = dict(found)
+    elif found is not None:
+        named = {"": found}
+    else:
+        start = prefix + "_"
+        named = {k[len(start):]: v for k, v in arrays.items() if k.startswith(start)
+                 and not (prefix == "x" and k.startswith("x_calib"))}
+        if not named:
+            return None
+    out = {}
+    for name, value in named.items():
+        what = f"'{prefix}_{name}'" if name else f"'{prefix}'"
+        try:
+            a = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(spec, f"{what} is not numeric: {_first_line(exc)}") from exc
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim == 0:
+            raise InputError(spec, f"{what} is not a numeric array (got {a.dtype}, shape {a.shape})")
+        out[name] = a
+    try:
+        return Inputs(out)
+    except ValueError as exc:
+        raise InputError(spec, f"{prefix}: {exc}") from None
+
+
+def _shown(prefix: str, x: Inputs) -> str:
+    return ", ".join(f"{prefix}_{n}" if n else prefix for n in x.names)
+
+
+def bind(data: Dataset, signature: Signature, model_path) -> Dataset:
+    """The data matched to the model's inputs by name (the one array of a one-input model to its one input)
+    and cast to each input's type: integer data stay integers for an integer input (token or category ids),
+    float inputs take float32, and a cast that would change a value is an error naming the array.
+    A missing, extra or misnamed array is an error naming the model's inputs and the arrays found."""
+    ports = signature.inputs
+    names = [p.key for p in ports]
+
+    def match(x: Inputs, prefix: str) -> Inputs:
+        if len(ports) == 1 and len(x.names) == 1 and x.names[0] in ("", names[0]):
+            arrays = {names[0]: x.single()}
+        else:
+            if sorted(x.names) != sorted(names):
+                wanted = ", ".join(f"{prefix}_{n}" for n in names) if len(names) > 1 else prefix
+                raise InputError(data.source, f"the model {Path(model_path).name} has {len(names)} input(s):"
+                                              f" {', '.join(names)}; expected array(s) {wanted}, found {_shown(prefix, x)}")
+            arrays = {n: x[n] for n in names}
+        return Inputs({p.key: _cast(data.source, f"{prefix}_{p.key}" if len(ports) > 1 else prefix, arrays[p.key], p,
+                                    model_path) for p in ports})
+
+    x = match(data.x, "x")
+    pool = match(data.x_pool, "x_calib") if data.x_pool is not None else None
+    x_calib = match(data.x_calib, "x_calib" if data.calibration_source == "x_calib" else "x")
+    return Dataset(data.source, x, data.y, x_calib, data.calibration_source, data.labels_are_classes, pool)
+
+
+def _cast(source, what: str, a: np.ndarray, port: Port, model_path) -> np.ndarray:
+    expected = list(port.shape[1:])
+    got = list(a.shape[1:])
+    if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)):
+        shown = ["None" if e == -1 else str(e) for e in expected]
+        raise InputError(source, f"'{what}' has shape {tuple(got)} per sample but the model {Path(model_path).name}"
+                                 f" expects ({', '.join(shown)})" + (f" for input {port.key}" if what != "x" else ""))
+    dtype = np.dtype(port.dtype)
+    if port.integer:  # ids: whole numbers within the type's range, kept exact
+        if not (np.issubdtype(a.dtype, np.integer) or np.issubdtype(a.dtype, np.bool_)):
+            if not np.all(np.isfinite(a)) or not np.all(a == np.round(a)):
+                raise InputError(source, f"'{what}' holds non-integer values, but input {port.key} of the model takes"
+                                         f" {dtype.name} ids")
+        info = np.iinfo(dtype)
+        if a.size and (a.min() < info.min or a.max() > info.max):
+            raise InputError(source, f"'{what}' holds values outside {dtype.name} ({a.min()}..{a.max()})")
+        return a.astype(dtype)
+    if np.issubdtype(a.dtype, np.integer) and a.size and np.abs(a).max() > 2 ** 24:
+        raise InputError(source, f"'{what}' holds integers beyond 2^24, which float32 cannot hold exactly")
+    return a.astype(np.float32)
 
 
 def _is_callable_spec(spec: str) -> bool:
@@ -309,21 +405,13 @@ def _labels(spec, y_raw: np.ndarray) -> tuple[np.ndarray, bool]:
     raise InputError(spec, f"'y' has unsupported type {y_raw.dtype}")
 
 
-def check_fit(data: Dataset, input_shape: list, num_outputs: int, model_path) -> Optional[int]:
-    """Checks data against the float model's input and output; returns the number of classes.
+def check_fit(data: Dataset, num_outputs: int) -> Optional[int]:
+    """Checks the labels against the float model's output; returns the number of classes.
 
     One output unit with integer labels that are all 0 or 1 is a binary classifier (a sigmoid head:
     2 classes, reporter.measure.task.binary_sigmoid_labels). Returns None for a regression-like task (float
     labels, or one output unit with other labels).
     """
-    expected = list(input_shape[1:])
-    got = list(data.x.shape[1:])
-    if len(expected) != len(got) or any(e not in (-1, g) for e, g in zip(expected, got)):
-        shown = ["None" if e == -1 else str(e) for e in expected]
-        raise InputError(
-            data.source,
-            f"'x' has shape {tuple(got)} per sample but the model {Path(model_path).name} expects ({', '.join(shown)})",
-        )
     if binary_sigmoid_labels(num_outputs, data.y, data.labels_are_classes):
         return 2
     if num_outputs <= 1 or not data.labels_are_classes:

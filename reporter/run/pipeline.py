@@ -8,14 +8,13 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
 
 from reporter import __version__
 from reporter.convert import converter as conv
 from reporter.convert import litert
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import variants
-from reporter.core.errors import InputError, RenderError, one_line
+from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line
 from reporter.core.files import folder_name, staged_folder
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
@@ -24,7 +23,7 @@ from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.measurer import Measurer
 from reporter.measure.task import Task
-from reporter.model.report import SCHEMA_VERSION, DatasetInfo, ModelInfo, Report, VariantResult
+from reporter.model.report import SCHEMA_VERSION, DatasetInfo, InputInfo, ModelInfo, Report, VariantResult
 from reporter.render import formats as render
 from reporter.run import inputs
 from reporter.run.settings import RunSettings  # noqa: F401 - where callers have always found it
@@ -67,6 +66,9 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
         progress.say("written: " + ", ".join(str(final / p.name) for p in written))
     if render_errors:  # the report was measured and the other formats kept, but the run did not fully work
         raise RenderError(final, render_errors)
+    reference = report.variant("float")
+    if reference is None or not reference.ok:  # nothing could be compared: written, but not a working run
+        raise FloatNotMeasuredError(final, reference.error if reference is not None else "not built")
     return report, final
 
 
@@ -92,13 +94,16 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
                 float_model = conv.convert(model.make_converter, "float", data.x_calib)
             except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
                 raise _conversion_error(model.path, exc) from exc
-    n_in, n_out = evaluate.io_counts(float_model)
-    if (n_in, n_out) != (1, 1):
-        raise InputError(model.path, f"the model has {n_in} input(s) and {n_out} output(s); quant-report measures"
-                                     " models with one input and one output")
-    in_shape, out_shape = evaluate.io_shapes(float_model)
-    num_outputs = int(np.prod(out_shape[1:])) if len(out_shape) > 1 else 1
-    num_classes = inputs.check_fit(data, in_shape, num_outputs, model.path)
+    try:
+        sig = evaluate.signature(float_model)
+    except ValueError as exc:
+        raise InputError(model.path, str(exc)) from None
+    if len(sig.outputs) != 1:
+        raise InputError(model.path, f"the model has {len(sig.outputs)} outputs ({', '.join(sig.output_names())});"
+                                     " quant-report measures models with one output")
+    data = inputs.bind(data, sig, model.path)
+    num_outputs = sig.outputs[0].size
+    num_classes = inputs.check_fit(data, num_outputs)
     # A classifier with one output unit is a sigmoid head: class 1 when the output is at least 0.5.
     task = Task(num_classes, binary_sigmoid=num_classes is not None and num_outputs == 1)
 
@@ -149,7 +154,8 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             name=name,
             source=s.shown_paths[0] if s.shown_paths else str(s.model),
             format=model.format,
-            input_shape=in_shape,
+            input_shape=list(sig.inputs[0].shape),
+            inputs=[InputInfo(p.key, list(p.shape), p.dtype) for p in sig.inputs],
             num_classes=num_classes,
             task="classification" if num_classes else "regression",
             stateful=structure.has_variable_tensors(float_model),

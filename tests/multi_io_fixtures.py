@@ -1,0 +1,227 @@
+"""Models with several inputs fed by name, and integer (token or category id) inputs, for the tests of
+multi-input support (tests/test_multi_input.py).
+
+Each is seeded, trained in seconds on data that ships with scikit-learn, and cached on disk like the
+other fixtures (`ensure`). Data follow the tool's conventions: one input: `x` (evaluation) and
+`x_calib` (training inputs); several inputs: `x_<input name>` and `x_calib_<input name>` per input;
+labels `y`. Evaluation data and calibration (training) inputs never overlap. Integer inputs are saved
+as int32.
+
+* wide_deep: inputs `numeric` (wine's 13 raw features, alcohol shifted by +1000, through a
+  Normalization) and `category` (int32 id of ash, a weak feature, binned into NUM_BINS quantiles,
+  through an Embedding); concatenated, Dense 32-16, softmax. Full-integer quantization collapses on the
+  numeric branch (the quantized input cannot resolve the small features next to ~1000); keeping that
+  branch's normalization SUB/MUL in float fixes it.
+* token_ids: input `tokens`, 64 int32 token ids per sample (digits' pixel value 0..16 at position p is
+  token 17 * p + value, vocabulary 1088: a bag of (position, value) words) into
+  Embedding -> GlobalAveragePooling1D -> Dense softmax.
+* order_differs: float inputs `zeta` (wine's first 4 standardized features) then `alpha` (the other 9):
+  the Keras order is the reverse of the sorted signature order and the shapes differ, so a positional
+  mix-up fails loudly.
+* two_input_tflite: a float model.tflite (converted without optimizations) of a two-input float model
+  on breast cancer (inputs `worst` = the 10 "worst" features, then `mean` = the other 20, standardized).
+* oov_ids: the token_ids model with evaluation data in which some samples hold ids beyond the
+  vocabulary: the float model cannot run on them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+import model_fixtures as M
+
+VERSION = 1
+FIXTURES = ("wide_deep", "token_ids", "order_differs", "two_input_tflite", "oov_ids")
+OFFSET = 1000.0
+NUM_BINS = 10
+TOKEN_VALUES = 17  # digits' pixel values 0..16
+SEQUENCE_LENGTH = 64
+VOCABULARY = TOKEN_VALUES * SEQUENCE_LENGTH
+OOV_SAMPLES = 20  # evaluation samples of oov_ids whose ids are shifted beyond the vocabulary
+
+# The model file in the fixture's folder, where it is not model.keras.
+MODEL_FILES = {"two_input_tflite": "model.tflite"}
+# Each fixture's inputs in the Keras model's order: name -> dtype.
+INPUTS = {
+    "wide_deep": {"numeric": "float32", "category": "int32"},
+    "token_ids": {"tokens": "int32"},
+    "order_differs": {"zeta": "float32", "alpha": "float32"},
+    "two_input_tflite": {"worst": "float32", "mean": "float32"},
+    "oov_ids": {"tokens": "int32"},
+}
+
+
+def save(folder: Path, model, x_eval: dict, y_eval, x_calib: dict) -> tuple[Path, Path]:
+    """model.keras and data.npz in `folder`: one input as `x`/`x_calib`, several as `x_<name>` and
+    `x_calib_<name>`; integer inputs stay int32, the others become float32."""
+    path = folder / "model.keras"
+    model.save(path)
+    return path, save_data(folder / "data.npz", x_eval, y_eval, x_calib)
+
+
+def save_data(path: Path, x_eval: dict, y_eval, x_calib: dict) -> Path:
+    def typed(a):
+        a = np.asarray(a)
+        return a.astype(np.int32) if np.issubdtype(a.dtype, np.integer) else a.astype(np.float32)
+
+    if len(x_eval) == 1:
+        (name,) = x_eval
+        arrays = {"x": typed(x_eval[name]), "x_calib": typed(x_calib[name])}
+    else:
+        arrays = {f"x_{n}": typed(a) for n, a in x_eval.items()}
+        arrays.update({f"x_calib_{n}": typed(a) for n, a in x_calib.items()})
+    np.savez(path, y=np.asarray(y_eval), **arrays)
+    return path
+
+
+def _split_columns(columns: dict, y):
+    """A seeded stratified split of several aligned arrays: ({name: train}, {name: eval}, y_tr, y_te)."""
+    idx_tr, idx_te, y_tr, y_te = M.split(np.arange(len(y)), y.astype(np.int64))
+    return ({n: a[idx_tr] for n, a in columns.items()}, {n: a[idx_te] for n, a in columns.items()},
+            y_tr, y_te)
+
+
+def _train(model, x: dict, y, learning_rate: float, epochs: int):
+    return M.train(model, x, y, "sparse_categorical_crossentropy", learning_rate, epochs)
+
+
+def _wine_category(ash):
+    """ash binned into NUM_BINS quantile bins (ids 0..NUM_BINS-1), edges from the whole data set (a
+    preprocessing step fixed before training)."""
+    edges = np.quantile(ash, np.linspace(0, 1, NUM_BINS + 1)[1:-1])
+    return np.digitize(ash, edges).astype(np.int32)[:, None]
+
+
+def build_wide_deep(folder: Path):
+    import keras
+    from sklearn.datasets import load_wine
+
+    x, y = load_wine(return_X_y=True)
+    numeric = x.copy()
+    numeric[:, 0] += OFFSET  # alcohol 11..15 becomes 1011..1015
+    x_tr, x_te, y_tr, y_te = _split_columns({"numeric": numeric, "category": _wine_category(x[:, 2])}, y)
+    M.seed()
+    num_in = keras.Input((13,), name="numeric")
+    cat_in = keras.Input((1,), dtype="int32", name="category")
+    h_num = M.normalization(x_tr["numeric"])(num_in)
+    h_cat = keras.layers.Flatten()(keras.layers.Embedding(NUM_BINS, 4)(cat_in))
+    h = keras.layers.Concatenate()([h_num, h_cat])
+    h = keras.layers.Dense(32, activation="relu")(h)
+    h = keras.layers.Dense(16, activation="relu")(h)
+    out = keras.layers.Dense(3, activation="softmax")(h)
+    model = keras.Model([num_in, cat_in], out, name="wide_deep")
+    _train(model, {"numeric": x_tr["numeric"].astype(np.float32), "category": x_tr["category"]}, y_tr, 1e-3, 80)
+    return save(folder, model, x_te, y_te, x_tr)
+
+
+def _digit_tokens():
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    tokens = x.astype(np.int32) + TOKEN_VALUES * np.arange(SEQUENCE_LENGTH, dtype=np.int32)
+    return tokens, y
+
+
+def _token_model(x_tr, y_tr):
+    import keras
+
+    M.seed()
+    inp = keras.Input((SEQUENCE_LENGTH,), dtype="int32", name="tokens")
+    h = keras.layers.Embedding(VOCABULARY, 16)(inp)
+    h = keras.layers.GlobalAveragePooling1D()(h)
+    out = keras.layers.Dense(10, activation="softmax")(h)
+    model = keras.Model(inp, out, name="token_ids")
+    return _train(model, x_tr, y_tr, 1e-2, 30)
+
+
+def build_token_ids(folder: Path):
+    tokens, y = _digit_tokens()
+    x_tr, x_te, y_tr, y_te = _split_columns({"tokens": tokens}, y)
+    model = _token_model(x_tr["tokens"], y_tr)
+    return save(folder, model, x_te, y_te, x_tr)
+
+
+def build_oov_ids(folder: Path):
+    tokens, y = _digit_tokens()
+    x_tr, x_te, y_tr, y_te = _split_columns({"tokens": tokens}, y)
+    model = _token_model(x_tr["tokens"], y_tr)
+    bad = x_te["tokens"].copy()
+    bad[:OOV_SAMPLES] += VOCABULARY  # ids VOCABULARY .. 2 * VOCABULARY - 1: beyond the Embedding's table
+    return save(folder, model, {"tokens": bad}, y_te, x_tr)
+
+
+def _standardized(x, y):
+    """Features standardized with the training split's mean and deviation (the split is the one used
+    later, so the evaluation data play no part)."""
+    idx_tr, _, _, _ = M.split(np.arange(len(y)), y.astype(np.int64))
+    mean, std = x[idx_tr].mean(axis=0), x[idx_tr].std(axis=0)
+    return (x - mean) / std
+
+
+def _two_input_mlp(first: tuple[str, int], second: tuple[str, int], classes: int, name: str):
+    import keras
+
+    M.seed()
+    a = keras.Input((first[1],), name=first[0])
+    b = keras.Input((second[1],), name=second[0])
+    h = keras.layers.Concatenate()([keras.layers.Dense(8, activation="relu")(a),
+                                    keras.layers.Dense(8, activation="relu")(b)])
+    h = keras.layers.Dense(16, activation="relu")(h)
+    out = keras.layers.Dense(classes, activation="softmax")(h)
+    return keras.Model([a, b], out, name=name)
+
+
+def build_order_differs(folder: Path):
+    from sklearn.datasets import load_wine
+
+    x, y = load_wine(return_X_y=True)
+    x = _standardized(x, y).astype(np.float32)
+    x_tr, x_te, y_tr, y_te = _split_columns({"zeta": x[:, :4], "alpha": x[:, 4:]}, y)
+    model = _two_input_mlp(("zeta", 4), ("alpha", 9), 3, "order_differs")
+    _train(model, x_tr, y_tr, 1e-2, 40)
+    return save(folder, model, x_te, y_te, x_tr)
+
+
+def build_two_input_tflite(folder: Path):
+    import tensorflow as tf
+    from sklearn.datasets import load_breast_cancer
+
+    x, y = load_breast_cancer(return_X_y=True)
+    x = _standardized(x, y).astype(np.float32)
+    x_tr, x_te, y_tr, y_te = _split_columns({"worst": x[:, 20:], "mean": x[:, :20]}, y)
+    model = _two_input_mlp(("worst", 10), ("mean", 20), 2, "two_input")
+    _train(model, x_tr, y_tr, 1e-2, 40)
+    (folder / "model.tflite").write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+    return folder / "model.tflite", save_data(folder / "data.npz", x_te, y_te, x_tr)
+
+
+BUILDERS = {
+    "wide_deep": build_wide_deep,
+    "token_ids": build_token_ids,
+    "order_differs": build_order_differs,
+    "two_input_tflite": build_two_input_tflite,
+    "oov_ids": build_oov_ids,
+}
+
+
+def ensure(name: str, cache_root) -> tuple[Path, Path]:
+    """The cached model (model.keras, or model.tflite for two_input_tflite) and data.npz of fixture
+    `name`, built first if needed (once across processes)."""
+    model, data = M.ensure(cache_root, f"multi-io-v{VERSION}", name, BUILDERS[name])
+    return model.with_name(MODEL_FILES.get(name, model.name)), data
+
+
+def eval_inputs(data, names) -> dict:
+    """The evaluation inputs of a loaded data.npz keyed by input name (`names`: the model's inputs)."""
+    if "x" in data.files and len(names) == 1:
+        return {names[0]: data["x"]}
+    return {n: data[f"x_{n}"] for n in names}
+
+
+def calib_inputs(data, names) -> dict:
+    """The calibration inputs of a loaded data.npz keyed by input name (the evaluation ones if absent)."""
+    if "x" in data.files and len(names) == 1:
+        return {names[0]: data["x_calib"] if "x_calib" in data.files else data["x"]}
+    return {n: data[f"x_calib_{n}"] if f"x_calib_{n}" in data.files else data[f"x_{n}"] for n in names}
