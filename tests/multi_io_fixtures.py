@@ -8,7 +8,7 @@ labels `y`. Evaluation data and calibration (training) inputs never overlap. Int
 as int32.
 
 * wide_deep: inputs `numeric` (wine's 13 raw features, alcohol shifted by +1000, through a
-  Normalization) and `category` (int32 id of ash, a weak feature, binned into NUM_BINS quantiles,
+  Normalization) and `category` (int32 id of ash, a weak feature, binned into 10 quantiles,
   through an Embedding); concatenated, Dense 32-16, softmax. Full-integer quantization collapses on the
   numeric branch (the quantized input cannot resolve the small features next to ~1000); keeping that
   branch's normalization SUB/MUL in float fixes it.
@@ -34,8 +34,6 @@ import model_fixtures as M
 
 VERSION = 1
 FIXTURES = ("wide_deep", "token_ids", "order_differs", "two_input_tflite", "oov_ids")
-OFFSET = 1000.0
-NUM_BINS = 10
 TOKEN_VALUES = 17  # digits' pixel values 0..16
 SEQUENCE_LENGTH = 64
 VOCABULARY = TOKEN_VALUES * SEQUENCE_LENGTH
@@ -87,33 +85,12 @@ def _train(model, x: dict, y, learning_rate: float, epochs: int):
     return M.train(model, x, y, "sparse_categorical_crossentropy", learning_rate, epochs)
 
 
-def _wine_category(ash):
-    """ash binned into NUM_BINS quantile bins (ids 0..NUM_BINS-1), edges from the whole data set (a
-    preprocessing step fixed before training)."""
-    edges = np.quantile(ash, np.linspace(0, 1, NUM_BINS + 1)[1:-1])
-    return np.digitize(ash, edges).astype(np.int32)[:, None]
-
-
 def build_wide_deep(folder: Path):
-    import keras
-    from sklearn.datasets import load_wine
+    """The demo's wine_wide_deep (reporter.run.demo.train_wine_wide_deep), under the fixture's file names."""
+    from reporter.run import demo
 
-    x, y = load_wine(return_X_y=True)
-    numeric = x.copy()
-    numeric[:, 0] += OFFSET  # alcohol 11..15 becomes 1011..1015
-    x_tr, x_te, y_tr, y_te = _split_columns({"numeric": numeric, "category": _wine_category(x[:, 2])}, y)
-    M.seed()
-    num_in = keras.Input((13,), name="numeric")
-    cat_in = keras.Input((1,), dtype="int32", name="category")
-    h_num = M.normalization(x_tr["numeric"])(num_in)
-    h_cat = keras.layers.Flatten()(keras.layers.Embedding(NUM_BINS, 4)(cat_in))
-    h = keras.layers.Concatenate()([h_num, h_cat])
-    h = keras.layers.Dense(32, activation="relu")(h)
-    h = keras.layers.Dense(16, activation="relu")(h)
-    out = keras.layers.Dense(3, activation="softmax")(h)
-    model = keras.Model([num_in, cat_in], out, name="wide_deep")
-    _train(model, {"numeric": x_tr["numeric"].astype(np.float32), "category": x_tr["category"]}, y_tr, 1e-3, 80)
-    return save(folder, model, x_te, y_te, x_tr)
+    model, data = demo.train_wine_wide_deep(folder)
+    return model.rename(folder / "model.keras"), data.rename(folder / "data.npz")
 
 
 def _digit_tokens():

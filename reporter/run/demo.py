@@ -1,8 +1,10 @@
-"""The built-in demo: three small models trained on data that ships with scikit-learn.
+"""The built-in demo: four small models trained on data that ships with scikit-learn.
 
 1. digits_cnn: a Keras 3 CNN on the 8x8 digits; quantizes well.
 2. digits_lstm: a tf_keras LSTM reading each digit's 8 rows as a sequence (fused LSTM ops).
 3. breast_cancer_mlp: a Keras 3 MLP whose first layer normalizes raw features; FIQ collapses.
+4. wine_wide_deep: two inputs fed by name, raw float features (one of them offset by 1000) through a
+   Normalization and an int32 category id through an Embedding; FIQ collapses on the float branch.
 
 Models and data are trained once and cached (QUANT_REPORT_CACHE, else ~/.cache/quant-report), so a
 second demo does not retrain. Training is seeded, so numbers repeat run after run on one machine.
@@ -21,7 +23,7 @@ import numpy as np
 
 DEMO_VERSION = 1
 SEED = 0
-MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
+MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp", "wine_wide_deep")
 
 
 def cache_dir() -> Path:
@@ -115,6 +117,49 @@ def train_breast_cancer_mlp(folder: Path) -> tuple[Path, Path]:
     return _save(folder, model, "breast_cancer_mlp.keras", x_te, y_te, x_tr)
 
 
+WIDE_DEEP_OFFSET = 1000.0  # alcohol 11..15 becomes 1011..1015: the normalization's input range is wide
+WIDE_DEEP_BINS = 10  # the category id: ash binned into this many quantile bins
+
+
+def train_wine_wide_deep(folder: Path) -> tuple[Path, Path]:
+    """Two inputs of different types, saved by name (x_numeric, x_category): the raw wine features with
+    alcohol offset by 1000, normalized inside the model, and ash binned into an int32 id through an
+    Embedding. FIQ's int8 input cannot resolve the small features next to ~1000: the numeric branch's
+    normalization SUB/MUL must stay float."""
+    import keras
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import train_test_split
+
+    x, y = load_wine(return_X_y=True)
+    numeric = x.copy()
+    numeric[:, 0] += WIDE_DEEP_OFFSET
+    edges = np.quantile(x[:, 2], np.linspace(0, 1, WIDE_DEEP_BINS + 1)[1:-1])
+    category = np.digitize(x[:, 2], edges).astype(np.int32)[:, None]
+    idx_tr, idx_te, y_tr, y_te = train_test_split(np.arange(len(y)), y.astype(np.int64), test_size=0.3,
+                                                  random_state=SEED, stratify=y)
+    x_tr = {"numeric": numeric[idx_tr], "category": category[idx_tr]}
+    x_te = {"numeric": numeric[idx_te], "category": category[idx_te]}
+    _seed()
+    num_in = keras.Input((13,), name="numeric")
+    cat_in = keras.Input((1,), dtype="int32", name="category")
+    x64 = np.asarray(x_tr["numeric"], np.float64)  # float32 sums over values near 1,000 drift
+    h_num = keras.layers.Normalization(mean=x64.mean(axis=0), variance=x64.var(axis=0))(num_in)
+    h_cat = keras.layers.Flatten()(keras.layers.Embedding(WIDE_DEEP_BINS, 4)(cat_in))
+    h = keras.layers.Concatenate()([h_num, h_cat])
+    h = keras.layers.Dense(32, activation="relu")(h)
+    h = keras.layers.Dense(16, activation="relu")(h)
+    model = keras.Model([num_in, cat_in], keras.layers.Dense(3, activation="softmax")(h), name="wide_deep")
+    model.compile(keras.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
+    model.fit({"numeric": x_tr["numeric"].astype(np.float32), "category": x_tr["category"]}, y_tr, epochs=80,
+              batch_size=32, verbose=0)
+    path = folder / "wine_wide_deep.keras"
+    model.save(path)
+    data = folder / "wine_wide_deep.npz"
+    np.savez(data, y=y_te, **{f"x_{n}": a.astype(np.float32 if n == "numeric" else np.int32) for n, a in x_te.items()},
+             **{f"x_calib_{n}": a.astype(np.float32 if n == "numeric" else np.int32) for n, a in x_tr.items()})
+    return path, data
+
+
 def _fit(model, x, y):
     model.compile("adam", "sparse_categorical_crossentropy", metrics=["accuracy"])
     model.fit(x, y, epochs=40, batch_size=32, verbose=0)
@@ -134,6 +179,7 @@ TRAINERS: dict[str, Callable[[Path], tuple[Path, Path]]] = {
     "digits_cnn": train_digits_cnn,
     "digits_lstm": train_digits_lstm,
     "breast_cancer_mlp": train_breast_cancer_mlp,
+    "wine_wide_deep": train_wine_wide_deep,
 }
 
 

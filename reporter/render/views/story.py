@@ -38,7 +38,13 @@ class StoryView:
 
     @property
     def input_shape(self) -> str:
-        return "(" + ", ".join("None" if d == -1 else str(d) for d in self.basis.report.model.input_shape) + ")"
+        """"input (None, 13)" for one input; "inputs numeric (None, 13), category (None, 1) int32" for several
+        (a type is named where it is not float32)."""
+        model = self.basis.report.model
+        if len(model.inputs) <= 1:
+            return "input " + _shape(model.input_shape)
+        return "inputs " + ", ".join(f"{i.name} {_shape(i.shape)}" + ("" if i.dtype == "float32" else f" {i.dtype}")
+                                     for i in model.inputs)
 
     @property
     def binary_threshold(self) -> str:
@@ -106,3 +112,7 @@ class StoryView:
                      note=lat_note),
                 f.name == "selective"))
         return rows
+
+
+def _shape(shape) -> str:
+    return "(" + ", ".join("None" if d == -1 else str(d) for d in shape) + ")"
