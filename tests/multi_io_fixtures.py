@@ -22,6 +22,19 @@ as int32.
   on breast cancer (inputs `worst` = the 10 "worst" features, then `mean` = the other 20, standardized).
 * oov_ids: the token_ids model with evaluation data in which some samples hold ids beyond the
   vocabulary: the float model cannot run on them.
+
+Models with several outputs (tests/test_multi_output.py) save their labels per output as
+`y_<output name>` (Keras output names, `model.output_names`, in the Keras output order):
+
+* two_heads: digits (8x8 pixels / 16, flattened to 64 floats, input `x`) -> shared Dense 32-16 ->
+  outputs `digit` (10-way softmax, labels `y_digit`) and `is_even` (one sigmoid unit, labels
+  `y_is_even`, 1 when the digit is even). Full-integer quantization stays close to float on both heads.
+* two_heads_collapse: wine's 13 raw features with alcohol shifted by +1000 (one float input `x`) through
+  a Normalization -> shared Dense 32-16 -> outputs `cultivar` (3-way softmax, `y_cultivar`) and
+  `high_alcohol` (one sigmoid unit, `y_high_alcohol`: alcohol above the training split's median).
+  Full-integer quantization collapses (the quantized input cannot resolve the features next to ~1000 and
+  ~1,700); keeping the normalization's SUB/MUL in float fixes both heads.
+* unlabelled_head: the two_heads model with only `y_digit`: the `is_even` head has no labels.
 """
 
 from __future__ import annotations
@@ -33,7 +46,8 @@ import numpy as np
 import model_fixtures as M
 
 VERSION = 1
-FIXTURES = ("wide_deep", "token_ids", "order_differs", "two_input_tflite", "oov_ids")
+FIXTURES = ("wide_deep", "token_ids", "order_differs", "two_input_tflite", "oov_ids", "two_heads",
+            "two_heads_collapse", "unlabelled_head")
 TOKEN_VALUES = 17  # digits' pixel values 0..16
 SEQUENCE_LENGTH = 64
 VOCABULARY = TOKEN_VALUES * SEQUENCE_LENGTH
@@ -48,7 +62,24 @@ INPUTS = {
     "order_differs": {"zeta": "float32", "alpha": "float32"},
     "two_input_tflite": {"worst": "float32", "mean": "float32"},
     "oov_ids": {"tokens": "int32"},
+    "two_heads": {"x": "float32"},
+    "two_heads_collapse": {"x": "float32"},
+    "unlabelled_head": {"x": "float32"},
 }
+# The models with several outputs: output name -> (task, num_classes), in the Keras output order (signature
+# outputs output_0, output_1, ...). A sigmoid head is "binary" with 2 classes.
+OUTPUTS = {
+    "two_heads": {"digit": ("classification", 10), "is_even": ("binary", 2)},
+    "two_heads_collapse": {"cultivar": ("classification", 3), "high_alcohol": ("binary", 2)},
+    "unlabelled_head": {"digit": ("classification", 10), "is_even": ("binary", 2)},
+}
+# The outputs whose labels the fixture's data.npz holds (y_<name>).
+LABELLED = {
+    "two_heads": ("digit", "is_even"),
+    "two_heads_collapse": ("cultivar", "high_alcohol"),
+    "unlabelled_head": ("digit",),
+}
+TWO_HEADS_COLLAPSE_OFFSET = 1000.0  # alcohol 11..15 becomes 1011..1015, as in the demo's wine_wide_deep
 
 
 def save(folder: Path, model, x_eval: dict, y_eval, x_calib: dict) -> tuple[Path, Path]:
@@ -174,12 +205,90 @@ def build_two_input_tflite(folder: Path):
     return folder / "model.tflite", save_data(folder / "data.npz", x_te, y_te, x_tr)
 
 
+def save_heads(folder: Path, model, x_eval, labels: dict, x_calib) -> tuple[Path, Path]:
+    """model.keras and data.npz for a model with one float input and several outputs: `x`, `x_calib`
+    (float32) and `y_<output name>` (int64) for each entry of `labels`."""
+    path = folder / "model.keras"
+    model.save(path)
+    data = folder / "data.npz"
+    np.savez(data, x=np.asarray(x_eval, np.float32), x_calib=np.asarray(x_calib, np.float32),
+             **{f"y_{n}": np.asarray(a, np.int64) for n, a in labels.items()})
+    return path, data
+
+
+def _two_head_model(n_inputs: int, classes: tuple[str, int], binary: str, name: str, normalize_with=None):
+    """A seeded functional MLP: one float input `x` [-> Normalization of `normalize_with`] -> Dense 32-16
+    (shared) -> a softmax head `classes[0]` of `classes[1]` units, then a sigmoid head `binary` of one unit."""
+    import keras
+
+    M.seed()
+    inp = keras.Input((n_inputs,), name="x")
+    h = M.normalization(normalize_with)(inp) if normalize_with is not None else inp
+    h = keras.layers.Dense(32, activation="relu")(h)
+    h = keras.layers.Dense(16, activation="relu")(h)
+    soft = keras.layers.Dense(classes[1], activation="softmax", name=classes[0])(h)
+    sig = keras.layers.Dense(1, activation="sigmoid", name=binary)(h)
+    return keras.Model(inp, [soft, sig], name=name)
+
+
+def _train_heads(model, x, labels: dict, softmax: str, sigmoid: str, learning_rate: float, epochs: int):
+    """Adam at `learning_rate`, sparse categorical cross-entropy on the softmax head, binary on the
+    sigmoid head, batches of M.BATCH_SIZE, silent."""
+    import keras
+
+    model.compile(keras.optimizers.Adam(learning_rate),
+                  loss={softmax: "sparse_categorical_crossentropy", sigmoid: "binary_crossentropy"})
+    model.fit(x, {softmax: labels[softmax], sigmoid: labels[sigmoid].astype(np.float32)[:, None]},
+              epochs=epochs, batch_size=M.BATCH_SIZE, verbose=0)
+    return model
+
+
+def _two_heads(folder: Path, labelled: tuple):
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x = (x / 16.0).astype(np.float32)
+    x_tr, x_te, y_tr, y_te = M.split(x, y.astype(np.int64))
+    model = _two_head_model(64, ("digit", 10), "is_even", "two_heads")
+    _train_heads(model, x_tr, {"digit": y_tr, "is_even": (y_tr % 2 == 0).astype(np.int64)},
+                 "digit", "is_even", 1e-2, 30)
+    labels = {"digit": y_te, "is_even": (y_te % 2 == 0).astype(np.int64)}
+    return save_heads(folder, model, x_te, {n: labels[n] for n in labelled}, x_tr)
+
+
+def build_two_heads(folder: Path):
+    return _two_heads(folder, LABELLED["two_heads"])
+
+
+def build_unlabelled_head(folder: Path):
+    """The two_heads model (the same seeded build), with labels for `digit` only."""
+    return _two_heads(folder, LABELLED["unlabelled_head"])
+
+
+def build_two_heads_collapse(folder: Path):
+    from sklearn.datasets import load_wine
+
+    x, y = load_wine(return_X_y=True)
+    x = x.copy()
+    x[:, 0] += TWO_HEADS_COLLAPSE_OFFSET
+    idx_tr, idx_te, y_tr, y_te = M.split(np.arange(len(y)), y.astype(np.int64))
+    median = np.median(x[idx_tr, 0])
+    high = (x[:, 0] > median).astype(np.int64)
+    model = _two_head_model(13, ("cultivar", 3), "high_alcohol", "two_heads_collapse", normalize_with=x[idx_tr])
+    _train_heads(model, x[idx_tr].astype(np.float32), {"cultivar": y_tr, "high_alcohol": high[idx_tr]},
+                 "cultivar", "high_alcohol", 1e-3, 120)
+    return save_heads(folder, model, x[idx_te], {"cultivar": y_te, "high_alcohol": high[idx_te]}, x[idx_tr])
+
+
 BUILDERS = {
     "wide_deep": build_wide_deep,
     "token_ids": build_token_ids,
     "order_differs": build_order_differs,
     "two_input_tflite": build_two_input_tflite,
     "oov_ids": build_oov_ids,
+    "two_heads": build_two_heads,
+    "two_heads_collapse": build_two_heads_collapse,
+    "unlabelled_head": build_unlabelled_head,
 }
 
 
@@ -202,3 +311,20 @@ def calib_inputs(data, names) -> dict:
     if "x" in data.files and len(names) == 1:
         return {names[0]: data["x_calib"] if "x_calib" in data.files else data["x"]}
     return {n: data[f"x_calib_{n}"] if f"x_calib_{n}" in data.files else data[f"x_{n}"] for n in names}
+
+
+def labels(data, name: str) -> dict:
+    """The evaluation labels of fixture `name`'s loaded data.npz keyed by output name (labelled heads only)."""
+    return {n: data[f"y_{n}"] for n in LABELLED[name]}
+
+
+def head_predictions(outputs: dict, name: str) -> dict:
+    """Predicted classes per head from `independent.signature_predict`'s outputs (keyed `output_<i>`, in
+    the Keras output order): argmax of a softmax head, `>= 0.5` for a sigmoid head."""
+    assert sorted(outputs) == [f"output_{i}" for i in range(len(OUTPUTS[name]))], sorted(outputs)
+    preds = {}
+    for i, (head, (task, _)) in enumerate(OUTPUTS[name].items()):
+        out = np.asarray(outputs[f"output_{i}"])
+        preds[head] = (out.reshape(len(out), -1)[:, 0] >= 0.5).astype(np.int64) if task == "binary" \
+            else out.argmax(axis=1)
+    return preds

@@ -148,14 +148,15 @@ def test_failed_run_keeps_an_earlier_report(capfd, tmp_path, mlp_files):
     assert sorted(p.name for p in out.iterdir()) == ["m"]
 
 
-def test_multi_output_model_is_refused_clearly(capfd, tmp_path, out):
+def test_labels_of_a_two_output_model_must_name_the_output(capfd, tmp_path, out):
+    """One `y` for two outputs cannot be matched to either: one line naming the outputs and the arrays."""
     import keras
 
     inp = keras.Input((4,))
-    model = keras.Model(inp, [keras.layers.Dense(2)(inp), keras.layers.Dense(3)(inp)])
+    model = keras.Model(inp, [keras.layers.Dense(2, name="left")(inp), keras.layers.Dense(3, name="right")(inp)])
     path = tmp_path / "two_heads.keras"
     model.save(path)
     data = _npz(tmp_path / "d.npz", x=np.zeros((3, 4), np.float32), y=np.array([0, 1, 0]))
     capfd.readouterr()  # TensorFlow's start-up lines from building the model here, not from the tool
     code, err = _run(capfd, out, path, data)
-    _assert_clean_error(code, err, out, "two_heads.keras", "2 outputs", "models with one output")
+    _assert_clean_error(code, err, out, "d.npz", "2 outputs: left, right", "y_<output name>", "found y")

@@ -16,7 +16,7 @@ from reporter.core import judgement as jd
 from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_points, fmt_signed_bytes
 from reporter.core.variants import short
 from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, FixFinding,
-                                        Findings, GapFinding, GateFinding, Notice, Reason, VariantFinding)
+                                    Findings, GapFinding, GateFinding, HeadFinding, Notice, Reason, VariantFinding)
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Metrics, Report, VariantResult
@@ -30,13 +30,74 @@ def derive(report: "Report") -> Findings:
     gap = _gap(report, next((v for v in variants if v.name == "fiq"), None))
     culprits = _culprits(report, gap)
     fix = _fix(report, gap, variants)
+    heads = _heads(report)
     limit = report.settings.get("max_accuracy_drop")
-    gate = gate_finding(report, variants, report.settings.get("gate_variant", "fiq"), limit) \
+    gate = gate_finding(report, variants, report.settings.get("gate_variant", "fiq"), limit, heads) \
         if limit is not None else None
-    return Findings(task=task, headline=_headline(report, variants, gap, culprits, fix), variants=variants, gap=gap,
-                    culprits=culprits, fix=fix, warnings=_warnings(report), hints=_hints(report, gap),
-                    gate=gate, recommendation=_recommendation_text(report, gap, fix),
-                    alternatives=_alternatives(report))
+    return Findings(task=task, headline=_headline(report, variants, gap, culprits, fix) + _head_lines(report, heads),
+                    variants=variants, gap=gap, culprits=culprits, fix=fix, warnings=_warnings(report),
+                    hints=_hints(report, gap) + _head_hints(report), gate=gate,
+                    recommendation=_recommendation_text(report, gap, fix), alternatives=_alternatives(report),
+                    heads=heads)
+
+
+# --- several outputs -------------------------------------------------------------------------------
+def _heads(report: "Report") -> list[HeadFinding]:
+    """Every output of every measured variant: accuracy against its labels (paired with float's), or, without
+    labels, agreement with float's class or the error against float's output."""
+    if not report.model.outputs:
+        return []
+    cols = [v for v in _columns(report) if v.ok]
+    flt = report.variant("float")
+    out = []
+    for o in report.model.outputs:
+        ref = flt.heads.get(o.name) if flt is not None and flt.ok else None
+        for v in cols:
+            h = v.heads.get(o.name)
+            if h is None:
+                continue
+            if h.metrics is not None:
+                cmp = compare(h.metrics, ref.metrics, "float") if v.name != "float" and ref and ref.metrics else None
+                worse = bool(cmp and cmp.significant and cmp.delta < 0)
+                text = fmt_percent(h.metrics.accuracy) + (f" ({cmp.text})" if cmp else "")
+                out.append(HeadFinding(o.name, v.name, "accuracy", h.metrics.accuracy, cmp, worse, text))
+            elif h.agreement_with_float is not None:
+                out.append(HeadFinding(o.name, v.name, "agreement with float", h.agreement_with_float,
+                                       text=fmt_percent(h.agreement_with_float)))
+            else:
+                mse = h.output_error.mse if h.output_error else None
+                out.append(HeadFinding(o.name, v.name, "output MSE", mse,
+                                       text="reference" if v.name == "float" else
+                                       (fmt_mse(mse, h.output_error.float_variance) if h.output_error else "")))
+    return out
+
+
+def _head_lines(report: "Report", heads: list[HeadFinding]) -> list[str]:
+    """A line for each output that FIQ (or the recommended model) makes less accurate than float beyond noise."""
+    lines = []
+    for name in ("fiq", "selective"):
+        for h in heads:
+            if h.variant == name and h.worse and h.vs_float is not None:
+                who = "FIQ" if name == "fiq" else "The recommended model"
+                lines.append(f"Output {h.output}: {who} loses {-h.vs_float.delta * 100:.1f} accuracy points against"
+                             f" float ({h.text}).")
+    return lines
+
+
+def _head_hints(report: "Report") -> list[Notice]:
+    outputs = report.model.outputs
+    if not outputs:
+        return []
+    primary = next((o for o in outputs if o.primary), outputs[0])
+    chosen = report.settings.get("primary_output")
+    out = [Notice("primary_output", f"The model has {len(outputs)} outputs; the main numbers are about output"
+                                    f" {primary.name} ({'--primary-output' if chosen else 'the first with labels'}),"
+                                    " and every output is in the per-output table.")]
+    for o in outputs:
+        if not o.labelled:
+            out.append(Notice("unlabelled_output", f"Output {o.name} has no labels (no y_{o.name}): it is compared"
+                                                    " with float's output only."))
+    return out
 
 
 def attach(report: "Report") -> "Report":
@@ -610,8 +671,10 @@ def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
     return out
 
 
-def gate_finding(report: "Report", variants: list[VariantFinding], variant: str, limit: float) -> GateFinding:
-    """The accuracy gate: `variant` may lose at most `limit` (0..1) accuracy against float."""
+def gate_finding(report: "Report", variants: list[VariantFinding], variant: str, limit: float,
+                 heads: Optional[list[HeadFinding]] = None) -> GateFinding:
+    """The accuracy gate: `variant` may lose at most `limit` (0..1) accuracy against float, on every labelled
+    output of a model with several outputs (`heads`)."""
     found = next((v for v in variants if v.name == variant), None)
     label = variant  # as the user named it (--gate-variant)
 
@@ -633,6 +696,15 @@ def gate_finding(report: "Report", variants: list[VariantFinding], variant: str,
     p = found.vs_float.p_value
     noise = f", {jd.p_text(p)}" if p is not None else ""
     points, lim = f"{drop * 100:.1f} points", f"{limit * 100:.1f}"
-    if jd.gate_passes(drop, limit):
-        return result(True, drop, p, f"{label} accuracy drop {points}{noise} is within the limit of {lim}")
-    return result(False, drop, p, f"{label} accuracy drop {points}{noise} exceeds the limit of {lim}")
+    primary = next((o.name for o in report.model.outputs if o.primary), None)
+    where = f" on output {primary}" if primary else ""
+    if not jd.gate_passes(drop, limit):
+        return result(False, drop, p, f"{label} accuracy drop {points}{noise}{where} exceeds the limit of {lim}")
+    for h in heads or []:
+        if h.variant == variant and h.output != primary and h.vs_float is not None:
+            head_drop = -h.vs_float.delta
+            if not jd.gate_passes(head_drop, limit):
+                head_p = f", {jd.p_text(h.vs_float.p_value)}" if h.vs_float.p_value is not None else ""
+                return result(False, head_drop, h.vs_float.p_value, f"{label} accuracy drop {head_drop * 100:.1f} points"
+                                                                   f"{head_p} on output {h.output} exceeds the limit of {lim}")
+    return result(True, drop, p, f"{label} accuracy drop {points}{noise}{where} is within the limit of {lim}")

@@ -26,4 +26,4 @@ class Gate:
 def check(report: Report, gate: Gate) -> GateFinding:
     """Compares `gate.variant`'s accuracy with float's; a missing or failed variant fails the gate."""
     found = with_findings(report).findings
-    return fnd.gate_finding(report, found.variants, gate.variant, gate.max_accuracy_drop)
+    return fnd.gate_finding(report, found.variants, gate.variant, gate.max_accuracy_drop, found.heads)

@@ -67,8 +67,18 @@ def _only_output(sig: Signature) -> Port:
 
 
 def predict(model: bytes, x) -> np.ndarray:
-    """Raw outputs (dequantized to float) for every sample of `x` (Inputs, or one array for a one-input
-    model), fed by name and run in large batches.
+    """Raw outputs (dequantized to float, one row per sample) of a one-output model for every sample of `x`
+    (Inputs, or one array for a one-input model), fed by name and run in large batches."""
+    return _run(model, x, only=True)[""]
+
+
+def predict_all(model: bytes, x) -> dict[str, np.ndarray]:
+    """Every output of the model, by signature output name, for every sample of `x` (see `predict`)."""
+    return _run(model, x, only=False)
+
+
+def _run(model: bytes, x, only: bool) -> dict[str, np.ndarray]:
+    """The outputs ({"": the one output} when `only`).
 
     Models with a fixed batch dimension (like a tf_keras LSTM built with batch_size=1) cannot be
     resized; they run one sample per invoke.
@@ -78,7 +88,7 @@ def predict(model: bytes, x) -> np.ndarray:
     sig = read(it)
     ports = list(sig.inputs)
     feed = _feed(x, ports)
-    out_port = _only_output(sig)
+    out_ports = [_only_output(sig)] if only else list(sig.outputs)
     fixed_batch = any(len(p.shape) > 0 and p.shape[0] != -1 for p in ports)
     sample_bytes = max(1, sum(int(np.prod(a.shape[1:])) for a in feed.values()) * 4)
     batch = int(ports[0].shape[0]) if fixed_batch else max(1, BATCH_BYTES // sample_bytes)
@@ -88,7 +98,7 @@ def predict(model: bytes, x) -> np.ndarray:
         for p in ports:
             it.resize_tensor_input(p.index, [current, *feed[p.index].shape[1:]])
     it.allocate_tensors()
-    results = []
+    results: dict[int, list] = {p.index: [] for p in out_ports}
     for start in range(0, n_all, batch):
         n = min(batch, n_all - start)
         if not fixed_batch and n != current:
@@ -105,8 +115,9 @@ def predict(model: bytes, x) -> np.ndarray:
                 chunk = np.concatenate([chunk, np.repeat(chunk[-1:], batch - n, axis=0)])
             it.set_tensor(p.index, _to_port(chunk, p))
         it.invoke()
-        results.append(_dequantize(it.get_tensor(out_port.index), out_port)[:n])
-    return np.concatenate(results).reshape(n_all, -1)
+        for p in out_ports:
+            results[p.index].append(_dequantize(it.get_tensor(p.index), p)[:n])
+    return {("" if only else p.key): np.concatenate(results[p.index]).reshape(n_all, -1) for p in out_ports}
 
 
 # Held around every timing when set: the batch runner's workers share one, so that at most one model is

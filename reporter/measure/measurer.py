@@ -12,7 +12,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -22,7 +22,23 @@ from reporter.core.variants import FIXES_FIQ
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.task import Task
-from reporter.model.report import Latency, VariantResult
+from reporter.model.report import HeadResult, Latency, VariantResult
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """One output of a model with several outputs, as measured: its task and labels (None: compared with
+    float only)."""
+
+    name: str
+    key: str  # the signature's output name
+    task: Task
+    y: Optional[np.ndarray] = None
+    primary: bool = False
+
+    @property
+    def labelled(self) -> bool:
+        return self.y is not None
 
 
 @dataclass
@@ -32,7 +48,13 @@ class Measurer:
     task: Task
     progress: Progress
     latency_runs: int = 0  # 0: latency is not timed
-    outputs: dict[str, np.ndarray] = field(default_factory=dict)  # model name -> output on data.x
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)  # model name -> (primary) output on data.x
+    heads: list[HeadSpec] = field(default_factory=list)  # several outputs only
+    head_outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # model -> output name -> output
+
+    @property
+    def primary(self) -> Optional[HeadSpec]:
+        return next((h for h in self.heads if h.primary), None)
 
     def classes(self, name: str) -> np.ndarray:
         """The classes the model called `name` predicted on the evaluation data."""
@@ -84,13 +106,19 @@ class Measurer:
             structure_counts = attempt("ops", lambda: (structure.ops(tflite), structure.tensor_types(tflite)))
         ops, types = structure_counts if structure_counts is not None else ({}, {})
         with progress.stage("evaluate", detail=name):
-            out = evaluate.predict(tflite, data.x)  # a model that does not run fails the variant
+            if self.heads:  # a model that does not run fails the variant
+                by_key = evaluate.predict_all(tflite, data.x)
+                self.head_outputs[name] = {h.name: by_key[h.key] for h in self.heads}
+                out = self.head_outputs[name][self.primary.name]
+            else:
+                out = evaluate.predict(tflite, data.x)
             self.outputs[name] = out
             metrics = output_error = None
             if task.classification:
                 metrics = attempt("metrics", lambda: self._classification_metrics(name, out))
             elif name != "float" and "float" in self.outputs:
                 output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs["float"]))
+            heads = (attempt("heads", lambda: self._heads(name)) or {}) if self.heads else {}
         latency = None
         if self.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
             with progress.stage("latency", detail=name):
@@ -113,20 +141,45 @@ class Measurer:
             output_error=output_error,
             analyzer_text=analyzer or "",
             measurement_errors=errors,
+            heads=heads,
         )
 
-    def _classification_metrics(self, name: str, out: np.ndarray):
-        data, task, outputs = self.data, self.task, self.outputs
+    def _classification_metrics(self, name: str, out: np.ndarray, y=None, task: Optional[Task] = None,
+                                outputs: Optional[dict] = None):
+        """Metrics of `out` against labels `y` (default: the primary output's), paired with the reference
+        models' outputs in `outputs` (model name -> output)."""
+        y = self.data.y if y is None else y
+        task = task or self.task
+        outputs = self.outputs if outputs is None else outputs
         preds = task.classes(out)
         float_preds = task.classes(outputs["float"]) if "float" in outputs else None
-        metrics = qmetrics.classification(data.y, preds, task.num_classes, float_preds, task.scores(out))
+        metrics = qmetrics.classification(y, preds, task.num_classes, float_preds, task.scores(out))
         # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
         references = ("float", "fiq") if name in FIXES_FIQ else ("float",)
         if name.endswith("_fix"):
             references += (name[: -len("_fix")],)  # a variant's fix, against the variant it fixes
         if name.startswith("alt_"):
             references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
-        paired = {ref: qmetrics.paired(data.y, task.classes(outputs[ref]), preds)
+        paired = {ref: qmetrics.paired(y, task.classes(outputs[ref]), preds)
                   for ref in references if ref != name and ref in outputs}
-        return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(preds == data.y))
+        return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(preds == y))
+
+    def _heads(self, name: str) -> dict[str, HeadResult]:
+        """Every output of model `name` measured: a labelled classification head against its labels (paired
+        with float's and FIQ's same head), a regression or unlabelled one-unit head by its error against
+        float's output, an unlabelled class-score head by how often it predicts float's class."""
+        found = {}
+        for h in self.heads:
+            mine = self.head_outputs[name][h.name]
+            same = {m: outs[h.name] for m, outs in self.head_outputs.items()}
+            ref = same.get("float")
+            if h.labelled and h.task.classification:
+                found[h.name] = HeadResult(metrics=self._classification_metrics(name, mine, h.y, h.task, same))
+            elif h.task.classification:  # unlabelled class scores: the same class as float
+                agree = None if ref is None else float(np.mean(h.task.classes(mine) == h.task.classes(ref)))
+                found[h.name] = HeadResult(agreement_with_float=agree)
+            else:
+                error = qmetrics.output_error(mine, ref) if ref is not None and name != "float" else None
+                found[h.name] = HeadResult(output_error=error)
+        return found
 

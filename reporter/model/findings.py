@@ -156,6 +156,19 @@ class GateFinding:
 
 
 @dataclass(frozen=True)
+class HeadFinding:
+    """One output of a model with several outputs, for one model variant."""
+
+    output: str
+    variant: str
+    measure: str  # "accuracy", "agreement with float" (no labels), "output MSE" (regression or no labels)
+    value: Optional[float] = None
+    vs_float: Optional[Comparison] = None  # labelled class-score outputs
+    worse: bool = False  # less accurate than float beyond noise
+    text: str = ""  # the cell: "51.9 % (−44.4 points, p < 0.001)"
+
+
+@dataclass(frozen=True)
 class Findings:
     task: str  # "classification", "binary" (one sigmoid unit) or "regression"
     headline: list[str]  # the story, in two or three sentences
@@ -168,6 +181,7 @@ class Findings:
     gate: Optional[GateFinding] = None
     recommendation: str = ""  # one sentence: what the recommendation keeps in float and what that measured
     alternatives: list[AlternativeFinding] = field(default_factory=list)
+    heads: list[HeadFinding] = field(default_factory=list)  # several outputs: every output of every variant
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)

@@ -31,9 +31,12 @@ Format history (SCHEMA_VERSION):
      (which samples each variant gets right) and `dataset.fingerprint` (what was evaluated), so that
      two runs can be paired (`quant-report diff`).
      Version-3 files read as they are (every new field has a default).
-  5: several inputs fed by name, integer inputs. `model.inputs` (name, shape with -1 for dynamic
-     dimensions, dtype) for every input, in the TFLite signature's order; `model.input_shape` stays the
-     first input's shape. Version-4 files migrate (their one input is named "x", as its data array was).
+  5: several inputs fed by name, integer inputs, several outputs. `model.inputs` (name, shape with -1 for
+     dynamic dimensions, dtype) for every input, in the TFLite signature's order; `model.input_shape` stays
+     the first input's shape. With several outputs, `model.outputs` (name, signature key, shape, task,
+     classes, labelled, primary) and `variants[].heads` (every output's metrics or output error, by name);
+     `metrics` / `output_error` are the primary output's. Version-4 files migrate (their one input is named
+     "x", as its data array was).
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ MEASUREMENTS = {
     "metrics": "accuracy and metrics",
     "output_error": "output error against float",
     "latency": "latency",
+    "heads": "metrics of each output",
 }
 
 
@@ -70,6 +74,19 @@ class InputInfo:
     name: str
     shape: list  # -1 marks a dynamic dimension
     dtype: str  # "float32", or e.g. "int32" for token or category ids
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    """One output (head) of a model with several outputs."""
+
+    name: str  # the Keras output name (a float .tflite: its signature's name)
+    key: str  # the TFLite signature's name for it ("output_0", ...)
+    shape: list
+    task: str  # "classification", "binary" (one sigmoid unit) or "regression"
+    num_classes: Optional[int] = None
+    labelled: bool = False  # labels were given (y_<name>); an unlabelled head is compared with float only
+    primary: bool = False  # the output behind the report's main measurements (--primary-output, or the first labelled)
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,7 @@ class ModelInfo:
     binary_sigmoid: bool = False
     largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model
     inputs: list[InputInfo] = field(default_factory=list)  # every input, by name (schema 5)
+    outputs: list[OutputInfo] = field(default_factory=list)  # several outputs only (schema 5)
 
 
 @dataclass(frozen=True)
@@ -156,6 +174,15 @@ class OutputError:
 
 
 @dataclass(frozen=True)
+class HeadResult:
+    """One output of a model with several outputs, measured: against its labels, or against float's output."""
+
+    metrics: Optional[Metrics] = None  # a labelled classification head
+    output_error: Optional[OutputError] = None  # a regression head, or any head without labels
+    agreement_with_float: Optional[float] = None  # an unlabelled classification head: same class as float
+
+
+@dataclass(frozen=True)
 class VariantResult:
     name: str
     status: str  # "ok" or "failed"
@@ -178,6 +205,7 @@ class VariantResult:
     layer_errors: Optional[LayerErrors] = None
     fix: Optional[SchemeFix] = None
     overlays: list[str] = field(default_factory=list)  # Model Explorer node-data files beside <name>.tflite
+    heads: dict[str, HeadResult] = field(default_factory=dict)  # several outputs: each one by name (schema 5)
 
     @property
     def ok(self) -> bool:

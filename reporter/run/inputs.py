@@ -11,7 +11,8 @@ import shutil
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -51,6 +52,9 @@ class Dataset:
     calibration_source: str  # "x_calib" or "x"
     labels_are_classes: bool
     x_pool: Optional[Inputs] = None  # every x_calib sample, beyond the calibration cap (for the search)
+    # Labels by output name ("" for the one array `y`): (labels, labels_are_classes). `y` above is the
+    # primary output's, once `bind_labels` has matched them to the model's outputs.
+    labels: dict = field(default_factory=dict)
 
     @property
     def calibration_overlaps_eval(self) -> bool:
@@ -227,19 +231,16 @@ def load_data(spec: str, calibration_samples: int) -> Dataset:
     x = _inputs(spec, arrays, "x")
     if x is None:
         raise InputError(spec, f"no array 'x' or 'x_<input name>' (found: {', '.join(sorted(arrays)) or 'nothing'})")
-    if "y" not in arrays:
-        raise InputError(spec, f"no array 'y' (found: {', '.join(sorted(arrays)) or 'nothing'})")
-    try:
-        y_raw = np.asarray(arrays["y"])
-        if y_raw.dtype == object:
-            raise TypeError(f"'y' holds {type(arrays['y']).__name__} objects, not numbers")
-    except (TypeError, ValueError) as exc:
-        raise InputError(spec, f"'y' is not numeric: {_first_line(exc)}") from exc
+    raw_labels = _label_arrays(spec, arrays)
     if len(x) == 0:
         raise InputError(spec, "the data set is empty ('x' has no samples)")
-    if y_raw.shape[0] != len(x):
-        raise InputError(spec, f"'x' has {len(x)} samples but 'y' has {y_raw.shape[0]}")
-    y, labels_are_classes = _labels(spec, y_raw)
+    labels = {}
+    for name, y_raw in raw_labels.items():
+        what = f"y_{name}" if name else "y"
+        if y_raw.shape[0] != len(x):
+            raise InputError(spec, f"'x' has {len(x)} samples but '{what}' has {y_raw.shape[0]}")
+        labels[name] = _labels(spec, y_raw, what)
+    y, labels_are_classes = next(iter(labels.values()))
 
     if calibration_samples < 1:
         raise InputError(spec, "calibration needs at least 1 sample")
@@ -262,7 +263,32 @@ def load_data(spec: str, calibration_samples: int) -> Dataset:
             a = inputs[name]
             if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
                 raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
-    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool)
+    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool, labels)
+
+
+def _label_arrays(spec, arrays: dict) -> dict:
+    """The labels by output name: {"": y} for the one array `y`, a dict `y` by output name, or the arrays
+    `y_<output name>`."""
+    found = arrays.get("y")
+    if isinstance(found, dict):
+        named = dict(found)
+    elif found is not None:
+        named = {"": found}
+    else:
+        named = {k[2:]: v for k, v in arrays.items() if k.startswith("y_")}
+    if not named:
+        raise InputError(spec, f"no array 'y' or 'y_<output name>' (found: {', '.join(sorted(arrays)) or 'nothing'})")
+    out = {}
+    for name, value in named.items():
+        what = f"y_{name}" if name else "y"
+        try:
+            a = np.asarray(value)
+            if a.dtype == object:
+                raise TypeError(f"'{what}' holds {type(value).__name__} objects, not numbers")
+        except (TypeError, ValueError) as exc:
+            raise InputError(spec, f"'{what}' is not numeric: {_first_line(exc)}") from exc
+        out[name] = a
+    return out
 
 
 def _inputs(spec, arrays: dict, prefix: str) -> Optional[Inputs]:
@@ -322,7 +348,7 @@ def bind(data: Dataset, signature: Signature, model_path) -> Dataset:
     x = match(data.x, "x")
     pool = match(data.x_pool, "x_calib") if data.x_pool is not None else None
     x_calib = match(data.x_calib, "x_calib" if data.calibration_source == "x_calib" else "x")
-    return Dataset(data.source, x, data.y, x_calib, data.calibration_source, data.labels_are_classes, pool)
+    return dataclasses.replace(data, x=x, x_calib=x_calib, x_pool=pool)
 
 
 def _cast(source, what: str, a: np.ndarray, port: Port, model_path) -> np.ndarray:
@@ -390,37 +416,81 @@ def _call_data_function(spec: str) -> dict:
     return dict(result)
 
 
-def _labels(spec, y_raw: np.ndarray) -> tuple[np.ndarray, bool]:
+def _labels(spec, y_raw: np.ndarray, what: str = "y") -> tuple[np.ndarray, bool]:
     """Class ids from integer labels or one-hot rows; float targets stay as they are."""
     if y_raw.ndim == 2 and y_raw.shape[1] > 1:
         return y_raw.argmax(axis=1).astype(np.int64), True
     if y_raw.ndim == 2:
         y_raw = y_raw[:, 0]
     if y_raw.ndim != 1:
-        raise InputError(spec, f"'y' must be class ids or one-hot rows, got shape {y_raw.shape}")
+        raise InputError(spec, f"'{what}' must be class ids or one-hot rows, got shape {y_raw.shape}")
     if np.issubdtype(y_raw.dtype, np.integer) or np.issubdtype(y_raw.dtype, np.bool_):
         return y_raw.astype(np.int64), True
     if np.issubdtype(y_raw.dtype, np.floating):
         return y_raw.astype(np.float32), False
-    raise InputError(spec, f"'y' has unsupported type {y_raw.dtype}")
+    raise InputError(spec, f"'{what}' has unsupported type {y_raw.dtype}")
+
+
+@dataclass(frozen=True)
+class Head:
+    """One output of a model with several outputs, with its labels when the data have them."""
+
+    port: Port
+    y: Optional[np.ndarray]
+    labels_are_classes: bool
+    primary: bool
+
+
+def bind_labels(data: Dataset, signature: Signature, model_path, primary: Optional[str]) -> tuple[Dataset, list[Head]]:
+    """The labels matched to the model's outputs by name. One output: `y` (or `y_<its name>`), no heads.
+    Several: `y_<output name>` for each labelled output (a head without labels is compared with float);
+    the primary output (`primary`, else the first labelled) gives `data.y`. A label array that names no
+    output is an error naming the outputs and the arrays found."""
+    outputs = signature.outputs
+    names = [p.name for p in outputs]
+    found = ", ".join(f"y_{n}" if n else "y" for n in data.labels)
+    if len(outputs) == 1:
+        if primary is not None and primary != names[0]:
+            raise InputError(model_path, f"--primary-output {primary}: the model has one output, {names[0]}")
+        if len(data.labels) == 1 and next(iter(data.labels)) in ("", names[0]):
+            y, classes = next(iter(data.labels.values()))
+            return dataclasses.replace(data, y=y, labels_are_classes=classes), []
+        raise InputError(data.source, f"the model {Path(model_path).name} has one output, {names[0]}; expected labels"
+                                      f" y, found {found}")
+    unknown = [n for n in data.labels if n not in names]
+    if unknown:
+        raise InputError(data.source, f"the model {Path(model_path).name} has {len(names)} outputs: {', '.join(names)};"
+                                      f" expected label arrays y_<output name> (any may be left out), found {found}")
+    if primary is not None and primary not in data.labels:
+        what = "has no labels" if primary in names else f"is not an output (outputs: {', '.join(names)})"
+        raise InputError(model_path, f"--primary-output {primary} {what}")
+    lead = primary or next(n for n in names if n in data.labels)
+    heads = [Head(p, *(data.labels[p.name] if p.name in data.labels else (None, False)), primary=p.name == lead)
+             for p in outputs]
+    y, classes = data.labels[lead]
+    return dataclasses.replace(data, y=y, labels_are_classes=classes), heads
 
 
 def check_fit(data: Dataset, num_outputs: int) -> Optional[int]:
-    """Checks the labels against the float model's output; returns the number of classes.
+    """Checks the labels against the float model's (primary) output; returns the number of classes.
 
     One output unit with integer labels that are all 0 or 1 is a binary classifier (a sigmoid head:
     2 classes, reporter.measure.task.binary_sigmoid_labels). Returns None for a regression-like task (float
     labels, or one output unit with other labels).
     """
-    if binary_sigmoid_labels(num_outputs, data.y, data.labels_are_classes):
+    return classes_of(data.y, data.labels_are_classes, num_outputs, data.source, "y")
+
+
+def classes_of(y: np.ndarray, labels_are_classes: bool, num_outputs: int, source, what: str) -> Optional[int]:
+    """The number of classes labels `y` (named `what`) imply for an output of `num_outputs` units (see check_fit)."""
+    if binary_sigmoid_labels(num_outputs, y, labels_are_classes):
         return 2
-    if num_outputs <= 1 or not data.labels_are_classes:
+    if num_outputs <= 1 or not labels_are_classes:
         return None
-    y = data.y
     if y.min() < 0 or y.max() >= num_outputs:
         raise InputError(
-            data.source,
-            f"labels out of range: 'y' holds {int(y.min())}..{int(y.max())} but the model has {num_outputs} classes",
+            source,
+            f"labels out of range: '{what}' holds {int(y.min())}..{int(y.max())} but the model has {num_outputs} classes",
         )
     return num_outputs
 

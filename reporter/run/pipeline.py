@@ -21,9 +21,11 @@ from reporter.debug import blame, debugger, overlays
 from reporter.findings import derive as findings
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
-from reporter.measure.measurer import Measurer
+from reporter.measure.measurer import HeadSpec, Measurer
+from reporter.measure.signature import check_shapes as signature_check_shapes
 from reporter.measure.task import Task
-from reporter.model.report import SCHEMA_VERSION, DatasetInfo, InputInfo, ModelInfo, Report, VariantResult
+from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, ModelInfo, OutputInfo, Report,
+                                   VariantResult)
 from reporter.render import formats as render
 from reporter.run import inputs
 from reporter.run.settings import RunSettings  # noqa: F401 - where callers have always found it
@@ -94,18 +96,20 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
                 float_model = conv.convert(model.make_converter, "float", data.x_calib)
             except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
                 raise _conversion_error(model.path, exc) from exc
+    names, shapes = _keras_outputs(model)
     try:
-        sig = evaluate.signature(float_model)
+        sig = evaluate.signature(float_model, output_names=names)
+        signature_check_shapes(sig, shapes)
     except ValueError as exc:
         raise InputError(model.path, str(exc)) from None
-    if len(sig.outputs) != 1:
-        raise InputError(model.path, f"the model has {len(sig.outputs)} outputs ({', '.join(sig.output_names())});"
-                                     " quant-report measures models with one output")
     data = inputs.bind(data, sig, model.path)
-    num_outputs = sig.outputs[0].size
+    data, heads = inputs.bind_labels(data, sig, model.path, s.primary_output)
+    lead = next((h.port for h in heads if h.primary), sig.outputs[0])
+    num_outputs = lead.size
     num_classes = inputs.check_fit(data, num_outputs)
     # A classifier with one output unit is a sigmoid head: class 1 when the output is at least 0.5.
     task = Task(num_classes, binary_sigmoid=num_classes is not None and num_outputs == 1)
+    head_specs = [_head_spec(h, data.source) for h in heads]
 
     litert_models = litert.LiteRtModels(float_model, data.x_calib)
     quantizer, calibration_error = None, None
@@ -124,7 +128,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
         if quantizer is not None:
             _check_forced(quantizer, float_model, s, model.path)
 
-    m = Measurer(folder, data, task, progress, s.latency_runs)
+    m = Measurer(folder, data, task, progress, s.latency_runs, heads=head_specs)
     results: dict[str, VariantResult] = {}
     for variant in variants:
         build, converter = _builder(variant, model, float_model, quantizer, litert_models, data.x_calib)
@@ -156,6 +160,10 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             format=model.format,
             input_shape=list(sig.inputs[0].shape),
             inputs=[InputInfo(p.key, list(p.shape), p.dtype) for p in sig.inputs],
+            outputs=[OutputInfo(h.name, h.key, list(next(p.shape for p in sig.outputs if p.key == h.key)),
+                                "regression" if not h.task.classification else
+                                ("binary" if h.task.binary_sigmoid else "classification"),
+                                h.task.num_classes, h.labelled, h.primary) for h in head_specs],
             num_classes=num_classes,
             task="classification" if num_classes else "regression",
             stateful=structure.has_variable_tensors(float_model),
@@ -214,3 +222,26 @@ def _builder(variant: str, model, float_model: bytes, quantizer, litert_models: 
     if model.is_tflite or variants.BY_NAME[variant].converters[0] == variants.LITERT:
         return functools.partial(litert_models.build, variant), litert.CONVERTER
     return (lambda: conv.convert(model.make_converter, variant, x_calib)), conv.CONVERTER
+
+
+def _keras_outputs(model) -> tuple:
+    """The Keras model's output names, in its order, and their shapes without the batch dimension (None, {}
+    for a SavedModel folder or a .tflite: their signature names them)."""
+    keras_model = model.keras_model
+    names = list(getattr(keras_model, "output_names", None) or []) if keras_model is not None else []
+    outputs = list(getattr(keras_model, "outputs", None) or []) if keras_model is not None else []
+    if not names or len(names) != len(outputs):
+        return None, {}
+    return names, {n: tuple(o.shape[1:]) for n, o in zip(names, outputs)}
+
+
+def _head_spec(head: inputs.Head, source) -> HeadSpec:
+    """What an output of a model with several outputs means: from its labels (classes, binary sigmoid,
+    regression), or without labels from its width (class scores, or one value compared with float)."""
+    size = head.port.size
+    if head.y is not None:
+        classes = inputs.classes_of(head.y, head.labels_are_classes, size, source, f"y_{head.port.name}")
+        task = Task(classes, binary_sigmoid=classes is not None and size == 1)
+    else:
+        task = Task(size if size > 1 else None)
+    return HeadSpec(head.port.name, head.port.key, task, head.y, head.primary)

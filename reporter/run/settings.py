@@ -21,7 +21,7 @@ from reporter.render import FORMATS  # noqa: E402 - the renderers own their form
 @dataclass(frozen=True)
 class Setting:
     name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
-    kind: str  # "int", "float", "choice", "list" (comma-separated on the command line, a TOML list)
+    kind: str  # "int", "float", "str", "choice", "list" (comma-separated on the command line, a TOML list)
     default: Any
     help: str
     must_be: str  # what a valid value is, for error messages: "an integer >= 1"
@@ -82,6 +82,10 @@ RUN = (
     Setting("keep_float", "list", (),
             "keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)",
             "a list of tensor names", _list_of(), metavar="NAME", repeatable=True, comma=False),
+    Setting("primary_output", "str", None,
+            "a model with several outputs: the output the report's main numbers and the search's target are about"
+            " (default: every labelled output counts for the search and the gate; the first labelled leads)",
+            "an output name", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="NAME"),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -122,6 +126,7 @@ class RunSettings:
     selection_samples: int = DEFAULTS["selection_samples"]  # samples the search chooses on
     keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
+    primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False

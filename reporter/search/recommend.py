@@ -106,6 +106,22 @@ def scorer(float_out: np.ndarray, classification: bool,
     return score_reg
 
 
+def heads_scorer(float_outs: dict, heads: list) -> Callable[[dict], tuple[float, np.ndarray]]:
+    """Several outputs: a sample agrees with float when every class-score output in `heads` predicts float's
+    class (the target must hold for each); without such an output, the first output's error score."""
+    classifying = [(key, task) for key, task in heads if task.classification]
+    if not classifying:
+        key, _ = heads[0]
+        one = scorer(float_outs[key], False)
+        return lambda outs: one(outs[key])
+    refs = {key: task.classes(float_outs[key]) for key, task in classifying}
+
+    def score(outs):
+        agree = np.logical_and.reduce([task.classes(outs[key]) == refs[key] for key, task in classifying])
+        return float(agree.mean()), agree
+    return score
+
+
 # --- the search, wired to real models ---------------------------------------------------------------
 def search_layers(layers: list[LayerStat], flow: list[tuple[list[str], list[str]]]) -> list[srch.Layer]:
     """The debugger's layers with their producers and consumers from the model's dataflow."""
@@ -134,11 +150,24 @@ BUILT_CACHE_BYTES = 256 * 2**20  # candidate models kept for reuse (a big model 
 class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
-    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out: np.ndarray, classification: bool,
-                 binary_sigmoid: bool = False):
+    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out, classification: bool,
+                 binary_sigmoid: bool = False, heads: Optional[list] = None, primary_key: str = ""):
+        """`heads`: for a model with several outputs, the (signature output name, Task) of each output the
+        target must hold for, and `float_sel_out` float's outputs by that name; `primary_key` the output
+        the evaluation data's accuracy is read from."""
         self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
-        self.score = scorer(float_sel_out, classification, binary_sigmoid)
+        self.heads, self.primary_key = heads or [], primary_key
+        self.score = heads_scorer(float_sel_out, self.heads) if self.heads else \
+            scorer(float_sel_out, classification, binary_sigmoid)
         self._built: dict[frozenset, bytes] = {}
+
+    def outputs(self, model: bytes, x):
+        """The model's outputs the score reads: all of them by name (several outputs), or the one."""
+        return evaluate.predict_all(model, x) if self.heads else evaluate.predict(model, x)
+
+    def primary(self, model: bytes, x) -> np.ndarray:
+        """The output the report's accuracy is about."""
+        return evaluate.predict_all(model, x)[self.primary_key] if self.heads else evaluate.predict(model, x)
 
     def build(self, nodes) -> bytes:
         """The model with `nodes` kept in float, built once: the search, its steps on the evaluation
@@ -153,7 +182,7 @@ class Candidates:
 
     def __call__(self, nodes: frozenset) -> srch.Evaluation:
         model = self.build(nodes)
-        value, per_sample = self.score(evaluate.predict(model, self.sel.x))
+        value, per_sample = self.score(self.outputs(model, self.sel.x))
         return srch.Evaluation(frozenset(nodes), value, per_sample, len(model))
 
 
@@ -167,7 +196,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
         nodes = step.evaluation.nodes
         if nodes not in cache:
             model = candidates.build(nodes)
-            out = evaluate.predict(model, data.x)
+            out = candidates.primary(model, data.x)
             acc = float(np.mean(predicted_classes(out, binary_sigmoid) == data.y)) if classification else None
             mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
             latency = _step_latency(model, data.x[:1], latency_runs)

@@ -49,9 +49,11 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
                                       summary="", **base)
 
     sel = recommend.selection(data, s.calibration_samples, s.selection_samples, classification)
-    float_sel = evaluate.predict(float_model, sel.x)
+    # Several outputs: the target holds for every labelled output, or for the one --primary-output names.
+    targeted = [(h.key, h.task) for h in m.heads if (h.primary if s.primary_output else h.labelled)]
+    float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
     candidates = recommend.Candidates(quantizer, s.keep_float_ops, sel, float_sel, classification,
-                                      task.binary_sigmoid)
+                                      task.binary_sigmoid, targeted, m.primary.key if m.heads else "")
     pol, target_text = recommend.policy(s.max_accuracy_drop, classification, s.search_budget)
     forced = frozenset(s.keep_float)
     search_result = None

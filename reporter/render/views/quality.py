@@ -84,6 +84,28 @@ class QualityView:
         return rows
 
     @cached_property
+    def head_rows(self) -> list[Row]:
+        """A model with several outputs: one row per output, each variant's accuracy against that output's
+        labels (with its paired test against float), or without labels its agreement with float's class or
+        its error against float's output; red where the output is less accurate than float beyond noise."""
+        found = self.basis.findings.heads
+        if not found:
+            return []
+        by = {(h.output, h.variant): h for h in found}
+        rows = []
+        for o in self.basis.report.model.outputs:
+            cells = []
+            measure = ""
+            for v in self.basis.ok_columns:
+                h = by.get((o.name, v.name))
+                measure = measure or (h.measure if h else "")
+                text = NOT_MEASURED if h is None else ("reference" if v is self.basis.float and not h.text else h.text)
+                cells.append(Cell(text, "", "bad" if h is not None and h.worse else "neutral"))
+            label = f"{o.name} ({measure}{', leads the report' if o.primary else ''})"
+            rows.append(Row(label, cells, wrap=True))
+        return rows
+
+    @cached_property
     def output_error_rows(self) -> list[Row]:
         basis = self.basis
         if basis.is_classification:
