@@ -131,3 +131,16 @@ def quantized_tensors(model: bytes) -> int:
             if t.type in low or (q is not None and q.scale is not None and len(q.scale) > 0):
                 count += 1
     return count
+
+
+def producers(model: bytes) -> dict[int, str]:
+    """Tensor index -> the type of the op that produces it (main subgraph): e.g. an output made by LOGISTIC
+    is one sigmoid unit's probability, by SOFTMAX class scores."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    found = {}
+    for op in Interpreter(model_content=model)._get_ops_details():
+        for i in op["outputs"]:
+            if i >= 0:
+                found[int(i)] = op["op_name"]
+    return found

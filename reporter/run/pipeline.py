@@ -109,7 +109,8 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     num_classes = inputs.check_fit(data, num_outputs)
     # A classifier with one output unit is a sigmoid head: class 1 when the output is at least 0.5.
     task = Task(num_classes, binary_sigmoid=num_classes is not None and num_outputs == 1)
-    head_specs = [_head_spec(h, data.source) for h in heads]
+    made_by = structure.producers(float_model) if heads else {}
+    head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, "")) for h in heads]
 
     litert_models = litert.LiteRtModels(float_model, data.x_calib)
     quantizer, calibration_error = None, None
@@ -235,13 +236,16 @@ def _keras_outputs(model) -> tuple:
     return names, {n: tuple(o.shape[1:]) for n, o in zip(names, outputs)}
 
 
-def _head_spec(head: inputs.Head, source) -> HeadSpec:
+def _head_spec(head: inputs.Head, source, made_by: str) -> HeadSpec:
     """What an output of a model with several outputs means: from its labels (classes, binary sigmoid,
-    regression), or without labels from its width (class scores, or one value compared with float)."""
+    regression), or without labels from its width and the op that makes it (`made_by`): class scores, one
+    sigmoid unit (LOGISTIC), or a value compared with float."""
     size = head.port.size
     if head.y is not None:
         classes = inputs.classes_of(head.y, head.labels_are_classes, size, source, f"y_{head.port.name}")
         task = Task(classes, binary_sigmoid=classes is not None and size == 1)
+    elif size == 1 and made_by == "LOGISTIC":
+        task = Task(2, binary_sigmoid=True)
     else:
         task = Task(size if size > 1 else None)
     return HeadSpec(head.port.name, head.port.key, task, head.y, head.primary)
