@@ -59,7 +59,10 @@ def _heads(report: "Report") -> list[HeadFinding]:
             if h.metrics is not None:
                 cmp = compare(h.metrics, ref.metrics, "float") if v.name != "float" and ref and ref.metrics else None
                 worse = bool(cmp and cmp.significant and cmp.delta < 0)
-                text = fmt_percent(h.metrics.accuracy) + (f" ({cmp.text})" if cmp else "")
+                n = report.dataset.num_eval
+                low, high = jd.wilson_interval(round(h.metrics.accuracy * n), n)
+                text = (f"{fmt_percent(h.metrics.accuracy)} [{low * 100:.1f}–{high * 100:.1f}]"
+                        + (f" ({cmp.text})" if cmp else ""))
                 out.append(HeadFinding(o.name, v.name, "accuracy", h.metrics.accuracy, cmp, worse, text))
             elif h.agreement_with_float is not None:
                 out.append(HeadFinding(o.name, v.name, "agreement with float", h.agreement_with_float,

@@ -86,7 +86,7 @@ class QualityView:
     @cached_property
     def head_rows(self) -> list[Row]:
         """A model with several outputs: one row per output, each variant's accuracy against that output's
-        labels (with its paired test against float), or without labels its agreement with float's class or
+        labels [its Wilson interval] (with its paired test against float), or without labels its agreement with float's class or
         its error against float's output; red where the output is less accurate than float beyond noise."""
         found = self.basis.findings.heads
         if not found:
