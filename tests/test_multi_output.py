@@ -173,7 +173,7 @@ def test_two_heads_collapse_is_found_and_fixed_on_every_labelled_head(output_run
     assert not missing, (missing, broken, findings.get("headline"), findings.get("warnings"))
 
 
-def test_an_unlabelled_head_is_compared_with_float_and_the_summary_says_it_has_no_labels(output_runs):
+def test_an_unlabelled_sigmoid_head_gets_its_agreement_with_float_and_no_metrics(output_runs):
     folder, report, _, data_path, fixture = _ok_run(output_runs, "unlabelled_head")
     data = np.load(data_path)
     float_preds = _head_predictions((folder / "float.tflite").read_bytes(), data["x"], fixture)["is_even"]
@@ -184,6 +184,10 @@ def test_an_unlabelled_head_is_compared_with_float_and_the_summary_says_it_has_n
         preds = _head_predictions((folder / f"{variant}.tflite").read_bytes(), data["x"], fixture)["is_even"]
         assert head["agreement_with_float"] == pytest.approx(float(np.mean(preds == float_preds)), abs=1e-12), variant
     assert _variant(report, "float")["heads"]["is_even"]["agreement_with_float"] == 1.0
+
+
+def test_the_summary_says_the_unlabelled_head_has_no_labels(output_runs):
+    folder, _, _, _, _ = _ok_run(output_runs, "unlabelled_head")
     summary = (folder / "summary.md").read_text()
     lines = [line for line in summary.splitlines() if _words(line, "is_even")]
     assert lines, summary
