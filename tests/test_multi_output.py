@@ -231,3 +231,32 @@ def test_a_label_array_named_for_no_output_is_one_line_naming_the_outputs_and_th
     for needle in ("y_digits", "y_is_even"):  # the arrays found
         assert needle in lines[0], (needle, lines[0])
     assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+
+
+def test_diff_pairs_each_output_and_its_gate_names_the_output_that_dropped(output_runs, tmp_path, capsys):
+    """`quant-report diff` compares every labelled output on the same samples (McNemar on the stored
+    correctness), and its baseline gate fails on an output other than the primary one."""
+    import base64
+    import shutil
+
+    from reporter.cli import main
+
+    folder, report, *_ = _ok_run(output_runs, "two_heads")
+    new = tmp_path / "new"
+    shutil.copytree(folder, new)
+    n = report["dataset"]["num_eval"]
+    fiq = _variant(report, "fiq")
+    m = fiq["heads"]["is_even"]["metrics"]
+    ok = np.unpackbits(np.frombuffer(base64.b64decode(m["correct_bits"]), np.uint8))[:n].astype(bool)
+    ok[np.flatnonzero(ok)[:40]] = False  # NEW's FIQ gets 40 more is_even samples wrong
+    m["correct_bits"], m["accuracy"] = base64.b64encode(np.packbits(ok).tobytes()).decode(), float(ok.mean())
+    report.pop("findings")  # derived again from the changed measurements when read
+    (new / "report.json").write_text(json.dumps(report))
+    capsys.readouterr()
+    code = main(["diff", str(folder), str(new), "--format", "json", "--max-accuracy-drop", "0.02"])
+    out, err = capsys.readouterr()
+    assert code == 3
+    diff = json.loads(out)
+    change = next(v for v in diff["models"][0]["variants"] if v["name"] == "fiq")["heads"]["is_even"]
+    assert change["delta"] == pytest.approx(-40 / n) and change["significant"] is True
+    assert "output is_even" in err and "output is_even" in diff["gate_failures"][0]["message"]

@@ -56,6 +56,7 @@ class VariantDiff:
     latency: Optional[Change] = None
     why: list[str] = field(default_factory=list)  # what changed, in words
     error: str = ""
+    heads: dict[str, Change] = field(default_factory=dict)  # several outputs: each labelled one's accuracy
 
 
 @dataclass(frozen=True)
@@ -186,15 +187,16 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
     if max_accuracy_drop is not None:
         for m in models:
             for v in m.variants:
-                a = v.accuracy
-                if a is None or a.base is None or a.new is None:
-                    continue
-                drop = a.base - a.new
-                if not jd.gate_passes(drop, max_accuracy_drop):
-                    points = fmt_signed_points(-drop)
-                    failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
-                        f"{m.name}: {v.label} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
-                        f" ({points} points; limit {max_accuracy_drop * 100:.1f} points)")))
+                where = [("", v.accuracy)] + [(f" output {o}", c) for o, c in v.heads.items()]
+                for what, a in where:
+                    if a is None or a.base is None or a.new is None:
+                        continue
+                    drop = a.base - a.new
+                    if not jd.gate_passes(drop, max_accuracy_drop):
+                        points = fmt_signed_points(-drop)
+                        failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
+                            f"{m.name}: {v.label}{what} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
+                            f" ({points} points; limit {max_accuracy_drop * 100:.1f} points)")))
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
 
 
@@ -315,17 +317,30 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
                          text=f"{fmt_ms(b.latency_ms.median)} → {fmt_ms(n.latency_ms.median)}")
         if jd.latency_changed(b.latency_ms.median, n.latency_ms.median):
             why.append(f"latency {ratio:.2f}x")
+    heads = {}
+    for output, bh in b.heads.items():  # several outputs: each labelled one, on the same samples
+        nh = n.heads.get(output)
+        if bh.metrics is not None and nh is not None and nh.metrics is not None:
+            heads[output] = _accuracy_of(bh.metrics, nh.metrics, same, num_eval)
+            if jd.accuracy_differs(heads[output].significant, heads[output].delta):
+                why.append(f"output {output} accuracy {heads[output].text}")
     return VariantDiff(name, label, "changed" if why else "unchanged", accuracy, main_label, main, mse, size,
-                       latency, why)
+                       latency, why, heads=heads)
 
 
 def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval: int) -> Change:
-    ba, na = b.metrics.accuracy, n.metrics.accuracy
+    return _accuracy_of(b.metrics, n.metrics, same, num_eval)
+
+
+def _accuracy_of(b_metrics, n_metrics, same: Optional[bool], num_eval: int) -> Change:
+    """Accuracy in BASE and NEW, with McNemar when both runs measured the same samples."""
+    b, n = b_metrics, n_metrics
+    ba, na = b.accuracy, n.accuracy
     delta = na - ba
     points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({fmt_signed_points(delta)} points"
     if same:
-        b_ok = unpack_correct(b.metrics.correct_bits, num_eval)
-        n_ok = unpack_correct(n.metrics.correct_bits, num_eval)
+        b_ok = unpack_correct(b.correct_bits, num_eval)
+        n_ok = unpack_correct(n.correct_bits, num_eval)
         if b_ok is not None and n_ok is not None:
             p = jd.mcnemar_p(b_ok, n_ok)
             if not (b_ok != n_ok).any():
