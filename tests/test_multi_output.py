@@ -260,3 +260,30 @@ def test_diff_pairs_each_output_and_its_gate_names_the_output_that_dropped(outpu
     change = next(v for v in diff["models"][0]["variants"] if v["name"] == "fiq")["heads"]["is_even"]
     assert change["delta"] == pytest.approx(-40 / n) and change["significant"] is True
     assert "output is_even" in err and "output is_even" in diff["gate_failures"][0]["message"]
+
+
+def test_the_markdown_folds_outputs_beyond_its_limit_and_keeps_the_leading_one(output_runs):
+    """A model with many outputs: summary.md shows MarkdownView.HEAD_ROWS of them (the leading output
+    first) and says how many more the HTML has; the HTML keeps every one."""
+    import copy
+
+    from reporter.findings import report_from_json
+    from reporter.render import formats as render
+    from reporter.render.views.markdown import MarkdownView
+
+    folder, report, *_ = _ok_run(output_runs, "two_heads")
+    report.pop("findings")
+    extra = MarkdownView.HEAD_ROWS + 1
+    first_other = next(o for o in report["model"]["outputs"] if not o["primary"])
+    for i in range(extra):
+        report["model"]["outputs"].append(dict(first_other, name=f"extra{i}", key=f"output_{i + 2}"))
+        for v in report["variants"]:
+            v["heads"][f"extra{i}"] = copy.deepcopy(v["heads"][first_other["name"]])
+    loaded = report_from_json(json.dumps(report))
+    md = render.render(loaded, "md").decode()
+    rows = [line for line in md.splitlines() if line.startswith("| ") and "(accuracy" in line]
+    total = len(report["model"]["outputs"])
+    assert len(rows) == MarkdownView.HEAD_ROWS and "leads the report" in rows[0]
+    assert f"{total - MarkdownView.HEAD_ROWS} more outputs" in md
+    html = render.render(loaded, "html").decode()
+    assert all(f"extra{i} (accuracy" in html for i in range(extra))

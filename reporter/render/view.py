@@ -31,7 +31,7 @@ class ReportView:
         self.layers = LayersView(basis)
         self.structure = StructureView(basis)
         self.appendix = AppendixView(basis)
-        self.markdown = MarkdownView(basis, self.recommendation)
+        self.markdown = MarkdownView(basis, self.recommendation, self.quality)
 
     @property
     def is_classification(self) -> bool:

@@ -4,6 +4,7 @@ one line on the search, the lighter fixes, and the latency timing note outside a
 from __future__ import annotations
 
 from reporter.render.views.common import Basis, latency_note
+from reporter.render.views.quality import QualityView
 from reporter.render.views.recommendation import KeptRow, RecommendationView
 
 
@@ -11,10 +12,28 @@ class MarkdownView:
     """What summary.md shows that the HTML lays out otherwise."""
 
     KEPT_ROWS = 8  # keeps the Markdown summary short enough for a PR comment
+    HEAD_ROWS = 8  # outputs in the per-output table; the rest are folded into one line
 
-    def __init__(self, basis: Basis, recommendation: RecommendationView):
+    def __init__(self, basis: Basis, recommendation: RecommendationView, quality: QualityView):
         self.basis = basis
         self.recommendation = recommendation
+        self.quality = quality
+
+    @property
+    def head_rows(self) -> list:
+        """The per-output rows, at most HEAD_ROWS: the outputs that lead or are worse than float beyond noise
+        first, then the other labelled ones, then those without labels."""
+        rows = self.quality.head_rows
+        outputs = self.basis.report.model.outputs
+        worse = {h.output for h in self.basis.findings.heads if h.worse}
+        rank = {o.name: (not o.primary, o.name not in worse, not o.labelled, i) for i, o in enumerate(outputs)}
+        ordered = [r for _, r in sorted(zip(outputs, rows), key=lambda pair: rank[pair[0].name])]
+        return ordered[: self.HEAD_ROWS] if len(ordered) > self.HEAD_ROWS else rows
+
+    @property
+    def heads_more(self) -> int:
+        """How many outputs are only in the HTML report."""
+        return max(len(self.quality.head_rows) - self.HEAD_ROWS, 0)
 
     @property
     def kept_rows(self) -> list[KeptRow]:
