@@ -28,14 +28,52 @@ def _data(y, labels_are_classes):
     return Dataset("d.npz", x, np.asarray(y), x, "x", labels_are_classes)
 
 
-def test_check_fit_one_output_with_0_1_labels_is_a_binary_classifier():
-    from reporter.run.inputs import check_fit
+def _classes(labels, are_classes, size, made_by=""):
+    """The number of classes `read_task` reads from these labels for an output of `size` units."""
+    from reporter.measure.signature import Port
+    from reporter.run.inputs import read_task
 
-    assert check_fit(_data([0, 1, 1, 0], True), 1) == 2
-    assert check_fit(_data([1, 1, 1], True), 1) == 2  # one class present: still binary
-    assert check_fit(_data([0.0, 1.0, 1.0], False), 1) is None  # float labels: regression
-    assert check_fit(_data([0, 1, 2, 5], True), 1) is None  # counts: regression
-    assert check_fit(_data([0, 1, 2], True), 3) == 3  # softmax as before
+    y = np.asarray(labels)
+    port = Port("out", "output_0", 0, (-1, size), "float32", allocated=(1, size))
+    return read_task(y, are_classes, port, made_by, "d.npz", "y").task.num_classes
+
+
+def test_one_output_with_0_1_labels_is_a_binary_classifier():
+    assert _classes([0, 1, 1, 0], True, 1) == 2
+    assert _classes([1, 1, 1], True, 1) == 2  # one class present: still binary
+    assert _classes([0.0, 1.0, 1.0], False, 1) is None  # float labels, no sigmoid: regression
+    assert _classes([0.0, 1.0, 1.0], False, 1, "LOGISTIC") == 2  # a sigmoid with whole-number float labels
+    assert _classes([0, 1, 2, 5], True, 1) is None  # counts: regression
+    assert _classes([0, 1, 2], True, 3) == 3  # softmax as before
+
+
+def test_float_labels_of_a_softmax_are_class_ids_with_a_note_and_fractions_are_refused():
+    from reporter.core.errors import InputError
+    from reporter.measure.signature import Port
+    from reporter.run.inputs import read_task
+
+    port = Port("head", "output_0", 0, (-1, 2), "float32", allocated=(1, 2))
+    reading = read_task(np.array([0.0, 1.0, 1.0]), False, port, "SOFTMAX", "d.npz", "y")
+    assert reading.task.num_classes == 2 and reading.y.dtype == np.int64 and "class ids" in reading.note
+    with pytest.raises(InputError, match="not class ids .* softmax"):
+        read_task(np.array([0.3, 1.0]), False, port, "SOFTMAX", "d.npz", "y")
+    with pytest.raises(InputError, match="multi-hot .* softmax"):
+        read_task(np.array([[1, 1], [0, 1]]), True, port, "SOFTMAX", "d.npz", "y")
+
+
+def test_sigmoid_units_with_label_rows_are_multilabel_and_never_argmaxed():
+    from reporter.measure.signature import Port
+    from reporter.measure.task import label_codes
+    from reporter.run.inputs import read_task
+
+    rows = np.array([[1, 0, 1], [0, 1, 1], [1, 0, 0]])
+    port = Port("tags", "output_0", 0, (-1, 3), "float32", allocated=(1, 3))
+    reading = read_task(rows, True, port, "LOGISTIC", "d.npz", "y")
+    assert reading.task.multilabel and reading.task.num_classes == 3
+    assert (reading.task.decode(reading.y) == rows).all()
+    out = np.array([[0.9, 0.2, 0.7], [0.1, 0.8, 0.4], [0.6, 0.1, 0.2]])
+    assert (reading.task.classes(out) == reading.y).tolist() == [True, False, True]  # exact match per sample
+    assert (label_codes(reading.task.bits(out)) == reading.task.classes(out)).all()
 
 
 # --- metrics on hand-made arrays ---------------------------------------------------------------------

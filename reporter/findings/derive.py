@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # pragma: no cover
 # --- deriving them --------------------------------------------------------------------------------------
 def derive(report: "Report") -> Findings:
     """The findings of a measured report. Pure: same report, same findings."""
-    task = ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes \
-        else "regression"
+    task = "multilabel" if report.model.task == "multilabel" else \
+        ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes else "regression"
     variants = [_variant(report, v) for v in _columns(report)]
     gap = _gap(report, next((v for v in variants if v.name == "fiq"), None))
     culprits = _culprits(report, gap)
@@ -646,8 +646,18 @@ def _measurement_words(measurement: str) -> str:
     return MEASUREMENTS.get(measurement, measurement)
 
 
+TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "an output compared with"
+              " float's"}
+
+
 def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
     out = []
+    model = report.model
+    if model.task_reason:
+        kind = "a binary classifier" if model.binary_sigmoid else TASK_WORDS.get(model.task, model.task)
+        out.append(Notice("task", f"Measured as {kind}: {model.task_reason}."))
+    if model.label_note:
+        out.append(Notice("labels_as_classes", f"{model.label_note}."))
     if report.settings.get("latency_runs") == 0:
         out.append(Notice("latency_skipped", "Latency was not measured: latency runs were set to 0."))
     rec = report.recommendation

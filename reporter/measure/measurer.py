@@ -153,7 +153,11 @@ class Measurer:
         outputs = self.outputs if outputs is None else outputs
         preds = task.classes(out)
         float_preds = task.classes(outputs["float"]) if "float" in outputs else None
-        metrics = qmetrics.classification(y, preds, task.num_classes, float_preds, task.scores(out))
+        if task.multilabel:
+            metrics = qmetrics.multilabel(task.decode(y), task.bits(out),
+                                          task.bits(outputs["float"]) if "float" in outputs else None, task.scores(out))
+        else:
+            metrics = qmetrics.classification(y, preds, task.num_classes, float_preds, task.scores(out))
         # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
         references = ("float", "fiq") if name in FIXES_FIQ else ("float",)
         if name.endswith("_fix"):

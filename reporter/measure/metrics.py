@@ -52,6 +52,40 @@ def classification(
     )
 
 
+def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[np.ndarray],
+               scores: Optional[np.ndarray] = None) -> Metrics:
+    """Multi-label quality (scikit-learn): exact-match (subset) accuracy, macro precision/recall/F1 over labels,
+    micro F1, Hamming loss, per label precision/recall/F1 (support: positive samples), the per-label mean of
+    balanced accuracy and kappa, and macro ROC AUC from the sigmoid scores. No argmax anywhere."""
+    y, pred = np.asarray(y_bits, np.uint8), np.asarray(pred_bits, np.uint8)
+    k = y.shape[1]
+    p, r, f, s = skm.precision_recall_fscore_support(y, pred, average=None, zero_division=0)
+    macro = skm.precision_recall_fscore_support(y, pred, average="macro", zero_division=0)
+    per_label_kappa = [skm.cohen_kappa_score(y[:, j], pred[:, j]) for j in range(k)]
+    auc = None
+    if scores is not None:
+        try:
+            auc = float(skm.roc_auc_score(y, scores, average="macro"))
+        except ValueError:  # a label with one value only in the evaluation data
+            auc = None
+    return Metrics(
+        accuracy=float(skm.accuracy_score(y, pred)),
+        precision=float(macro[0]),
+        recall=float(macro[1]),
+        f1=float(macro[2]),
+        balanced_accuracy=float(np.mean([_balanced_accuracy(y[:, j], pred[:, j]) for j in range(k)])),
+        cohen_kappa=float(np.mean([0.0 if np.isnan(v) else v for v in per_label_kappa])),
+        agreement_with_float=None if float_bits is None else float(np.mean(np.all(pred == float_bits, axis=1))),
+        per_class=[ClassMetrics(label=j, precision=float(p[j]), recall=float(r[j]), f1=float(f[j]), support=int(s[j]))
+                   for j in range(k)],
+        confusion_matrix=[],
+        roc_auc=auc,
+        classes_present=[j for j in range(k) if s[j] > 0],
+        hamming_loss=float(skm.hamming_loss(y, pred)),
+        micro_f1=float(skm.f1_score(y, pred, average="micro", zero_division=0)),
+    )
+
+
 def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: int = TOP_K) -> Optional[float]:
     """Share of samples whose true label is among the k highest scores; None for k classes or fewer."""
     if num_classes <= k:

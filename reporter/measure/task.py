@@ -16,20 +16,52 @@ BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least 
 
 @dataclass(frozen=True)
 class Task:
-    """Classification with `num_classes` classes, or regression (num_classes None)."""
+    """Classification with `num_classes` classes, multi-label with `num_classes` labels, or regression
+    (num_classes None)."""
 
     num_classes: Optional[int]
     binary_sigmoid: bool = False  # one output unit read as P(class 1)
+    multilabel: bool = False  # one sigmoid unit per label, each label predicted at >= BINARY_THRESHOLD
 
     @property
     def classification(self) -> bool:
         return self.num_classes is not None
 
+    @property
+    def kind(self) -> str:
+        """"multilabel", "binary", "classification" or "regression"."""
+        if self.multilabel:
+            return "multilabel"
+        if not self.classification:
+            return "regression"
+        return "binary" if self.binary_sigmoid else "classification"
+
     def classes(self, out: np.ndarray) -> np.ndarray:
+        """One comparable value per sample: the class id, or for multi-label the whole set of labels as one
+        code, so that `classes(out) == y` is exact-match correctness and agreement with float everywhere."""
+        if self.multilabel:
+            return label_codes(self.bits(out))
         return predicted_classes(out, self.binary_sigmoid)
 
+    def bits(self, out: np.ndarray) -> np.ndarray:
+        """Multi-label: (N, labels) 0/1, each label where its output is at least the threshold."""
+        return (_columns(out) >= BINARY_THRESHOLD).astype(np.uint8)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Multi-label: the (N, labels) 0/1 rows behind `label_codes`."""
+        raw = np.ascontiguousarray(codes).view(np.uint8).reshape(len(codes), -1)
+        return np.unpackbits(raw, axis=1)[:, : self.num_classes]
+
     def scores(self, out: np.ndarray) -> np.ndarray:
+        if self.multilabel:
+            return _columns(out).astype(np.float64)
         return class_scores(out, self.binary_sigmoid)
+
+
+def label_codes(bits: np.ndarray) -> np.ndarray:
+    """Each row of 0/1 labels as one value (its packed bytes), so that rows compare with `==`."""
+    packed = np.packbits(np.asarray(bits, np.uint8), axis=1)
+    return np.ascontiguousarray(packed).view(np.dtype((np.void, packed.shape[1]))).ravel()
 
 
 def binary_sigmoid_labels(num_outputs: int, y: np.ndarray, labels_are_classes: bool) -> bool:

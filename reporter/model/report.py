@@ -96,12 +96,14 @@ class ModelInfo:
     format: str  # "keras", "h5" or "saved_model"
     input_shape: list  # from the float TFLite model; -1 marks a dynamic dimension
     num_classes: Optional[int]  # None when the output is not class scores
-    task: str  # "classification" or "regression"
+    task: str  # "classification", "multilabel" or "regression"
     stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
     # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
     binary_sigmoid: bool = False
     largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model
     inputs: list[InputInfo] = field(default_factory=list)  # every input, by name (schema 5)
+    task_reason: str = ""  # why the output was read as this task (schema 5)
+    label_note: str = ""  # how the labels were read, when it is not as given (float class ids, ...)
     outputs: list[OutputInfo] = field(default_factory=list)  # several outputs only (schema 5)
 
 
@@ -162,6 +164,10 @@ class Metrics:
     # Which evaluation samples it gets right, in order: numpy.packbits of the booleans, base64 ("" before
     # schema 4). `quant-report diff` pairs two runs on the same samples with it (McNemar).
     correct_bits: str = ""
+    # Multi-label (schema 5): accuracy is exact-match, precision/recall/F1 are macro over labels, per_class is
+    # per label (support: its positive samples), and there is no confusion matrix.
+    hamming_loss: Optional[float] = None
+    micro_f1: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import numpy as np
 
 from reporter.core.errors import InputError
 from reporter.measure.signature import Inputs, Port, Signature
-from reporter.measure.task import binary_sigmoid_labels
+from reporter.measure.task import BINARY_THRESHOLD, Task, binary_sigmoid_labels, label_codes
 
 KERAS3_RNN_HINT = (
     "Keras 3 recurrent layers ({names}) do not convert to TFLite (TensorListReserve / READ_VARIABLE);"
@@ -417,9 +417,10 @@ def _call_data_function(spec: str) -> dict:
 
 
 def _labels(spec, y_raw: np.ndarray, what: str = "y") -> tuple[np.ndarray, bool]:
-    """Class ids from integer labels or one-hot rows; float targets stay as they are."""
+    """Class ids from integer labels; rows (one-hot or multi-hot) as they are, for `read_task` to read against
+    the output; float targets stay as they are."""
     if y_raw.ndim == 2 and y_raw.shape[1] > 1:
-        return y_raw.argmax(axis=1).astype(np.int64), True
+        return y_raw, True
     if y_raw.ndim == 2:
         y_raw = y_raw[:, 0]
     if y_raw.ndim != 1:
@@ -471,28 +472,71 @@ def bind_labels(data: Dataset, signature: Signature, model_path, primary: Option
     return dataclasses.replace(data, y=y, labels_are_classes=classes), heads
 
 
-def check_fit(data: Dataset, num_outputs: int) -> Optional[int]:
-    """Checks the labels against the float model's (primary) output; returns the number of classes.
+@dataclass(frozen=True)
+class TaskReading:
+    """What an output's labels say: the labels as the measurements compare them, the task, and why."""
 
-    One output unit with integer labels that are all 0 or 1 is a binary classifier (a sigmoid head:
-    2 classes, reporter.measure.task.binary_sigmoid_labels). Returns None for a regression-like task (float
-    labels, or one output unit with other labels).
-    """
-    return classes_of(data.y, data.labels_are_classes, num_outputs, data.source, "y")
+    y: np.ndarray
+    task: Task
+    reason: str
+    note: str = ""  # how the labels were read when not as given
 
 
-def classes_of(y: np.ndarray, labels_are_classes: bool, num_outputs: int, source, what: str) -> Optional[int]:
-    """The number of classes labels `y` (named `what`) imply for an output of `num_outputs` units (see check_fit)."""
-    if binary_sigmoid_labels(num_outputs, y, labels_are_classes):
-        return 2
-    if num_outputs <= 1 or not labels_are_classes:
-        return None
-    if y.min() < 0 or y.max() >= num_outputs:
-        raise InputError(
-            source,
-            f"labels out of range: '{what}' holds {int(y.min())}..{int(y.max())} but the model has {num_outputs} classes",
-        )
-    return num_outputs
+def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str, source, what: str) -> TaskReading:
+    """The task of an output from its width, the op that makes it (`made_by`: SOFTMAX, LOGISTIC, ...) and its
+    labels `y` (named `what`):
+    * k sigmoid units (LOGISTIC) with rows of 0/1 labels: multi-label, each label at >= 0.5, no argmax;
+    * one-hot rows or class ids for k class scores: classification; 0/1 ids for one unit: a binary sigmoid;
+    * whole-number float labels for a classifier: class ids, with a note;
+    * labels that contradict the output (multi-hot rows or fractions for a softmax) are an error naming it;
+    * other float targets: the output is compared with float (regression)."""
+    size, name = port.size, port.name
+    softmax = made_by == "SOFTMAX"
+    if y.ndim == 2:
+        rows = np.asarray(y)
+        binary_values = bool(np.isin(rows, (0, 1)).all())
+        one_hot = binary_values and bool((rows.sum(axis=1) == 1).all())
+        if made_by == "LOGISTIC" and size == rows.shape[1] > 1 and binary_values:
+            return TaskReading(label_codes(rows.astype(np.uint8)), Task(size, multilabel=True),
+                               f"{size} sigmoid units and rows of 0/1 labels: each label is predicted where its unit"
+                               f" is at least {BINARY_THRESHOLD:g}, and a sample is right when all its labels are")
+        if binary_values and not one_hot and size > 1:
+            raise InputError(source, f"'{what}' holds multi-hot rows (several labels per sample) but output {name} is"
+                                     f" {'a softmax' if softmax else 'not a sigmoid per label'}: one label per sample")
+        y = rows.argmax(axis=1).astype(np.int64)  # one-hot rows: class ids
+        reason = f"{size} class scores and one-hot labels: the top score is the class"
+        return TaskReading(y, Task(_classes(y, size, source, what)), reason)
+    note = ""
+    if not labels_are_classes:
+        whole = bool(np.all(np.isfinite(y)) and np.all(y == np.round(y)))
+        fits = whole and y.size and y.min() >= 0 and (y.max() < size if size > 1 else y.max() <= 1)
+        if fits and (size > 1 or made_by == "LOGISTIC"):
+            y, labels_are_classes = y.astype(np.int64), True
+            note = (f"'{what}' holds whole numbers stored as floats; output {name} is a classifier, so they were read"
+                    " as class ids")
+        elif softmax and size > 1:
+            raise InputError(source, f"'{what}' holds values that are not class ids (e.g. {_example(y)}) but output"
+                                     f" {name} is a softmax classifier: labels must be whole numbers 0..{size - 1}")
+    if binary_sigmoid_labels(size, y, labels_are_classes):
+        return TaskReading(y, Task(2, binary_sigmoid=True),
+                           f"one output unit and 0/1 labels: class 1 where it is at least {BINARY_THRESHOLD:g}", note)
+    if size <= 1 or not labels_are_classes:
+        why = "float targets" if not labels_are_classes else "one output unit and labels other than 0/1"
+        return TaskReading(y, Task(None), f"{why}: the output is compared with float's output", note)
+    return TaskReading(y, Task(_classes(y, size, source, what)),
+                       f"{size} class scores and class-id labels: the top score is the class", note)
+
+
+def _classes(y: np.ndarray, size: int, source, what: str) -> int:
+    if y.size and (y.min() < 0 or y.max() >= size):
+        raise InputError(source, f"labels out of range: '{what}' holds {int(y.min())}..{int(y.max())} but the model"
+                                 f" has {size} classes")
+    return size
+
+
+def _example(y: np.ndarray) -> str:
+    odd = y[np.isfinite(y) & (y != np.round(y))] if np.issubdtype(y.dtype, np.floating) else y[:1]
+    return f"{(odd[0] if odd.size else y.flat[0]):g}"
 
 
 def _first_line(exc: BaseException) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import functools
 import traceback
@@ -105,11 +106,12 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     data = inputs.bind(data, sig, model.path)
     data, heads = inputs.bind_labels(data, sig, model.path, s.primary_output)
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
-    num_outputs = lead.size
-    num_classes = inputs.check_fit(data, num_outputs)
-    # A classifier with one output unit is a sigmoid head: class 1 when the output is at least 0.5.
-    task = Task(num_classes, binary_sigmoid=num_classes is not None and num_outputs == 1)
-    made_by = structure.producers(float_model) if heads else {}
+    made_by = structure.producers(float_model)
+    reading = inputs.read_task(data.y, data.labels_are_classes, lead, made_by.get(lead.index, ""), data.source,
+                               f"y_{lead.name}" if heads else "y")
+    data = dataclasses.replace(data, y=reading.y, labels_are_classes=reading.task.classification)
+    task = reading.task
+    num_classes = task.num_classes
     head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, "")) for h in heads]
 
     litert_models = litert.LiteRtModels(float_model, data.x_calib)
@@ -161,12 +163,13 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             format=model.format,
             input_shape=list(sig.inputs[0].shape),
             inputs=[InputInfo(p.key, list(p.shape), p.dtype) for p in sig.inputs],
+            task_reason=reading.reason,
+            label_note=reading.note,
             outputs=[OutputInfo(h.name, h.key, list(next(p.shape for p in sig.outputs if p.key == h.key)),
-                                "regression" if not h.task.classification else
-                                ("binary" if h.task.binary_sigmoid else "classification"),
+                                h.task.kind,
                                 h.task.num_classes, h.labelled, h.primary) for h in head_specs],
             num_classes=num_classes,
-            task="classification" if num_classes else "regression",
+            task="multilabel" if task.multilabel else ("classification" if num_classes else "regression"),
             stateful=structure.has_variable_tensors(float_model),
             binary_sigmoid=task.binary_sigmoid,
             largest_weight_elements=structure.largest_weight_elements(float_model),
@@ -241,11 +244,14 @@ def _head_spec(head: inputs.Head, source, made_by: str) -> HeadSpec:
     regression), or without labels from its width and the op that makes it (`made_by`): class scores, one
     sigmoid unit (LOGISTIC), or a value compared with float."""
     size = head.port.size
-    if head.y is not None:
-        classes = inputs.classes_of(head.y, head.labels_are_classes, size, source, f"y_{head.port.name}")
-        task = Task(classes, binary_sigmoid=classes is not None and size == 1)
+    y = head.y
+    if y is not None:
+        reading = inputs.read_task(y, head.labels_are_classes, head.port, made_by, source, f"y_{head.port.name}")
+        task, y = reading.task, reading.y
     elif size == 1 and made_by == "LOGISTIC":
         task = Task(2, binary_sigmoid=True)
+    elif size > 1 and made_by == "LOGISTIC":
+        task = Task(size, multilabel=True)
     else:
         task = Task(size if size > 1 else None)
-    return HeadSpec(head.port.name, head.port.key, task, head.y, head.primary)
+    return HeadSpec(head.port.name, head.port.key, task, y, head.primary)

@@ -88,14 +88,16 @@ def selection(data, calibration_samples: int, max_samples: int, classification: 
     return Selection(data.x[chosen], info, heldout)
 
 
-def scorer(float_out: np.ndarray, classification: bool,
-           binary_sigmoid: bool = False) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
-    """Selection score of a candidate's outputs: agreement with float, or 1 - MSE / variance."""
+def scorer(float_out: np.ndarray, classification: bool, binary_sigmoid: bool = False,
+           classes: Optional[Callable] = None) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """Selection score of a candidate's outputs: agreement with float (`classes`: what is compared per sample,
+    e.g. a multi-label model's whole label set; default the predicted class), or 1 - MSE / variance."""
     if classification:
-        ref = predicted_classes(float_out, binary_sigmoid)
+        classes = classes or (lambda out: predicted_classes(out, binary_sigmoid))
+        ref = classes(float_out)
 
         def score(out):
-            agree = predicted_classes(out, binary_sigmoid) == ref
+            agree = classes(out) == ref
             return float(agree.mean()), agree
         return score
     var = float(np.var(float_out)) or 1.0
@@ -151,14 +153,16 @@ class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
     def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out, classification: bool,
-                 binary_sigmoid: bool = False, heads: Optional[list] = None, primary_key: str = ""):
+                 binary_sigmoid: bool = False, heads: Optional[list] = None, primary_key: str = "",
+                 classes: Optional[Callable] = None):
         """`heads`: for a model with several outputs, the (signature output name, Task) of each output the
         target must hold for, and `float_sel_out` float's outputs by that name; `primary_key` the output
         the evaluation data's accuracy is read from."""
         self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
         self.heads, self.primary_key = heads or [], primary_key
+        self.classes = classes or (lambda out: predicted_classes(out, binary_sigmoid))  # per sample, comparable
         self.score = heads_scorer(float_sel_out, self.heads) if self.heads else \
-            scorer(float_sel_out, classification, binary_sigmoid)
+            scorer(float_sel_out, classification, binary_sigmoid, self.classes)
         self._built: dict[frozenset, bytes] = {}
 
     def outputs(self, model: bytes, x):
@@ -197,7 +201,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
         if nodes not in cache:
             model = candidates.build(nodes)
             out = candidates.primary(model, data.x)
-            acc = float(np.mean(predicted_classes(out, binary_sigmoid) == data.y)) if classification else None
+            acc = float(np.mean(candidates.classes(out) == data.y)) if classification else None
             mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
             latency = _step_latency(model, data.x[:1], latency_runs)
             cache[nodes] = (acc, mse, latency)

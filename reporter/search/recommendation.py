@@ -53,7 +53,7 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
     targeted = [(h.key, h.task) for h in m.heads if (h.primary if s.primary_output else h.labelled)]
     float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
     candidates = recommend.Candidates(quantizer, s.keep_float_ops, sel, float_sel, classification,
-                                      task.binary_sigmoid, targeted, m.primary.key if m.heads else "")
+                                      task.binary_sigmoid, targeted, m.primary.key if m.heads else "", task.classes)
     pol, target_text = recommend.policy(s.max_accuracy_drop, classification, s.search_budget)
     forced = frozenset(s.keep_float)
     search_result = None

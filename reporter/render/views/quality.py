@@ -18,7 +18,9 @@ METRICS = (
     ("cohen_kappa", "Cohen's kappa"),
     ("agreement_with_float", "Agreement with float"),
 )
-OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"))  # shown when measured
+OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"),  # shown when measured
+                    ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"))
+LOWER_IS_BETTER = {"hamming_loss"}
 
 
 class QualityView:
@@ -65,8 +67,11 @@ class QualityView:
                 value = getattr(v.metrics, key) if v.metrics else None
                 ref_value = getattr(ref.metrics, key) if ref and ref.metrics else None
                 arrow = "" if v is ref else metric_arrow(value, ref_value)
-                shade = tone(arrow, higher_is_better=True) if self._beyond_noise(v.name) else "neutral"
+                better_up = key not in LOWER_IS_BETTER
+                shade = tone(arrow, higher_is_better=better_up) if self._beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_metric(value), arrow, shade))
+            if key == "accuracy" and basis.report.model.task == "multilabel":
+                label = "Exact-match accuracy"
             rows.append(Row(label, cells))
         cells = []
         for v in basis.ok_columns:

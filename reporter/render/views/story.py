@@ -47,6 +47,14 @@ class StoryView:
                                      for i in model.inputs)
 
     @property
+    def classes_text(self) -> str:
+        """"10 classes", or "4 labels (multi-label)"."""
+        model = self.basis.report.model
+        if model.task == "multilabel":
+            return f"{model.num_classes} labels (multi-label)"
+        return f"{model.num_classes} classes"
+
+    @property
     def binary_threshold(self) -> str:
         """The output above which one sigmoid unit predicts class 1."""
         return f"{BINARY_THRESHOLD:g}"
