@@ -284,3 +284,18 @@ def test_labels_that_contradict_a_softmax_are_refused_in_one_line(demo_cache, tm
     assert "softmax" in line.lower() or _words(line, "output"), line
     assert any(word in line.lower() for word in REFUSED[name]), (REFUSED[name], line)
     assert not out.exists() or not any(out.rglob("*")), sorted(str(p) for p in out.rglob("*"))
+
+
+def test_a_multi_label_report_renders_in_every_format_without_a_confusion_matrix(label_runs):
+    """HTML and PDF of a multi-label report: the exact-match row and per-label table, no confusion matrix
+    (there is none for multi-label), and the PDF renders (it once failed on the empty matrix)."""
+    from reporter.findings import load_report
+    from reporter.render import formats as render
+
+    folder = _ok_run(label_runs, "multilabel_collapse")[0]
+    report = load_report(folder / "report.json")
+    html = render.render(report, "html").decode()
+    assert "Exact-match accuracy" in html and "Per label: precision" in html and 'id="confusion"' not in html
+    assert "4 labels (multi-label)" in html
+    pdf = render.render(report, "pdf")
+    assert pdf.startswith(b"%PDF") and len(pdf) > 10_000

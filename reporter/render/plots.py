@@ -45,11 +45,11 @@ def _data_uri(fig) -> str:
 
 def confusion_matrices(report: Report) -> str:
     """Small multiples: one confusion matrix per measured variant, rows true, columns predicted."""
-    variants = [v for v in report.variants if v.ok and v.metrics]
+    variants = [v for v in report.variants if v.ok and v.metrics and v.metrics.confusion_matrix]
     rec = report.recommendation
-    if rec and rec.selective and rec.selective.ok and rec.selective.metrics:
+    if rec and rec.selective and rec.selective.ok and rec.selective.metrics and rec.selective.metrics.confusion_matrix:
         variants.append(rec.selective)
-    if not variants:
+    if not variants:  # nothing measured, or a multi-label model: no confusion matrix
         return ""
     n = len(variants)
     k = report.model.num_classes or 1

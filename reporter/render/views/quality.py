@@ -124,6 +124,10 @@ class QualityView:
             rows.append(Row(label, cells))
         return rows
 
+    @property
+    def per_class_title(self) -> str:
+        return "Per label" if self.basis.report.model.task == "multilabel" else "Per class"
+
     @cached_property
     def per_class_rows(self) -> list[Row]:
         """Class, support, then "precision / recall / F1" per variant, F1 arrowed against float."""
