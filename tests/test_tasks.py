@@ -145,11 +145,11 @@ def test_paired_counts():
 
 
 # --- end to end -----------------------------------------------------------------------------------------
-def _run(model, data, out, name):
+def _run(model, data, out, name, **settings_kw):
     from reporter.run.pipeline import RunSettings, run
 
     settings = RunSettings(model=str(model), data=str(data), out=str(out), name=name, variants=("float", "fiq"),
-                           formats=("json",), latency_runs=3, quiet=True)
+                           formats=("json",), latency_runs=3, quiet=True, **settings_kw)
     report, folder = run(settings)
     return report, folder
 
@@ -271,3 +271,22 @@ def test_regression_report_with_rule_flags_makes_no_gap_claim(regression_files, 
     assert report.findings.gap.status == "not_measurable"
     assert report.findings.fix is not None and report.findings.fix.status == "measured"
     check_story(report)
+
+
+@pytest.mark.slow
+def test_threshold_sets_where_a_sigmoid_predicts_class_1(binary_sigmoid_files, tmp_path):
+    """--threshold 0.8: every accuracy counts class 1 where the sigmoid is at least 0.8 (checked on the
+    LiteRT outputs), and the report says so."""
+    import independent
+
+    model, data = binary_sigmoid_files
+    report, folder = _run(model, data, tmp_path, "binary_t08", threshold=0.8)
+    d = np.load(data)
+    x, y = d["x"], d["y"]
+    for name in ("float", "fiq"):
+        out = independent.outputs((folder / f"{name}.tflite").read_bytes(), x)
+        at_08, at_05 = (out[:, 0] >= 0.8).astype(np.int64), (out[:, 0] >= 0.5).astype(np.int64)
+        assert report.variant(name).metrics.accuracy == float(np.mean(at_08 == y)), name
+    assert not np.array_equal(at_08, at_05)  # the threshold changes some predictions: the check can fail
+    assert report.settings["threshold"] == 0.8
+    assert "at least 0.8" in next(h.text for h in report.findings.hints if h.code == "task")

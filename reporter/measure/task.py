@@ -21,7 +21,8 @@ class Task:
 
     num_classes: Optional[int]
     binary_sigmoid: bool = False  # one output unit read as P(class 1)
-    multilabel: bool = False  # one sigmoid unit per label, each label predicted at >= BINARY_THRESHOLD
+    multilabel: bool = False  # one sigmoid unit per label, each label predicted at >= threshold
+    threshold: float = BINARY_THRESHOLD  # sigmoid outputs: class 1 (or the label) where the output is at least this
 
     @property
     def classification(self) -> bool:
@@ -41,11 +42,11 @@ class Task:
         code, so that `classes(out) == y` is exact-match correctness and agreement with float everywhere."""
         if self.multilabel:
             return label_codes(self.bits(out))
-        return predicted_classes(out, self.binary_sigmoid)
+        return predicted_classes(out, self.binary_sigmoid, self.threshold)
 
     def bits(self, out: np.ndarray) -> np.ndarray:
         """Multi-label: (N, labels) 0/1, each label where its output is at least the threshold."""
-        return (_columns(out) >= BINARY_THRESHOLD).astype(np.uint8)
+        return (_columns(out) >= self.threshold).astype(np.uint8)
 
     def decode(self, codes: np.ndarray) -> np.ndarray:
         """Multi-label: the (N, labels) 0/1 rows behind `label_codes`."""
@@ -76,11 +77,11 @@ def _columns(out: np.ndarray) -> np.ndarray:
     return out.reshape(len(out), -1)
 
 
-def predicted_classes(out: np.ndarray, binary_sigmoid: bool) -> np.ndarray:
-    """Class ids (int64) from raw outputs (N, k): the top score, or output >= 0.5 for one sigmoid unit."""
+def predicted_classes(out: np.ndarray, binary_sigmoid: bool, threshold: float = BINARY_THRESHOLD) -> np.ndarray:
+    """Class ids (int64) from raw outputs (N, k): the top score, or output >= threshold for one sigmoid unit."""
     out = _columns(out)
     if binary_sigmoid:
-        return (out[:, 0] >= BINARY_THRESHOLD).astype(np.int64)
+        return (out[:, 0] >= threshold).astype(np.int64)
     return out.argmax(axis=1).astype(np.int64)
 
 

@@ -482,10 +482,11 @@ class TaskReading:
     note: str = ""  # how the labels were read when not as given
 
 
-def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str, source, what: str) -> TaskReading:
+def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str, source, what: str,
+              threshold: float = BINARY_THRESHOLD) -> TaskReading:
     """The task of an output from its width, the op that makes it (`made_by`: SOFTMAX, LOGISTIC, ...) and its
     labels `y` (named `what`):
-    * k sigmoid units (LOGISTIC) with rows of 0/1 labels: multi-label, each label at >= 0.5, no argmax;
+    * k sigmoid units (LOGISTIC) with rows of 0/1 labels: multi-label, each label at >= `threshold`, no argmax;
     * one-hot rows or class ids for k class scores: classification; 0/1 ids for one unit: a binary sigmoid;
     * whole-number float labels for a classifier: class ids, with a note;
     * labels that contradict the output (multi-hot rows or fractions for a softmax) are an error naming it;
@@ -497,9 +498,9 @@ def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str,
         binary_values = bool(np.isin(rows, (0, 1)).all())
         one_hot = binary_values and bool((rows.sum(axis=1) == 1).all())
         if made_by == "LOGISTIC" and size == rows.shape[1] > 1 and binary_values:
-            return TaskReading(label_codes(rows.astype(np.uint8)), Task(size, multilabel=True),
+            return TaskReading(label_codes(rows.astype(np.uint8)), Task(size, multilabel=True, threshold=threshold),
                                f"{size} sigmoid units and rows of 0/1 labels: each label is predicted where its unit"
-                               f" is at least {BINARY_THRESHOLD:g}, and a sample is right when all its labels are")
+                               f" is at least {threshold:g}, and a sample is right when all its labels are")
         if binary_values and not one_hot and size > 1:
             raise InputError(source, f"'{what}' holds multi-hot rows (several labels per sample) but output {name} is"
                                      f" {'a softmax' if softmax else 'not a sigmoid per label'}: one label per sample")
@@ -518,8 +519,8 @@ def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str,
             raise InputError(source, f"'{what}' holds values that are not class ids (e.g. {_example(y)}) but output"
                                      f" {name} is a softmax classifier: labels must be whole numbers 0..{size - 1}")
     if binary_sigmoid_labels(size, y, labels_are_classes):
-        return TaskReading(y, Task(2, binary_sigmoid=True),
-                           f"one output unit and 0/1 labels: class 1 where it is at least {BINARY_THRESHOLD:g}", note)
+        return TaskReading(y, Task(2, binary_sigmoid=True, threshold=threshold),
+                           f"one output unit and 0/1 labels: class 1 where it is at least {threshold:g}", note)
     if size <= 1 or not labels_are_classes:
         why = "float targets" if not labels_are_classes else "one output unit and labels other than 0/1"
         return TaskReading(y, Task(None), f"{why}: the output is compared with float's output", note)

@@ -108,11 +108,11 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
     made_by = structure.producers(float_model)
     reading = inputs.read_task(data.y, data.labels_are_classes, lead, made_by.get(lead.index, ""), data.source,
-                               f"y_{lead.name}" if heads else "y")
+                               f"y_{lead.name}" if heads else "y", s.threshold)
     data = dataclasses.replace(data, y=reading.y, labels_are_classes=reading.task.classification)
     task = reading.task
     num_classes = task.num_classes
-    head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, "")) for h in heads]
+    head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold) for h in heads]
 
     litert_models = litert.LiteRtModels(float_model, data.x_calib)
     quantizer, calibration_error = None, None
@@ -239,19 +239,20 @@ def _keras_outputs(model) -> tuple:
     return names, {n: tuple(o.shape[1:]) for n, o in zip(names, outputs)}
 
 
-def _head_spec(head: inputs.Head, source, made_by: str) -> HeadSpec:
+def _head_spec(head: inputs.Head, source, made_by: str, threshold: float) -> HeadSpec:
     """What an output of a model with several outputs means: from its labels (classes, binary sigmoid,
     regression), or without labels from its width and the op that makes it (`made_by`): class scores, one
     sigmoid unit (LOGISTIC), or a value compared with float."""
     size = head.port.size
     y = head.y
     if y is not None:
-        reading = inputs.read_task(y, head.labels_are_classes, head.port, made_by, source, f"y_{head.port.name}")
+        reading = inputs.read_task(y, head.labels_are_classes, head.port, made_by, source, f"y_{head.port.name}",
+                                   threshold)
         task, y = reading.task, reading.y
     elif size == 1 and made_by == "LOGISTIC":
-        task = Task(2, binary_sigmoid=True)
+        task = Task(2, binary_sigmoid=True, threshold=threshold)
     elif size > 1 and made_by == "LOGISTIC":
-        task = Task(size, multilabel=True)
+        task = Task(size, multilabel=True, threshold=threshold)
     else:
         task = Task(size if size > 1 else None)
     return HeadSpec(head.port.name, head.port.key, task, y, head.primary)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from reporter.core.judgement import SUSPECT_THRESHOLD
+from reporter.measure.task import BINARY_THRESHOLD
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS
 
 from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
@@ -86,6 +87,10 @@ RUN = (
             "a model with several outputs: the output the report's main numbers and the search's target are about"
             " (default: every labelled output counts for the search and the gate; the first labelled leads)",
             "an output name", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="NAME"),
+    Setting("threshold", "float", BINARY_THRESHOLD,
+            f"sigmoid outputs (binary or multi-label): a class or label is predicted where the output is at least T"
+            f" (default: {BINARY_THRESHOLD:g})", "a number between 0 and 1", _number(lambda v: 0 < v < 1),
+            metavar="T"),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -127,6 +132,7 @@ class RunSettings:
     keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
     primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
+    threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False

@@ -57,7 +57,7 @@ class StoryView:
     @property
     def binary_threshold(self) -> str:
         """The output above which one sigmoid unit predicts class 1."""
-        return f"{BINARY_THRESHOLD:g}"
+        return f"{self.basis.report.settings.get('threshold', BINARY_THRESHOLD):g}"
 
     @property
     def interval_label(self) -> str:
