@@ -95,3 +95,22 @@ def load_report(folder: Path):
 
 def pytest_addoption(parser):
     parser.addoption("--refresh-gold", action="store_true", help="rewrite tests/gold/ from the current output")
+
+
+def one_error_line(code, err: str, out: Path) -> str:
+    """Bad input as a user must see it: exit code 1, one stderr line "quant-report: error: ...", no traceback,
+    nothing written in `out`. Returns that line, for the test to check what it names."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1, (code, err)
+    assert len(lines) == 1, err
+    assert lines[0].startswith("quant-report: error: "), lines[0]
+    assert "Traceback" not in err
+    assert not out.exists() or not any(out.rglob("*")), sorted(str(p) for p in out.rglob("*"))
+    return lines[0]
+
+
+def has_word(text: str, word: str) -> bool:
+    """`word` in `text` as a word of its own (not inside a longer name such as x_calib_numeric)."""
+    import re
+
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", text) is not None

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import run_cli
+from conftest import one_error_line, run_cli
 
 
 def _run(capfd, out, model, data, *extra):
@@ -13,14 +13,9 @@ def _run(capfd, out, model, data, *extra):
 
 
 def _assert_clean_error(code, err, out, *needles):
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1
-    assert len(lines) == 1, err
-    assert lines[0].startswith("quant-report: error: ")
-    assert "Traceback" not in err
+    line = one_error_line(code, err, out)
     for needle in needles:
-        assert str(needle) in lines[0], (needle, lines[0])
-    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+        assert str(needle) in line, (needle, line)
 
 
 @pytest.fixture()

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from conftest import has_word, one_error_line
 import multi_io_fixtures as F
 
 pytestmark = pytest.mark.slow
@@ -149,8 +150,6 @@ def test_a_misnamed_input_array_is_one_line_naming_the_inputs_and_the_arrays(dem
     """x_numeric saved as x_numbers (and, in the second case, x_calib_numeric as x_calib_numbers): one
     line that names the model's inputs as such (`numeric`, `category` as whole words, not only inside
     an array name) and the arrays found; exit code 1; nothing written."""
-    import re
-
     model, data = F.ensure("wide_deep", demo_cache)
     arrays = dict(np.load(data))
     for key in renamed:
@@ -160,16 +159,11 @@ def test_a_misnamed_input_array_is_one_line_naming_the_inputs_and_the_arrays(dem
     out = tmp_path / "out"
     capfd.readouterr()
     code = run_cli(model, bad, out, *EXTRA, name="misnamed")
-    err = capfd.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
+    line = one_error_line(code, capfd.readouterr().err, out)
     for word in ("numeric", "category"):  # the model's inputs, named as inputs
-        assert re.search(rf"\b{word}\b", lines[0]), (word, lines[0])
+        assert has_word(line, word), (word, line)
     for needle in ("x_numbers", "x_category"):  # the arrays found
-        assert needle in lines[0], (needle, lines[0])
-    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
+        assert needle in line, (needle, line)
 
 
 def test_a_data_function_returning_x_as_a_dict_gives_the_same_accuracies(multi_runs, tmp_path, monkeypatch,

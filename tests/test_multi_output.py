@@ -5,11 +5,11 @@ order, tests/independent.py), `variants[].metrics` is the primary head's, the co
 labelled head, a head without labels is compared with float, and the gate and misnamed labels name heads."""
 
 import json
-import re
 
 import numpy as np
 import pytest
 
+from conftest import has_word, one_error_line
 import multi_io_fixtures as F
 
 pytestmark = pytest.mark.slow
@@ -82,9 +82,6 @@ def _broken_heads(acc, min_drop=0.1):
     """The labelled heads on which FIQ loses at least `min_drop` accuracy against float (independently)."""
     return [h for h in acc["float"] if acc["float"][h] - acc["fiq"][h] >= min_drop]
 
-
-def _words(text, word):
-    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", text) is not None
 
 
 @pytest.mark.parametrize("name", RUN)
@@ -169,7 +166,7 @@ def test_two_heads_collapse_is_found_and_fixed_on_every_labelled_head(output_run
             (head, acc, reported)
     findings = report["findings"]
     text = " ".join([json.dumps(findings.get("headline") or []), json.dumps(findings.get("warnings") or [])])
-    missing = [h for h in broken if not _words(text, h)]
+    missing = [h for h in broken if not has_word(text, h)]
     assert not missing, (missing, broken, findings.get("headline"), findings.get("warnings"))
 
 
@@ -189,7 +186,7 @@ def test_an_unlabelled_sigmoid_head_gets_its_agreement_with_float_and_no_metrics
 def test_the_summary_says_the_unlabelled_head_has_no_labels(output_runs):
     folder, _, _, _, _ = _ok_run(output_runs, "unlabelled_head")
     summary = (folder / "summary.md").read_text()
-    lines = [line for line in summary.splitlines() if _words(line, "is_even")]
+    lines = [line for line in summary.splitlines() if has_word(line, "is_even")]
     assert lines, summary
     assert any(any(phrase in line.lower() for phrase in NO_LABELS) for line in lines), lines
 
@@ -206,7 +203,7 @@ def test_the_gate_checks_every_labelled_head_and_names_the_one_that_breaks(demo_
     gate_lines = [line for line in err.splitlines() if "gate" in line.lower()]
     assert gate_lines, err
     heads = F.LABELLED["two_heads_collapse"]
-    assert any(_words(line, h) for line in gate_lines for h in heads), gate_lines
+    assert any(has_word(line, h) for line in gate_lines for h in heads), gate_lines
 
 
 def test_a_label_array_named_for_no_output_is_one_line_naming_the_outputs_and_the_arrays(demo_cache, tmp_path,
@@ -221,15 +218,11 @@ def test_a_label_array_named_for_no_output_is_one_line_naming_the_outputs_and_th
     out = tmp_path / "out"
     capfd.readouterr()
     code = run_cli(model, bad, out, *EXTRA, name="misnamed")
-    err = capfd.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 1, err
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
+    line = one_error_line(code, capfd.readouterr().err, out)
     for word in ("digit", "is_even"):  # the model's outputs, named as outputs
-        assert _words(lines[0], word), (word, lines[0])
+        assert has_word(line, word), (word, line)
     for needle in ("y_digits", "y_is_even"):  # the arrays found
-        assert needle in lines[0], (needle, lines[0])
+        assert needle in line, (needle, line)
     assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
 
 
