@@ -114,3 +114,14 @@ def has_word(text: str, word: str) -> bool:
     import re
 
     return re.search(rf"(?<![A-Za-z0-9_]){re.escape(word)}(?![A-Za-z0-9_])", text) is not None
+
+
+def run_recorded(model, data, out, name: str, *flags) -> tuple:
+    """A session fixture's run of the CLI: (exit code, None), or (None, the exception as text) when the run
+    raised, so that each test depending on it fails with that error instead of the whole fixture erroring."""
+    import traceback
+
+    try:
+        return run_cli(model, data, out, *flags, name=name), None
+    except BaseException as exc:  # noqa: BLE001 - SystemExit included: the tests report it
+        return None, "".join(traceback.format_exception_only(type(exc), exc)).strip()

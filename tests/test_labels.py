@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from conftest import has_word, one_error_line
+from conftest import has_word, one_error_line, run_recorded
 import label_fixtures as L
 
 pytestmark = pytest.mark.slow
@@ -29,16 +29,6 @@ ALPHA = 0.05
 EXACT = 1e-12
 
 
-def _run(run_cli, model, data, out, name, *flags):
-    """run_cli's exit code, or the exception it raised as text (so that each test fails with it)."""
-    try:
-        return run_cli(model, data, out, *EXTRA, *flags, name=name), None
-    except BaseException as e:  # noqa: BLE001 - SystemExit included: the tests report it
-        import traceback
-
-        return None, "".join(traceback.format_exception_only(type(e), e)).strip()
-
-
 @pytest.fixture(scope="session")
 def label_runs(demo_cache, tmp_path_factory, run_cli):
     """Each fixture in RUN run once: {name: (exit code, error, report folder, model path, data path)}."""
@@ -46,7 +36,7 @@ def label_runs(demo_cache, tmp_path_factory, run_cli):
     runs = {}
     for name in RUN:
         model, data = L.ensure(name, demo_cache)
-        code, error = _run(run_cli, model, data, out, name)
+        code, error = run_recorded(model, data, out, name, *EXTRA)
         runs[name] = (code, error, out / name, model, data)
     return runs
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import has_word, one_error_line
+from conftest import has_word, one_error_line, run_recorded
 import multi_io_fixtures as F
 
 pytestmark = pytest.mark.slow
@@ -26,16 +26,6 @@ EXPECTED_INPUTS = {
 EXTRA = ("--formats", "json,md", "--latency-runs", "3")
 
 
-def _run(run_cli, model, data, out, name):
-    """run_cli's exit code, or the exception it raised as text (so that each test fails with it)."""
-    try:
-        return run_cli(model, data, out, *EXTRA, name=name), None
-    except BaseException as e:  # noqa: BLE001 - SystemExit included: the tests report it
-        import traceback
-
-        return None, "".join(traceback.format_exception_only(type(e), e)).strip()
-
-
 @pytest.fixture(scope="session")
 def multi_runs(demo_cache, tmp_path_factory, run_cli):
     """Each fixture (those in RUN, and oov_ids) run once: {name: (exit code, error, report folder,
@@ -44,7 +34,7 @@ def multi_runs(demo_cache, tmp_path_factory, run_cli):
     runs = {}
     for name in RUN + ("oov_ids",):
         model, data = F.ensure(name, demo_cache)
-        code, error = _run(run_cli, model, data, out, name)
+        code, error = run_recorded(model, data, out, name, *EXTRA)
         runs[name] = (code, error, out / name, model, data)
     return runs
 

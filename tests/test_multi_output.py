@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import has_word, one_error_line
+from conftest import has_word, one_error_line, run_recorded
 import multi_io_fixtures as F
 
 pytestmark = pytest.mark.slow
@@ -22,16 +22,6 @@ FLAGGED = {"two_heads_primary_is_even": ("two_heads", ("--primary-output", "is_e
 NO_LABELS = ("no label", "unlabelled", "unlabeled", "without label", "not labelled", "not labeled")
 
 
-def _run(run_cli, model, data, out, name, *flags):
-    """run_cli's exit code, or the exception it raised as text (so that each test fails with it)."""
-    try:
-        return run_cli(model, data, out, *EXTRA, *flags, name=name), None
-    except BaseException as e:  # noqa: BLE001 - SystemExit included: the tests report it
-        import traceback
-
-        return None, "".join(traceback.format_exception_only(type(e), e)).strip()
-
-
 @pytest.fixture(scope="session")
 def output_runs(demo_cache, tmp_path_factory, run_cli):
     """Each fixture in RUN run once, and each run of FLAGGED: {run name: (exit code, error, report folder,
@@ -40,7 +30,7 @@ def output_runs(demo_cache, tmp_path_factory, run_cli):
     runs = {}
     for run_name, (fixture, flags) in {**{n: (n, ()) for n in RUN}, **FLAGGED}.items():
         model, data = F.ensure(fixture, demo_cache)
-        code, error = _run(run_cli, model, data, out, run_name, *flags)
+        code, error = run_recorded(model, data, out, run_name, *EXTRA, *flags)
         runs[run_name] = (code, error, out / run_name, model, data, fixture)
     return runs
 
@@ -223,7 +213,6 @@ def test_a_label_array_named_for_no_output_is_one_line_naming_the_outputs_and_th
         assert has_word(line, word), (word, line)
     for needle in ("y_digits", "y_is_even"):  # the arrays found
         assert needle in line, (needle, line)
-    assert not out.exists() or not any(out.iterdir()), list(out.iterdir())
 
 
 def test_diff_pairs_each_output_and_its_gate_names_the_output_that_dropped(output_runs, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""Writing a model's output folder so that it is either complete or absent, never half-written."""
+"""Writing files and a model's output folder so that each is either complete or absent, never half-written."""
 
 from __future__ import annotations
 
@@ -63,3 +63,21 @@ def staged_folder(out_dir, name: str):
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
+
+
+def write_atomic(path, data):
+    """Writes `data` (bytes, or text as UTF-8) to a temporary file beside `path`, then renames: a reader never
+    sees half a file, and a failure leaves no partial file behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

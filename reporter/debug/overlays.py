@@ -31,13 +31,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shlex
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+
+from reporter.core.files import write_atomic
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -173,18 +173,6 @@ def to_json(data: dict) -> str:
     return json.dumps(data, indent=1, allow_nan=False) + "\n"
 
 
-def _write_atomic(path: Path, text: str):
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def overlay_name(model_file_name: str, metric: Metric) -> str:
     """explorer_<model file's stem>_<metric key>.json, e.g. explorer_fiq_snr_db.json."""
     stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model_file_name).stem).strip("._") or "model"
@@ -204,7 +192,7 @@ def write_overlays(folder: Path, model: bytes, model_file_name: str,
         if not data:
             continue
         path = folder / overlay_name(model_file_name, metric)
-        _write_atomic(path, to_json(data))
+        write_atomic(path, to_json(data))
         paths.append(path)
     return paths
 

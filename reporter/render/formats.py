@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +15,7 @@ import markupsafe
 
 from reporter.core.formatting import shorten
 from reporter.model.report import Report
+from reporter.core.files import write_atomic  # noqa: F401 - the renderers' writes; cli and index use it from here
 from reporter.render import FILE_NAMES, FORMATS
 from reporter.render.view import ReportView
 
@@ -182,21 +182,6 @@ def render(report: Report, fmt: str) -> bytes:
     if fmt not in RENDERERS:
         raise ValueError(f"unknown format {fmt!r}: choose from {', '.join(FORMATS)}")
     return RENDERERS[fmt](report)
-
-
-def write_atomic(path: Path, data: bytes):
-    """Writes to a temporary file beside `path`, then renames: a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_reports(report: Report, folder: Path, formats=FORMATS) -> tuple[list[Path], dict[str, str]]:
