@@ -646,8 +646,7 @@ def _measurement_words(measurement: str) -> str:
     return MEASUREMENTS.get(measurement, measurement)
 
 
-TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "an output compared with"
-              " float's"}
+TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "a regression"}
 
 
 def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
@@ -655,7 +654,7 @@ def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
     model = report.model
     if model.task_reason:
         kind = "a binary classifier" if model.binary_sigmoid else TASK_WORDS.get(model.task, model.task)
-        out.append(Notice("task", f"Measured as {kind}: {model.task_reason}."))
+        out.append(Notice("task", f"Measured as {kind} ({model.task_reason})."))
     if model.label_note:
         out.append(Notice("labels_as_classes", f"{model.label_note}."))
     if report.settings.get("latency_runs") == 0:

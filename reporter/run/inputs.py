@@ -523,7 +523,7 @@ def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str,
                            f"one output unit and 0/1 labels: class 1 where it is at least {threshold:g}", note)
     if size <= 1 or not labels_are_classes:
         why = "float targets" if not labels_are_classes else "one output unit and labels other than 0/1"
-        return TaskReading(y, Task(None), f"{why}: the output is compared with float's output", note)
+        return TaskReading(y, Task(None), f"{why}: each variant's output is compared with float's", note)
     return TaskReading(y, Task(_classes(y, size, source, what)),
                        f"{size} class scores and class-id labels: the top score is the class", note)
 

@@ -147,7 +147,7 @@ class LayersView:
                 index=e.index, op=e.op_name, tensor=e.tensor_name,
                 snr="no error" if e.snr_db is None else f"{e.snr_db:.1f}",
                 snr_drop="all of it" if e.error_starts_here else
-                ("–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}"),
+                ("–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}".replace("-", "−")),
                 cosine=f"{e.cosine:.4f}", weight_snr="–" if e.weight_snr_db is None else f"{e.weight_snr_db:.1f}",
                 blamed=e.tensor_name == errors.culprit and blames) for e in order[: self.SCHEME_ROWS]]
             covered = (errors.note.rstrip(".") + ".") if errors.note else (

@@ -119,7 +119,7 @@ class RecommendationView:
                     if ratio is not None:
                         text += f" ({ratio_words(ratio, 'smaller', 'larger')})"
                 elif label == "Float32 tensors":
-                    text = f"{values[2] - ref:+,}" if ref is not None and values[2] is not None else "–"
+                    text = f"{values[2] - ref:+,}".replace("-", "−") if ref is not None and values[2] is not None else "–"
                 else:
                     text = ratio_words(ratio, "faster", "slower", same) or "–"
                 cells.append(Cell(text, "", ratio_tone(ratio, same) if toned else "neutral"))
