@@ -154,18 +154,29 @@ def test_mcnemar_matches_scipy_binomial_and_noise_is_not_a_change():
 
 
 def test_gap_status():
+    """The gap on the main metric, from the paired test of float's and FIQ's correctness (McNemar)."""
+    from reporter.measure.scoring import Score
+    from reporter.measure.task import Task
+
     y = np.array([0, 1] * 50)
+    score = Score(Task(2), y)
+    onehot = lambda pred: np.eye(2)[pred]  # noqa: E731 - raw outputs whose top score is `pred`
+
+    def gap(pred, ref, limit=None):
+        delta, p = score.compare(score.measure(onehot(pred)), score.measure(onehot(ref)))
+        return judgement.gap_of(-delta, p, limit, "FIQ")
+
     float_pred = y.copy()
     fiq_pred = y.copy()
     fiq_pred[:1] = 1 - fiq_pred[:1]
-    assert judgement.fiq_gap(y, float_pred, fiq_pred, None).status == "no_gap"  # one sample: noise
+    assert gap(fiq_pred, float_pred).status == "no_gap"  # one sample: noise
     fiq_pred[:40] = 0
-    gap = judgement.fiq_gap(y, float_pred, fiq_pred, None)
-    assert gap.status == "gap" and gap.drop == pytest.approx(0.2)
-    assert judgement.fiq_gap(y, float_pred, fiq_pred, 0.25).status == "no_gap"  # within the user's limit
-    assert judgement.fiq_gap(None, None, None, None).status == "not_measurable"
-    assert judgement.after_fix(gap, y, float_pred, float_pred, None).status == "recovered"
-    assert judgement.after_fix(gap, y, float_pred, fiq_pred, None).status == "open"
+    found = gap(fiq_pred, float_pred)
+    assert found.status == "gap" and found.drop == pytest.approx(0.2)
+    assert gap(fiq_pred, float_pred, 0.25).status == "no_gap"  # within the user's limit
+    assert judgement.gap_of(None, None, None, "FIQ").status == "not_measurable"
+    assert judgement.after_fix(found, 0.0, 1.0, None).status == "recovered"
+    assert judgement.after_fix(found, found.drop, found.p_value, None).status == "open"
 
 
 def test_candidate_models_are_built_once_within_a_memory_bound(monkeypatch):

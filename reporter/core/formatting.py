@@ -72,6 +72,30 @@ def fmt_signed_points(delta: float) -> str:
     return f"{delta * 100.0:+.1f}".replace("-", "−")
 
 
+def fmt_score(x: Optional[float], share: bool = True) -> str:
+    """A main metric's value: a share in percent ("85.3 %"), any other number with 4 significant digits."""
+    return fmt_percent(x) if share else fmt_number(x)
+
+
+def fmt_amount(delta: float, share: bool = True, metric: str = "accuracy") -> str:
+    """How much a main metric moved, unsigned: "4.3 points" (accuracy), "4.3 points of mean IoU", "0.0123 of
+    top2" (a metric that is not a share)."""
+    if share:
+        return f"{abs(delta) * 100:.1f} points" + ("" if metric in ("accuracy", "exact-match accuracy") else
+                                                    f" of {metric}")
+    return f"{fmt_number(abs(delta))} of {metric}"
+
+
+def fmt_change(delta: float, share: bool = True) -> str:
+    """A main metric's signed difference: "+1.5 points" / "±0.0 points", or "+0.0123" for a metric that is
+    not a share."""
+    if share:
+        return f"{fmt_points(delta)} points"
+    if delta == 0:
+        return "±0"
+    return ("+" if delta > 0 else "−") + fmt_number(abs(delta))
+
+
 def fmt_number(x: Optional[float]) -> str:
     """A debugger statistic: 4 significant digits, scientific only when very small or large."""
     if x is None:

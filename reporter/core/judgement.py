@@ -8,7 +8,7 @@ The reports' legend and sentences that state a threshold are written from these 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -50,6 +50,25 @@ def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
     return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
 
 
+def bootstrap_p(differences: np.ndarray) -> float:
+    """Two-sided p-value of a paired bootstrap: `differences` holds (variant - reference) on each resample;
+    the share of resamples on the far side of zero, doubled (with the +1 correction, never 0)."""
+    d = np.asarray(differences, np.float64)
+    if d.size == 0 or not np.any(d):
+        return 1.0
+    tail = min(int(np.sum(d <= 0)), int(np.sum(d >= 0)))
+    return float(min(1.0, 2.0 * (tail + 1) / (d.size + 1)))
+
+
+def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The bootstrap percentile interval of a metric from its values on the resamples."""
+    v = np.asarray(values, np.float64)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(v, [(1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100])
+    return float(lo), float(hi)
+
+
 def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> bool:
     """True when `candidate` is worse than `reference` beyond noise, per sample and paired.
 
@@ -85,32 +104,26 @@ class Gap:
     reason: str = ""
 
 
-def fiq_gap(y, float_pred, fiq_pred, max_accuracy_drop: Optional[float]) -> Gap:
-    """`gap` when FIQ is less accurate than float beyond noise (and beyond the allowed drop)."""
-    return accuracy_gap(y, float_pred, fiq_pred, max_accuracy_drop, "FIQ")
-
-
-def accuracy_gap(y, float_pred, pred, max_accuracy_drop: Optional[float], name: str) -> Gap:
-    """`gap` when the variant called `name` is less accurate than float beyond noise (and beyond the
-    allowed drop); `no_gap` otherwise, with the reason."""
-    if y is None or float_pred is None or pred is None:
+def gap_of(drop: Optional[float], p_value: Optional[float], max_accuracy_drop: Optional[float], name: str,
+           unit: Callable[[float], str] = lambda d: f"{d * 100:.1f} points", test: str = "McNemar") -> Gap:
+    """`gap` when the variant called `name` is worse than float beyond noise (and beyond the allowed drop) by
+    `drop` (of the main metric, positive: worse; `unit` words it); `no_gap` otherwise, with the reason. None:
+    the metric was not measured."""
+    if drop is None:
         return Gap("not_measurable", reason="the model's output is not class scores, so there is no accuracy")
-    f_ok, q_ok = float_pred == y, pred == y
-    drop = float(f_ok.mean() - q_ok.mean())
-    p = mcnemar_p(f_ok, q_ok)
-    why = gap_kind(drop, p, max_accuracy_drop)
+    why = gap_kind(drop, p_value, max_accuracy_drop)
     if why == "not_worse":
-        return Gap("no_gap", drop, p, f"{name} is at least as accurate as float")
+        return Gap("no_gap", drop, p_value, f"{name} is at least as good as float")
     if why == "allowed":
-        return Gap("no_gap", drop, p, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
+        return Gap("no_gap", drop, p_value, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
     if why == "noise":
-        return Gap("no_gap", drop, p, f"the drop is within noise (McNemar p = {p:.2g})")
-    return Gap("gap", drop, p, f"{name} loses {drop * 100:.1f} points (McNemar p = {p:.2g})")
+        return Gap("no_gap", drop, p_value, f"the drop is within noise ({test} p = {p_value:.2g})")
+    return Gap("gap", drop, p_value, f"{name} loses {unit(drop)} ({test} p = {p_value:.2g})")
 
 
 def gap_kind(drop: float, p_value: Optional[float], max_accuracy_drop: Optional[float] = None) -> str:
-    """Whether an accuracy drop against float (0..1) is a gap, and if not, why: "not_worse" (no drop),
-    "allowed" (within --max-accuracy-drop), "noise" (McNemar p at or above ALPHA) or "gap" (a drop whose
+    """Whether a drop of the main metric against float is a gap, and if not, why: "not_worse" (no drop),
+    "allowed" (within --max-accuracy-drop), "noise" (p at or above ALPHA) or "gap" (a drop whose
     significance is unknown counts as a gap)."""
     if drop <= 0:
         return "not_worse"
@@ -121,24 +134,23 @@ def gap_kind(drop: float, p_value: Optional[float], max_accuracy_drop: Optional[
     return "gap"
 
 
-def after_fix(gap: Gap, y, float_pred, fixed_pred, max_accuracy_drop: Optional[float]) -> Gap:
-    """The gap's status once the recommended model is measured: `recovered` or `open`."""
-    if gap.status != "gap" or fixed_pred is None:
+def after_fix(gap: Gap, drop: Optional[float], p: Optional[float], max_accuracy_drop: Optional[float],
+              unit: Callable[[float], str] = lambda d: f"{d * 100:.1f} points", test: str = "McNemar") -> Gap:
+    """The gap's status once the recommended model is measured (`drop`: float's main metric minus its, oriented;
+    `p`: their paired test): `recovered` or `open`."""
+    if gap.status != "gap" or drop is None:
         return gap
-    f_ok, s_ok = float_pred == y, fixed_pred == y
-    drop = float(f_ok.mean() - s_ok.mean())
-    p = mcnemar_p(f_ok, s_ok)
     share = 1 - drop / gap.drop if gap.drop else None
     if drop <= 0:
-        return Gap("recovered", drop, p, "the recommended model is as accurate as float")
+        return Gap("recovered", drop, p, "the recommended model is as good as float")
     if p >= ALPHA:
-        return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float, within noise: McNemar p = {p:.2g}")
+        return Gap("recovered", drop, p, f"{unit(drop)} below float, within noise: {test} p = {p:.2g}")
     if max_accuracy_drop is not None and within(drop, max_accuracy_drop):
-        return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float: within --max-accuracy-drop"
+        return Gap("recovered", drop, p, f"{unit(drop)} below float: within --max-accuracy-drop"
                                          f" {max_accuracy_drop:g}")
     if share is not None and share >= RECOVERED_SHARE:
-        return Gap("recovered", drop, p, f"{drop * 100:.1f} points below float, {share:.1%} of the gap won back")
-    return Gap("open", drop, p, f"the recommended model still loses {drop * 100:.1f} points, McNemar p = {p:.2g}")
+        return Gap("recovered", drop, p, f"{unit(drop)} below float, {share:.1%} of the gap won back")
+    return Gap("open", drop, p, f"the recommended model still loses {unit(drop)}, {test} p = {p:.2g}")
 
 
 def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:

@@ -16,7 +16,6 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.convert import litert
-from reporter.core import judgement
 from reporter.core.errors import one_line
 from reporter.core.variants import short
 from reporter.measure.measurer import Measurer
@@ -182,16 +181,15 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
             results[name] = dataclasses.replace(results[name], layer_errors=errors)
             if errors.error is None:
                 (m.folder / f"layer_errors_{name}.csv").write_text(csv_text(errors), encoding="utf-8")
-    if not m.task.classification:
-        return  # no accuracy to lose: the per-layer error is the evidence
-    float_preds = m.classes("float")
+    if m.score is None:
+        return  # no metric to lose: the per-layer error is the evidence
 
-    def loses(name: str, preds) -> bool:
-        return judgement.accuracy_gap(m.data.y, float_preds, preds, max_accuracy_drop, short(name)).status == "gap"
+    def loses(name: str) -> bool:
+        return m.gap(name, max_accuracy_drop, short(name)).status == "gap"
 
     for name in quantized:
         v = results[name]
-        if name not in FIXABLE or v.layer_errors is None or not loses(name, m.classes(name)):
+        if name not in FIXABLE or v.layer_errors is None or not loses(name):
             continue
         fixed_name = f"{name}_fix"
 
@@ -203,7 +201,7 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
                 name, v.layer_errors,
                 build=lambda layers, name=name: litert_models.build(name, {n: "float" for n in layers}),
                 measure=measure,
-                still_loses=lambda r: r.name in m.outputs and loses(r.name, m.classes(r.name)),
+                still_loses=lambda r: r.name in m.outputs and loses(r.name),
                 code=lambda layers, name=name: litert.reproduction_code(name, {n: "float" for n in layers}, (),
                                                                          len(x_calib)))
         results[name] = dataclasses.replace(v, fix=found)

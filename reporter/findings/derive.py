@@ -13,7 +13,8 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Optional
 
 from reporter.core import judgement as jd
-from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_points, fmt_signed_bytes
+from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_change, fmt_ms, fmt_mse, fmt_number, fmt_percent,
+                                      fmt_points, fmt_score, fmt_signed_bytes)
 from reporter.core.variants import short
 from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, FixFinding,
                                     Findings, GapFinding, GateFinding, HeadFinding, Notice, Reason, VariantFinding)
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # --- deriving them --------------------------------------------------------------------------------------
 def derive(report: "Report") -> Findings:
     """The findings of a measured report. Pure: same report, same findings."""
-    task = "multilabel" if report.model.task == "multilabel" else \
+    task = report.model.task if report.model.task in ("multilabel", "segmentation") else \
         ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes else "regression"
     variants = [_variant(report, v) for v in _columns(report)]
     gap = _gap(report, next((v for v in variants if v.name == "fiq"), None))
@@ -139,8 +140,9 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
             f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
             if fix.output_mse is not None and fix.fiq_output_mse is not None else (f"; {fix.text}" if fix.text else ""))
     else:
+        metric = metric_of(report)[0]
         text = f"{how} {layers} in float and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
-               f" accuracy gap{cost} ({gap.reason})"
+               f" {metric} gap{cost} ({gap.reason})"
     if rec.method == "search" and search is not None and not search.target_met:
         text += "; the search's target was not reached"
     if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
@@ -149,6 +151,7 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
     return text + "."
 
 
+BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
 BLAMED_IN_HEADLINE = ("drq", "wo8", "int16x8", "f16", "int8_io")
 SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}  # a scheme in a sentence
 
@@ -185,7 +188,7 @@ def _alternatives(report: "Report") -> list[AlternativeFinding]:
         else:
             status = "not_lighter"
         what = (f"The recommended layers in {words} ({m.converter}): "
-                + (f"{fmt_percent(m.metrics.accuracy)}" if m.metrics else "accuracy not measured")
+                + (f"{fmt_score(m.metrics.score, m.metrics.share)}" if m.metrics else "accuracy not measured")
                 + (f", {cmp.text} against the recommended model" if cmp else "")
                 + (f", {fmt_signed_bytes(size_delta)}" if size_delta is not None else ""))
         verdict = {"lighter": " — as accurate within noise and smaller: a lighter fix.",
@@ -195,7 +198,7 @@ def _alternatives(report: "Report") -> list[AlternativeFinding]:
             verdict = (" — the same layers in float through the converter that mixes schemes, so that 16x8 and"
                        " dynamic range are read against it too.")
         out.append(AlternativeFinding(alt.scheme, m.converter, status if alt.scheme != "float" else "reference",
-                                      m.metrics.accuracy if m.metrics else None, cmp, size_delta, what + verdict))
+                                      m.metrics.score if m.metrics else None, cmp, size_delta, what + verdict))
     return out
 
 
@@ -209,7 +212,14 @@ def _columns(report: "Report") -> list:
     return cols
 
 
-def _main_metric(metrics: "Metrics") -> tuple[str, Optional[float]]:
+def _main_metric(metrics: "Metrics", task: str = "") -> tuple[str, Optional[float]]:
+    """The second metric beside the main one: pixel accuracy (dense), accuracy (a user's metric leads), else
+    ROC AUC, top-5 accuracy or macro F1."""
+    if metrics.main is not None:
+        if metrics.accuracy is None:
+            return "", None
+        return ("Pixel accuracy" if task == "segmentation" else
+                "Exact-match accuracy" if task == "multilabel" else "Accuracy"), metrics.accuracy
     if metrics.roc_auc is not None:
         return "ROC AUC", metrics.roc_auc
     if metrics.top5_accuracy is not None:
@@ -217,8 +227,39 @@ def _main_metric(metrics: "Metrics") -> tuple[str, Optional[float]]:
     return "F1 (macro)", metrics.f1
 
 
+def metric_of(report: "Report") -> tuple[str, bool]:
+    """The main metric's name and whether it is a share (0..1): what every verdict of this report reads."""
+    flt = report.variant("float")
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+    if main is not None:
+        return main.name, main.share
+    return report.model.main_metric or ("exact-match accuracy" if report.model.task == "multilabel" else "accuracy"), True
+
+
+def _measurable(report: "Report") -> bool:
+    """The report has a main metric to judge by (class scores, or the user's metric)."""
+    return report.model.num_classes is not None or bool(report.model.main_metric)
+
+
 def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Comparison:
-    """Accuracy difference with its exact McNemar test, worded."""
+    """The main metric's difference (positive: better) with its paired test (exact McNemar on samples right,
+    or the paired bootstrap of mean IoU or a user's metric), worded."""
+    main = metrics.main
+    if main is not None or ref_metrics.main is not None:
+        if main is None or ref_metrics.main is None or main.name != ref_metrics.main.name:
+            return Comparison(reference, 0.0, None, None, "not comparable: measured by different metrics")
+        raw = main.value - ref_metrics.main.value
+        delta = raw if main.higher_is_better else -raw
+        change = fmt_change(raw, main.share)
+        paired_score = main.paired.get(reference)
+        if paired_score is None:
+            return Comparison(reference, delta, None, None, f"{change}, significance not recorded")
+        p = paired_score.p_value
+        if not jd.nonzero(raw) and p >= jd.ALPHA:
+            return Comparison(reference, delta, p, False, f"{change}: the same value")
+        if not jd.significant(p):
+            return Comparison(reference, delta, p, False, f"within noise: {change}, {jd.p_text(p)}")
+        return Comparison(reference, delta, p, True, f"{change}, {jd.p_text(p)}")
     delta = metrics.accuracy - ref_metrics.accuracy
     paired = metrics.paired.get(reference) if metrics.paired else None
     points = f"{fmt_points(delta)} points"
@@ -277,8 +318,12 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
     elif v.metrics is not None:
         m = v.metrics
         n = report.dataset.num_eval
-        low, high = jd.wilson_interval(round(m.accuracy * n), n)
-        main, main_value = _main_metric(m)
+        metric, share = metric_of(report)
+        if m.main is not None:
+            low, high = m.main.low, m.main.high
+        else:
+            low, high = jd.wilson_interval(round(m.accuracy * n), n)
+        main, main_value = _main_metric(m, report.model.task) if m.accuracy is not None else ("", None)
         vs_float = compare(m, ref.metrics, "float") if ref and ref.metrics and v.name != "float" else None
         vs_fiq = compare(m, fiq.metrics, "fiq") if fiq and fiq.metrics and v.name in ("selective", "rule") \
             else None
@@ -288,21 +333,22 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
         elif vs_float is None:
             direction = "not_measurable"
             if ref and ref.metrics is None:
-                parts.append("float's accuracy was not measured")
+                parts.append(f"float's {metric} was not measured")
         elif not jd.accuracy_differs(vs_float.significant, vs_float.delta):
             direction = "same"
         else:
             direction = "worse" if vs_float.delta < 0 else "better"
         if vs_float is not None:
-            parts.append(f"accuracy {fmt_percent(m.accuracy)} against float's {fmt_percent(ref.metrics.accuracy)}"
+            parts.append(f"{metric} {fmt_score(m.score, share)} against float's {fmt_score(ref.metrics.score, share)}"
                          f" ({vs_float.text})")
         else:
-            parts.append(f"accuracy {fmt_percent(m.accuracy)}")
+            parts.append(f"{metric} {fmt_score(m.score, share)}")
         if degenerate is not None:
-            parts.append(f"predicts class {degenerate.label} for {fmt_percent(degenerate.share, 0)} of samples")
-        finding = dict(direction=direction, accuracy=m.accuracy, accuracy_low=low, accuracy_high=high,
+            unit = "pixels" if report.model.task == "segmentation" else "samples"
+            parts.append(f"predicts class {degenerate.label} for {fmt_percent(degenerate.share, 0)} of {unit}")
+        finding = dict(direction=direction, accuracy=m.score, accuracy_low=low, accuracy_high=high,
                        main_metric=main, main_value=main_value, vs_float=vs_float, vs_fiq=vs_fiq,
-                       degenerate=degenerate)
+                       degenerate=degenerate, score_name="" if metric == "accuracy" else metric, score_share=share)
     else:
         mse = v.output_error.mse if v.output_error else None
         variance = v.output_error.float_variance if v.output_error else None
@@ -357,12 +403,13 @@ def _blame(report: "Report", v: "VariantResult", label: str, ref) -> Optional[Bl
     cmp = compare(m.metrics, ref.metrics, "float")
     limit = report.settings.get("max_accuracy_drop")
     fixed = not jd.loss_stays(cmp.significant, cmp.delta, limit)
+    metric, share = metric_of(report)
     result = (f"keeping {layers} in float ({m.converter}, {fmt_signed_bytes(m.size_bytes - v.size_bytes)} against"
-              f" {label}) gives {fmt_percent(m.metrics.accuracy)}, {cmp.text} against float")
+              f" {label}) gives {metric} {fmt_score(m.metrics.score, share)}, {cmp.text} against float")
     text = (f"{label}'s loss is caused by {where}: {result}: fixed." if fixed else
             f"{label}'s per-layer error blames {where}, but {result}: the loss stays.")
     return BlameFinding(**found, fix_status="fixed" if fixed else "open", fix_layers=list(fix.layers),
-                        fix_accuracy=m.metrics.accuracy, fix_vs_float=cmp, fix_converter=m.converter, text=text)
+                        fix_accuracy=m.metrics.score, fix_vs_float=cmp, fix_converter=m.converter, text=text)
 
 
 def _size_words(ratio: float) -> str:
@@ -389,13 +436,14 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
     fiq = report.variant("fiq")
     if fiq is None or not fiq.ok:
         return GapFinding("not_measurable", "FIQ was not built" if fiq is None else f"FIQ failed: {fiq.error}")
-    if report.model.num_classes is None:
+    if not _measurable(report):
         return GapFinding("not_measurable", "the model's output is not class scores, so there is no accuracy;"
                                             " the report compares output error instead")
     flt = report.variant("float")
+    metric, share = metric_of(report)
     for name, v in (("FIQ", fiq), ("float", flt)):
         if v is not None and v.ok and v.not_measured("metrics"):
-            return GapFinding("not_measurable", f"{name}'s accuracy was not measured: {v.not_measured('metrics')}")
+            return GapFinding("not_measurable", f"{name}'s {metric} was not measured: {v.not_measured('metrics')}")
     if rec is not None and rec.gap is not None:
         g = rec.gap
         # The stored p-value is the last comparison made (the fixed model's, once fixed); the gap's
@@ -410,10 +458,10 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
     drop = -c.delta
     why = jd.gap_kind(drop, c.p_value)
     if why == "not_worse":
-        return GapFinding("no_gap", "FIQ is at least as accurate as float", drop, c.p_value)
+        return GapFinding("no_gap", f"FIQ is at least as good as float on {metric}", drop, c.p_value)
     if why == "noise":
         return GapFinding("no_gap", f"the drop is within noise ({jd.p_text(c.p_value)})", drop, c.p_value)
-    return GapFinding("gap", f"FIQ loses {drop * 100:.1f} points", drop, c.p_value)
+    return GapFinding("gap", f"FIQ loses {fmt_amount(drop, share, metric)}", drop, c.p_value)
 
 
 def layer_of(tensor: str) -> str:
@@ -507,11 +555,12 @@ def _fix(report: "Report", gap: GapFinding, variants: list[VariantFinding]) -> O
                           fiq_output_mse=fiq.output_error.mse if fiq and fiq.ok and fiq.output_error else None,
                           **rule_bits)
     if gap.status == "not_measurable":  # float's or FIQ's accuracy was not measured: nothing to win back
-        return FixFinding(n, True, "measured", accuracy=sel.metrics.accuracy, size_cost_bytes=rec.size_cost_bytes,
+        return FixFinding(n, True, "measured", accuracy=sel.metrics.score, size_cost_bytes=rec.size_cost_bytes,
                           text=gap.reason, **rule_bits)
-    won = sel.metrics.accuracy - fiq.metrics.accuracy if fiq and fiq.ok and fiq.metrics else None
+    won = (sel.metrics.score - fiq.metrics.score) * (1 if sel.metrics.higher_is_better else -1) \
+        if fiq and fiq.ok and fiq.metrics else None
     status = gap.status if gap.status in ("recovered", "open") else "open"
-    return FixFinding(n, True, status, accuracy=sel.metrics.accuracy, points_won_back=won,
+    return FixFinding(n, True, status, accuracy=sel.metrics.score, points_won_back=won,
                       share_of_gap=sel.accuracy_gap_recovered, vs_fiq=found.vs_fiq if found else None,
                       vs_float=found.vs_float if found else None, size_cost_bytes=rec.size_cost_bytes,
                       **rule_bits)
@@ -536,25 +585,31 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
         else:
             lines.append(f"FIQ's accuracy gap is not measurable ({gap.reason}).")
     elif gap.status == "no_gap":
-        what = (f"FIQ is {size} and as accurate as float ({fmt_percent(fiq.accuracy)} against"
-                f" {fmt_percent(flt.accuracy)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
-        if fiq.accuracy is not None and flt.accuracy is not None and fiq.accuracy < flt.accuracy:
-            what = (f"FIQ is {size} and loses {(flt.accuracy - fiq.accuracy) * 100:.1f} accuracy points"
-                    f" ({fmt_percent(flt.accuracy)} → {fmt_percent(fiq.accuracy)}), {gap.reason}")
+        metric, share = metric_of(report)
+        good = "as accurate as float" if metric == "accuracy" else f"as good as float on {metric}"
+        what = (f"FIQ is {size} and {good} ({fmt_score(fiq.accuracy, share)} against"
+                f" {fmt_score(flt.accuracy, share)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
+        if fiq.vs_float is not None and fiq.vs_float.delta < 0 and _lost(-fiq.vs_float.delta, metric, share) != \
+                _lost(0.0, metric, share):
+            what = (f"FIQ is {size} and loses {_lost(-fiq.vs_float.delta, metric, share)}"
+                    f" ({fmt_score(flt.accuracy, share)} → {fmt_score(fiq.accuracy, share)}), {gap.reason}")
         lines.append(what + ": no layer needs to stay in float.")
     else:
-        text = (f"FIQ loses {gap.fiq_drop * 100:.1f} accuracy points against float ({fmt_percent(flt.accuracy)} →"
-                f" {fmt_percent(fiq.accuracy)}, {jd.p_text(gap.p_value) if gap.p_value is not None else 'p not recorded'})")
+        metric, share = metric_of(report)
+        text = (f"FIQ loses {_lost(gap.fiq_drop, metric, share)} against float ({fmt_score(flt.accuracy, share)} →"
+                f" {fmt_score(fiq.accuracy, share)}, {jd.p_text(gap.p_value) if gap.p_value is not None else 'p not recorded'})")
         if fiq.degenerate is not None:
-            text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of samples"
+            unit = "pixels" if report.model.task == "segmentation" else "samples"
+            text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of {unit}"
         lines.append(text + ".")
     if fix is not None and culprits:
         where = culprit_phrase(culprits)
         it = "it" if len(culprits) == 1 else "them"
         if fix.status in ("recovered", "open") and fix.accuracy is not None:
-            won = (f"wins back {fix.points_won_back * 100:.1f} points ({fmt_percent(fix.share_of_gap, 0)} of the gap)"
-                   if fix.points_won_back is not None and fix.share_of_gap is not None else "was measured")
-            against = f"{fmt_percent(fix.accuracy)} against float's {fmt_percent(flt.accuracy)}" + (
+            metric, share = metric_of(report)
+            won = (f"wins back {fmt_amount(fix.points_won_back, share, metric)} ({fmt_percent(fix.share_of_gap, 0)} of"
+                   " the gap)" if fix.points_won_back is not None and fix.share_of_gap is not None else "was measured")
+            against = f"{fmt_score(fix.accuracy, share)} against float's {fmt_score(flt.accuracy, share)}" + (
                 f" ({fix.vs_float.text})" if fix.vs_float else "")
             if fix.status == "recovered":
                 lines.append(f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}.")
@@ -578,6 +633,13 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
         lines.append(f"On this machine FIQ runs {fiq.latency_ratio:.1f}x slower than float"
                      f" ({fmt_ms(fiq.latency_ms)} against {fmt_ms(flt.latency_ms)} per sample, one thread).")
     return lines
+
+
+def _lost(drop: float, metric: str, share: bool) -> str:
+    """"4.3 accuracy points", "4.3 points of mean IoU", "0.0123 of top2"."""
+    if metric == "accuracy":
+        return f"{drop * 100:.1f} accuracy points"
+    return fmt_amount(drop, share, metric)
 
 
 def _blames(variants) -> list[str]:
@@ -645,7 +707,8 @@ def _measurement_words(measurement: str) -> str:
 
     return MEASUREMENTS.get(measurement, measurement)
 
-
+TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "a regression",
+              "segmentation": "segmentation (a class at every position)"}
 TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "a regression"}
 
 
@@ -657,6 +720,20 @@ def _hints(report: "Report", gap: GapFinding) -> list[Notice]:
         out.append(Notice("task", f"Measured as {kind} ({model.task_reason})."))
     if model.label_note:
         out.append(Notice("labels_as_classes", f"{model.label_note}."))
+    flt = report.variant("float")
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+    spec = report.settings.get("metric")
+    if spec and main is not None and main.name not in ("mean IoU",):
+        way = "higher is better" if main.higher_is_better else "lower is better (--metric-mode min)"
+        out.append(Notice("user_metric", f"Every verdict, gap, gate and fix reads your metric {main.name} ({spec},"
+                                         f" {way}); its intervals and paired tests resample whole samples"
+                                         f" ({BOOTSTRAP_WORDS})."))
+    elif spec:
+        out.append(Notice("user_metric_failed", f"Your metric ({spec}) was not measured (see run.log), so the report"
+                                                f" reads {metric_of(report)[0]} instead."))
+    elif main is not None:
+        out.append(Notice("bootstrap", f"Mean IoU is not a mean over samples: its intervals and paired tests resample"
+                                       f" whole images ({BOOTSTRAP_WORDS}), never pixels."))
     if report.settings.get("latency_runs") == 0:
         out.append(Notice("latency_skipped", "Latency was not measured: latency runs were set to 0."))
     rec = report.recommendation
@@ -703,20 +780,27 @@ def gate_finding(report: "Report", variants: list[VariantFinding], variant: str,
             if f.not_measured.get("metrics"):
                 return result(False, None, None, f"{name} accuracy was not measured ({f.not_measured['metrics']}),"
                                                  " so the gate cannot pass")
-        return result(False, None, None, "the model's output is not class scores: the accuracy gate does not apply")
+        return result(False, None, None, "the model's output is not class scores and no --metric was given: the"
+                                         " accuracy gate does not apply")
     drop = -found.vs_float.delta
     p = found.vs_float.p_value
     noise = f", {jd.p_text(p)}" if p is not None else ""
-    points, lim = f"{drop * 100:.1f} points", f"{limit * 100:.1f}"
+    metric, share = metric_of(report)
+    if metric == "accuracy":
+        points, lim = f"{drop * 100:.1f} points", f"{limit * 100:.1f}"
+    else:
+        points = (f"{drop * 100:.1f} points" if share else f"{fmt_number(drop)}")
+        lim = f"{limit * 100:.1f}" + (" points" if share else "") if share else f"{limit:g}"
+    label = f"{label} {metric}" if metric != "accuracy" else f"{label} accuracy"
     primary = next((o.name for o in report.model.outputs if o.primary), None)
     where = f" on output {primary}" if primary else ""
     if not jd.gate_passes(drop, limit):
-        return result(False, drop, p, f"{label} accuracy drop {points}{noise}{where} exceeds the limit of {lim}")
+        return result(False, drop, p, f"{label} drop {points}{noise}{where} exceeds the limit of {lim}")
     for h in heads or []:
         if h.variant == variant and h.output != primary and h.vs_float is not None:
             head_drop = -h.vs_float.delta
             if not jd.gate_passes(head_drop, limit):
                 head_p = f", {jd.p_text(h.vs_float.p_value)}" if h.vs_float.p_value is not None else ""
-                return result(False, head_drop, h.vs_float.p_value, f"{label} accuracy drop {head_drop * 100:.1f} points"
+                return result(False, head_drop, h.vs_float.p_value, f"{variant} accuracy drop {head_drop * 100:.1f} points"
                                                                    f"{head_p} on output {h.output} exceeds the limit of {lim}")
-    return result(True, drop, p, f"{label} accuracy drop {points}{noise}{where} is within the limit of {lim}")
+    return result(True, drop, p, f"{label} drop {points}{noise}{where} is within the limit of {lim}")

@@ -21,8 +21,9 @@ from reporter.core.progress import Progress
 from reporter.core.variants import FIXES_FIQ
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
+from reporter.measure.scoring import Score, Scored
 from reporter.measure.task import Task
-from reporter.model.report import HeadResult, Latency, VariantResult
+from reporter.model.report import HeadResult, Latency, Metrics, VariantResult
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,42 @@ class Measurer:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)  # model name -> (primary) output on data.x
     heads: list[HeadSpec] = field(default_factory=list)  # several outputs only
     head_outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # model -> output name -> output
+    # The main metric every verdict reads (accuracy, mean IoU, the user's metric; None: output error only),
+    # and each measured model's value of it. `fallback` takes over when the user's metric fails.
+    score: Optional[Score] = None
+    fallback: Optional[Score] = None
+    scored: dict[str, Scored] = field(default_factory=dict)
+    score_error: str = ""  # the user's metric failed (the first error): the run fell back to `fallback`
 
     @property
     def primary(self) -> Optional[HeadSpec]:
         return next((h for h in self.heads if h.primary), None)
+
+    def drop(self, name: str, reference: str = "float") -> Optional[tuple[float, float]]:
+        """(how much worse model `name` is than `reference` on the main metric, positive: worse; the paired
+        test's p-value), or None when either has no value of it."""
+        if self.score is None or name not in self.scored or reference not in self.scored:
+            return None
+        delta, p = self.score.compare(self.scored[name], self.scored[reference])
+        return -delta, p
+
+    def words(self) -> tuple:
+        """How a drop of the main metric reads ("4.3 points", "0.012 of top2") and its paired test's name."""
+        from reporter.core.formatting import fmt_amount
+
+        score = self.score
+        if score is None:
+            return ()
+        return (lambda d: fmt_amount(d, score.share, score.name)), \
+            ("paired bootstrap" if score.bootstrapped else "McNemar")
+
+    def gap(self, name: str, max_drop: Optional[float], label: str):
+        """judgement.Gap of model `name` against float on the main metric."""
+        from reporter.core import judgement
+
+        found = self.drop(name)
+        return judgement.gap_of(found[0] if found else None, found[1] if found else None, max_drop, label,
+                                *self.words())
 
     def classes(self, name: str) -> np.ndarray:
         """The classes the model called `name` predicted on the evaluation data."""
@@ -93,7 +126,10 @@ class Measurer:
             except Exception as exc:  # noqa: BLE001 - the other measurements and the variant stand
                 traceback.print_exc()  # into run.log
                 errors[measurement] = one_line(exc)
-                progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
+                if measurement == "user_metric":  # said once, by the run, with what it does instead
+                    self.score_error = self.score_error or errors[measurement]
+                else:
+                    progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
                 return None
 
         def analyze():
@@ -119,13 +155,16 @@ class Measurer:
             elif name != "float" and "float" in self.outputs:
                 output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs["float"]))
             heads = (attempt("heads", lambda: self._heads(name)) or {}) if self.heads else {}
+            if self.score is not None and (metrics is not None or not task.classification):
+                metrics = self._main(name, out, metrics, attempt)
         latency = None
         if self.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
             with progress.stage("latency", detail=name):
                 timed = attempt("latency", lambda: evaluate.latency_ms(tflite, data.x[:1], runs=self.latency_runs))
             if timed is not None:
                 latency = Latency(median=timed[0], p90=timed[1], runs=timed[2])
-        quality = f"accuracy {metrics.accuracy:.1%}" if metrics else (
+        quality = (f"{metrics.main.name} {metrics.main.value:.4g}" if metrics and metrics.main else
+                   f"accuracy {metrics.accuracy:.1%}" if metrics and metrics.accuracy is not None else None) or (
             f"output MSE vs float {output_error.mse:.3g}" if output_error else
             ("reference output" if name == "float" else "quality not measured"))
         progress.say(f"{name}: {len(tflite):,} bytes, {quality} on {len(data.x)} samples"
@@ -144,6 +183,57 @@ class Measurer:
             heads=heads,
         )
 
+    def references(self, name: str) -> tuple:
+        """The models a model's metrics are paired with: float, FIQ for the models that fix it, the variant a
+        fix fixes, the selective model for its lighter-scheme alternatives."""
+        references = ("float", "fiq") if name in FIXES_FIQ else ("float",)
+        if name.endswith("_fix"):
+            references += (name[: -len("_fix")],)  # a variant's fix, against the variant it fixes
+        if name.startswith("alt_"):
+            references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
+        return tuple(ref for ref in references if ref != name)
+
+    def _main(self, name: str, out, metrics: Optional[Metrics], attempt) -> Optional[Metrics]:
+        """The main metric of model `name` measured (the user's, if any: it falls back to the task's own when it
+        fails, said once), paired with its references, attached to `metrics`."""
+        user = self.score is not self.fallback
+        given = self.head_outputs[name] if user and self.heads else out
+        scored = attempt("user_metric" if user else "metrics", lambda: self.score.measure(given))
+        if scored is None and user:
+            self.score = self.fallback
+            self.scored.clear()
+            if self.score is None:
+                return metrics
+            return self._rescore(name, out, metrics, attempt)
+        if scored is None:
+            return metrics
+        self.scored[name] = scored
+        paired = {ref: self.score.compare(scored, self.scored[ref]) for ref in self.references(name)
+                  if ref in self.scored}
+        main = self.score.main(scored, paired)
+        return dataclasses.replace(metrics or Metrics(), main=main, user=dict(scored.values or {}))
+
+    def restated(self, result: VariantResult) -> VariantResult:
+        """A model measured before the user's metric failed, its main metric restated as the task's own."""
+        m = result.metrics
+        if not self.score_error or m is None or m.main is None:
+            return result
+        if result.name not in self.scored:
+            return dataclasses.replace(result, metrics=None if m.accuracy is None else dataclasses.replace(m, main=None))
+        paired = {ref: self.score.compare(self.scored[result.name], self.scored[ref])
+                  for ref in self.references(result.name) if ref in self.scored}
+        main = self.score.main(self.scored[result.name], paired) if self.score is not None else None
+        if main is None and m.accuracy is None:  # a regression model: its output error is its measure
+            return dataclasses.replace(result, metrics=None)
+        return dataclasses.replace(result, metrics=dataclasses.replace(m, main=main))
+
+    def _rescore(self, name: str, out, metrics, attempt) -> Optional[Metrics]:
+        """After the user's metric failed: every model measured so far scored again by the task's own metric."""
+        for earlier in self.outputs:
+            if earlier != name:
+                self.scored[earlier] = self.score.measure(self.outputs[earlier])
+        return self._main(name, out, metrics, attempt)
+
     def _classification_metrics(self, name: str, out: np.ndarray, y=None, task: Optional[Task] = None,
                                 outputs: Optional[dict] = None):
         """Metrics of `out` against labels `y` (default: the primary output's), paired with the reference
@@ -153,19 +243,16 @@ class Measurer:
         outputs = self.outputs if outputs is None else outputs
         preds = task.classes(out)
         float_preds = task.classes(outputs["float"]) if "float" in outputs else None
+        if task.dense:  # positions are not samples: no per-sample correctness; mean IoU is paired by bootstrap
+            return qmetrics.dense(y, preds, task.num_classes, float_preds)
         if task.multilabel:
             metrics = qmetrics.multilabel(task.decode(y), task.bits(out),
                                           task.bits(outputs["float"]) if "float" in outputs else None, task.scores(out))
         else:
             metrics = qmetrics.classification(y, preds, task.num_classes, float_preds, task.scores(out))
         # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
-        references = ("float", "fiq") if name in FIXES_FIQ else ("float",)
-        if name.endswith("_fix"):
-            references += (name[: -len("_fix")],)  # a variant's fix, against the variant it fixes
-        if name.startswith("alt_"):
-            references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
         paired = {ref: qmetrics.paired(y, task.classes(outputs[ref]), preds)
-                  for ref in references if ref != name and ref in outputs}
+                  for ref in self.references(name) if ref in outputs}
         return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(preds == y))
 
     def _heads(self, name: str) -> dict[str, HeadResult]:

@@ -86,6 +86,71 @@ def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[n
     )
 
 
+def dense(y: np.ndarray, pred: np.ndarray, num_classes: int, float_pred: Optional[np.ndarray]) -> Metrics:
+    """Dense (per-pixel or per-timestep) classes, `y` and `pred` (N, positions) class ids: pixel accuracy,
+    per class precision/recall/F1 over pixels, IoU per class and their mean over the classes in the labels
+    or the predictions (as Keras MeanIoU), the pixel confusion matrix, balanced accuracy and kappa over
+    pixels, and the share of pixels where the variant predicts float's class."""
+    y, pred = np.asarray(y).reshape(len(y), -1), np.asarray(pred).reshape(len(pred), -1)
+    labels = list(range(num_classes))
+    cm = per_sample_confusion(y, pred, num_classes).sum(axis=0).reshape(num_classes, num_classes)
+    tp = np.diag(cm).astype(np.float64)
+    support, predicted = cm.sum(axis=1), cm.sum(axis=0)
+    precision = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
+    recall = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
+    denom = precision + recall
+    f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
+    iou = iou_per_class(cm)
+    present = [i for i in labels if support[i] > 0]
+    flat_y, flat_pred = y.ravel(), pred.ravel()
+    kappa = skm.cohen_kappa_score(flat_y, flat_pred, labels=labels) if flat_y.size else 0.0
+    total = int(cm.sum())
+    return Metrics(
+        accuracy=float(tp.sum() / total) if total else 0.0,
+        precision=float(np.mean(precision[present])) if present else 0.0,
+        recall=float(np.mean(recall[present])) if present else 0.0,
+        f1=float(np.mean(f1[present])) if present else 0.0,
+        balanced_accuracy=float(np.mean(recall[present])) if present else 0.0,
+        cohen_kappa=0.0 if np.isnan(kappa) else float(kappa),
+        agreement_with_float=None if float_pred is None else float(np.mean(pred == np.asarray(float_pred).reshape(pred.shape))),
+        per_class=[ClassMetrics(label=i, precision=float(precision[i]), recall=float(recall[i]), f1=float(f1[i]),
+                                support=int(support[i])) for i in labels],
+        confusion_matrix=cm.astype(int).tolist(),
+        classes_present=present,
+        mean_iou=float(mean_iou(cm[None])[0]),
+        iou_per_class=[None if v is None else float(v) for v in iou],
+    )
+
+
+def per_sample_confusion(y: np.ndarray, pred: np.ndarray, num_classes: int) -> np.ndarray:
+    """(N, num_classes * num_classes) int64: each sample's confusion matrix over its positions (rows: true),
+    flattened, so that a bootstrap over samples only sums rows."""
+    y, pred = np.asarray(y).reshape(len(y), -1), np.asarray(pred).reshape(len(pred), -1)
+    k = num_classes
+    codes = y.astype(np.int64) * k + pred.astype(np.int64) + (np.arange(len(y)) * k * k)[:, None]
+    return np.bincount(codes.ravel(), minlength=len(y) * k * k).reshape(len(y), k * k)
+
+
+def iou_per_class(cm: np.ndarray) -> list:
+    """IoU of each class from a confusion matrix: TP / (TP + FP + FN); None where the union is empty."""
+    cm = np.asarray(cm, np.float64)
+    tp = np.diag(cm)
+    union = cm.sum(axis=0) + cm.sum(axis=1) - tp
+    return [None if u == 0 else float(t / u) for t, u in zip(tp, union)]
+
+
+def mean_iou(cms: np.ndarray) -> np.ndarray:
+    """Mean IoU of each confusion matrix in `cms` (M, k, k), over the classes whose union is not empty
+    (Keras MeanIoU); 0 when every union is empty."""
+    cms = np.asarray(cms, np.float64)
+    tp = np.diagonal(cms, axis1=1, axis2=2)
+    union = cms.sum(axis=1) + cms.sum(axis=2) - tp
+    valid = union > 0
+    iou = np.divide(tp, union, out=np.zeros_like(tp), where=valid)
+    count = valid.sum(axis=1)
+    return np.divide(iou.sum(axis=1), count, out=np.zeros(len(cms)), where=count > 0)
+
+
 def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: int = TOP_K) -> Optional[float]:
     """Share of samples whose true label is among the k highest scores; None for k classes or fewer."""
     if num_classes <= k:

@@ -12,6 +12,7 @@ from typing import Optional
 import numpy as np
 
 BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least this
+TASK_KINDS = ("classification", "binary", "multilabel", "segmentation", "regression")  # what --task may name
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Task:
     binary_sigmoid: bool = False  # one output unit read as P(class 1)
     multilabel: bool = False  # one sigmoid unit per label, each label predicted at >= threshold
     threshold: float = BINARY_THRESHOLD  # sigmoid outputs: class 1 (or the label) where the output is at least this
+    dense: bool = False  # class scores at every position (pixel, timestep): the last axis holds the classes
 
     @property
     def classification(self) -> bool:
@@ -30,7 +32,9 @@ class Task:
 
     @property
     def kind(self) -> str:
-        """"multilabel", "binary", "classification" or "regression"."""
+        """"multilabel", "segmentation", "binary", "classification" or "regression"."""
+        if self.dense:
+            return "segmentation"
         if self.multilabel:
             return "multilabel"
         if not self.classification:
@@ -39,7 +43,11 @@ class Task:
 
     def classes(self, out: np.ndarray) -> np.ndarray:
         """One comparable value per sample: the class id, or for multi-label the whole set of labels as one
-        code, so that `classes(out) == y` is exact-match correctness and agreement with float everywhere."""
+        code, so that `classes(out) == y` is exact-match correctness and agreement with float everywhere. Dense:
+        (N, positions) class ids, the top score at each position (compared position by position)."""
+        if self.dense:
+            out = np.asarray(out)  # rows of (positions * classes), the classes last
+            return out.reshape(len(out), -1, self.num_classes).argmax(axis=-1).astype(np.int64)
         if self.multilabel:
             return label_codes(self.bits(out))
         return predicted_classes(out, self.binary_sigmoid, self.threshold)

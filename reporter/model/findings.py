@@ -15,8 +15,8 @@ class Comparison:
     """A variant's accuracy against a reference variant on the same samples (paired)."""
 
     reference: str
-    delta: float  # variant - reference accuracy (0..1)
-    p_value: Optional[float]  # exact McNemar; None when the paired counts were not recorded
+    delta: float  # variant - reference on the main metric (accuracy 0..1), positive: better
+    p_value: Optional[float]  # exact McNemar (paired bootstrap for mean IoU or a user's metric); None: not recorded
     significant: Optional[bool]
     text: str  # "−32.5 points (p < 0.001)", "within noise (+0.9 points, p = 1)"
 
@@ -60,8 +60,12 @@ class VariantFinding:
     accuracy: Optional[float] = None
     accuracy_low: Optional[float] = None  # Wilson 95 % interval
     accuracy_high: Optional[float] = None
-    main_metric: str = ""  # "ROC AUC", "Top-5 accuracy" or "F1 (macro)"
+    main_metric: str = ""  # a second metric beside accuracy: "ROC AUC", "Top-5 accuracy" or "F1 (macro)"
     main_value: Optional[float] = None
+    # What `accuracy` (and its interval, vs_float, vs_fiq) measures when it is not accuracy: "exact-match
+    # accuracy", "mean IoU" or the user's metric; `score_share` False: a plain number, not a share.
+    score_name: str = ""
+    score_share: bool = True
     vs_float: Optional[Comparison] = None
     vs_fiq: Optional[Comparison] = None  # the recommended model and the rule's pick
     size_bytes: Optional[int] = None

@@ -37,6 +37,11 @@ Format history (SCHEMA_VERSION):
      classes, labelled, primary) and `variants[].heads` (every output's metrics or output error, by name);
      `metrics` / `output_error` are the primary output's. Version-4 files migrate (their one input is named
      "x", as its data array was).
+     Later additions with defaults (files without them still read as version 5): tasks "segmentation" (dense
+     per-pixel or per-timestep classes: `metrics.accuracy` is pixel accuracy, `metrics.mean_iou`,
+     `.iou_per_class`, a pixel confusion matrix) and `metrics.main` (the metric the verdicts read when it is
+     not accuracy: mean IoU, or the user's `--metric`, with its interval and paired tests over samples);
+     `metrics.user` (the user's metric values); `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ class OutputInfo:
     name: str  # the Keras output name (a float .tflite: its signature's name)
     key: str  # the TFLite signature's name for it ("output_0", ...)
     shape: list
-    task: str  # "classification", "binary" (one sigmoid unit) or "regression"
+    task: str  # "classification", "binary" (one sigmoid unit), "multilabel", "segmentation" or "regression"
     num_classes: Optional[int] = None
     labelled: bool = False  # labels were given (y_<name>); an unlabelled head is compared with float only
     primary: bool = False  # the output behind the report's main measurements (--primary-output, or the first labelled)
@@ -96,7 +101,7 @@ class ModelInfo:
     format: str  # "keras", "h5" or "saved_model"
     input_shape: list  # from the float TFLite model; -1 marks a dynamic dimension
     num_classes: Optional[int]  # None when the output is not class scores
-    task: str  # "classification", "multilabel" or "regression"
+    task: str  # "classification", "multilabel", "segmentation" or "regression"
     stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
     # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
     binary_sigmoid: bool = False
@@ -105,6 +110,9 @@ class ModelInfo:
     task_reason: str = ""  # why the output was read as this task (schema 5)
     label_note: str = ""  # how the labels were read, when it is not as given (float class ids, ...)
     outputs: list[OutputInfo] = field(default_factory=list)  # several outputs only (schema 5)
+    # The metric every verdict, gap and gate reads: "accuracy", "exact-match accuracy", "mean IoU" or the
+    # name of the user's --metric ("" in reports written before it was recorded: accuracy).
+    main_metric: str = ""
 
 
 @dataclass(frozen=True)
@@ -144,18 +152,43 @@ class Paired:
 
 
 @dataclass(frozen=True)
-class Metrics:
-    """Classification quality of one variant on the evaluation data."""
+class PairedScore:
+    """A metric that is not a share of right samples, paired with a reference variant's on the same samples:
+    the difference (positive: better, whichever way the metric points) and a paired bootstrap's p-value."""
 
-    accuracy: float
-    precision: float  # macro average
-    recall: float
-    f1: float
-    balanced_accuracy: float
-    cohen_kappa: float
-    agreement_with_float: Optional[float]
-    per_class: list[ClassMetrics]
-    confusion_matrix: list[list[int]]
+    delta: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class MainMetric:
+    """The metric the verdicts read when it is not the share of samples right (accuracy, exact-match accuracy):
+    mean IoU of a dense model, or the user's --metric. Its interval and paired tests resample whole samples
+    (images, sequences), never pixels."""
+
+    name: str  # "mean IoU", or the user's metric name
+    value: float
+    higher_is_better: bool = True
+    share: bool = True  # a value in 0..1, shown in percent and compared in points; else shown as a number
+    low: Optional[float] = None  # 95 % bootstrap interval over samples
+    high: Optional[float] = None
+    paired: dict[str, PairedScore] = field(default_factory=dict)  # reference variant -> paired test
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Quality of one variant on the evaluation data: classification metrics (a regression model measured by
+    the user's --metric has only `user` and `main`)."""
+
+    accuracy: Optional[float] = None
+    precision: Optional[float] = None  # macro average
+    recall: Optional[float] = None
+    f1: Optional[float] = None
+    balanced_accuracy: Optional[float] = None
+    cohen_kappa: Optional[float] = None
+    agreement_with_float: Optional[float] = None
+    per_class: list[ClassMetrics] = field(default_factory=list)
+    confusion_matrix: list[list[int]] = field(default_factory=list)
     top5_accuracy: Optional[float] = None  # more than 5 classes: the true label among the 5 top scores
     roc_auc: Optional[float] = None  # binary classifiers: from the class-1 score
     # Classes with evaluation samples: macro averages and balanced accuracy are over these.
@@ -168,6 +201,27 @@ class Metrics:
     # per label (support: its positive samples), and there is no confusion matrix.
     hamming_loss: Optional[float] = None
     micro_f1: Optional[float] = None
+    # Dense (segmentation): accuracy is pixel accuracy, per_class and the confusion matrix count pixels, IoU per
+    # class (None for a class neither in the labels nor predicted) and their mean over the others (as Keras
+    # MeanIoU).
+    mean_iou: Optional[float] = None
+    iou_per_class: Optional[list[Optional[float]]] = None
+    user: dict[str, float] = field(default_factory=dict)  # the user's --metric: name -> value
+    main: Optional[MainMetric] = None  # the verdicts' metric when it is not accuracy
+
+    @property
+    def score(self) -> float:
+        """The value every verdict reads: the main metric's, else accuracy."""
+        return self.main.value if self.main is not None else self.accuracy
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.main.higher_is_better if self.main is not None else True
+
+    @property
+    def share(self) -> bool:
+        """The main metric is a share (0..1): shown in percent, compared in points."""
+        return self.main.share if self.main is not None else True
 
 
 @dataclass(frozen=True)

@@ -419,8 +419,12 @@ def _call_data_function(spec: str) -> dict:
 def _labels(spec, y_raw: np.ndarray, what: str = "y") -> tuple[np.ndarray, bool]:
     """Class ids from integer labels; rows (one-hot or multi-hot) as they are, for `read_task` to read against
     the output; float targets stay as they are."""
-    if y_raw.ndim == 2 and y_raw.shape[1] > 1:
-        return y_raw, True
+    if y_raw.ndim >= 3 or (y_raw.ndim == 2 and y_raw.shape[1] > 1):  # rows, or a label per position (dense)
+        if np.issubdtype(y_raw.dtype, np.integer) or np.issubdtype(y_raw.dtype, np.bool_):
+            return y_raw.astype(np.int64), True
+        if np.issubdtype(y_raw.dtype, np.floating):
+            return y_raw, y_raw.ndim == 2
+        raise InputError(spec, f"'{what}' has unsupported type {y_raw.dtype}")
     if y_raw.ndim == 2:
         y_raw = y_raw[:, 0]
     if y_raw.ndim != 1:
@@ -483,14 +487,29 @@ class TaskReading:
 
 
 def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str, source, what: str,
-              threshold: float = BINARY_THRESHOLD) -> TaskReading:
-    """The task of an output from its width, the op that makes it (`made_by`: SOFTMAX, LOGISTIC, ...) and its
-    labels `y` (named `what`):
+              threshold: float = BINARY_THRESHOLD, forced: Optional[str] = None) -> TaskReading:
+    """The task of an output from its shape, the op that makes it (`made_by`: SOFTMAX, LOGISTIC, ...) and its
+    labels `y` (named `what`), or the task the user named (`forced`, one of TASK_KINDS), checked against them:
+    * class scores at every position (output (N, ..., k)) with a label per position (class ids, or one-hot
+      along the last axis): dense classes (segmentation), measured by pixel accuracy and mean IoU;
     * k sigmoid units (LOGISTIC) with rows of 0/1 labels: multi-label, each label at >= `threshold`, no argmax;
     * one-hot rows or class ids for k class scores: classification; 0/1 ids for one unit: a binary sigmoid;
     * whole-number float labels for a classifier: class ids, with a note;
     * labels that contradict the output (multi-hot rows or fractions for a softmax) are an error naming it;
     * other float targets: the output is compared with float (regression)."""
+    name = port.name
+    if forced is not None:
+        return _forced_task(forced, y, labels_are_classes, port, made_by, source, what, threshold)
+    dense = _dense_labels(y, port, source, what)
+    if dense is not None:
+        return dense
+    if y.ndim > 2:
+        raise InputError(source, f"'{what}' has shape {y.shape} but output {name} has shape"
+                                 f" {_shape(port)}: expected one label per sample, or one per position")
+    return _read_flat(y, labels_are_classes, port, made_by, source, what, threshold)
+
+
+def _read_flat(y, labels_are_classes, port, made_by, source, what, threshold) -> TaskReading:
     size, name = port.size, port.name
     softmax = made_by == "SOFTMAX"
     if y.ndim == 2:
@@ -498,12 +517,14 @@ def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str,
         binary_values = bool(np.isin(rows, (0, 1)).all())
         one_hot = binary_values and bool((rows.sum(axis=1) == 1).all())
         if made_by == "LOGISTIC" and size == rows.shape[1] > 1 and binary_values:
-            return TaskReading(label_codes(rows.astype(np.uint8)), Task(size, multilabel=True, threshold=threshold),
-                               f"{size} sigmoid units and rows of 0/1 labels: each label is predicted where its unit"
-                               f" is at least {threshold:g}, and a sample is right when all its labels are")
+            return _multilabel(rows, size, threshold, "sigmoid units")
         if binary_values and not one_hot and size > 1:
             raise InputError(source, f"'{what}' holds multi-hot rows (several labels per sample) but output {name} is"
-                                     f" {'a softmax' if softmax else 'not a sigmoid per label'}: one label per sample")
+                                     f" {'a softmax' if softmax else 'not a sigmoid per label'}: one label per sample"
+                                     " (or --task multilabel)")
+        if not binary_values:
+            raise InputError(source, f"'{what}' holds rows of shape {rows.shape} that are not one-hot for output"
+                                     f" {name} of shape {_shape(port)}")
         y = rows.argmax(axis=1).astype(np.int64)  # one-hot rows: class ids
         reason = f"{size} class scores and one-hot labels: the top score is the class"
         return TaskReading(y, Task(_classes(y, size, source, what)), reason)
@@ -526,6 +547,87 @@ def read_task(y: np.ndarray, labels_are_classes: bool, port: Port, made_by: str,
         return TaskReading(y, Task(None), f"{why}: each variant's output is compared with float's", note)
     return TaskReading(y, Task(_classes(y, size, source, what)),
                        f"{size} class scores and class-id labels: the top score is the class", note)
+
+
+def _multilabel(rows, size, threshold, what: str) -> TaskReading:
+    return TaskReading(label_codes(np.asarray(rows).astype(np.uint8)), Task(size, multilabel=True, threshold=threshold),
+                       f"{size} {what} and rows of 0/1 labels: each label is predicted where its unit is at least"
+                       f" {threshold:g}, and a sample is right when all its labels are")
+
+
+def _shape(port: Port) -> tuple:
+    return tuple(port.allocated or port.shape)[1:]
+
+
+def _dense_labels(y: np.ndarray, port: Port, source, what: str, required: bool = False) -> Optional[TaskReading]:
+    """Class scores at every position (output (N, *positions, k), k > 1) and a label for each position: class
+    ids (N, *positions), or one-hot (N, *positions, k). None when the output or the labels are not of that
+    kind (an error instead when `required`)."""
+    shape = _shape(port)
+    positions, k = shape[:-1], (shape[-1] if shape else 1)
+    if len(shape) < 2 or k < 2:
+        if required:
+            raise InputError(source, f"--task segmentation: output {port.name} has shape {shape}; a dense output has"
+                                     " class scores at every position, e.g. (height, width, classes)")
+        return None
+    y = np.asarray(y)
+    fits = lambda dims: len(dims) == len(positions) and all(p <= 0 or d == p for d, p in zip(dims, positions))  # noqa: E731
+    if fits(y.shape[1:]):
+        ids = y
+    elif y.ndim == len(shape) + 1 and y.shape[-1] == k and fits(y.shape[1:-1]) and np.isin(y, (0, 1)).all() \
+            and (y.sum(axis=-1) == 1).all():
+        ids = y.argmax(axis=-1)
+    else:
+        if required:
+            raise InputError(source, f"--task segmentation: '{what}' has shape {y.shape} but output {port.name} has"
+                                     f" shape {shape}: expected class ids {('n',) + tuple(positions)} or one-hot"
+                                     f" {('n',) + tuple(shape)}")
+        return None
+    whole = np.issubdtype(ids.dtype, np.integer) or bool(np.all(np.isfinite(ids)) and np.all(ids == np.round(ids)))
+    if not whole:
+        raise InputError(source, f"'{what}' holds values that are not class ids (e.g. {_example(ids)}) but output"
+                                 f" {port.name} has class scores at every position")
+    ids = ids.reshape(len(ids), -1).astype(np.int64)
+    _classes(ids, k, source, what)
+    where = "pixel" if len(positions) >= 2 else "position"
+    return TaskReading(ids, Task(k, dense=True),
+                       f"{k} class scores at every {where} and a label per {where}: the top score is the {where}'s"
+                       " class; measured by pixel accuracy and mean IoU over the classes present")
+
+
+def _forced_task(kind: str, y, labels_are_classes, port: Port, made_by: str, source, what, threshold) -> TaskReading:
+    """The task the user named with --task, with the labels checked against it."""
+    name, size = port.name, port.size
+    said = f"as --task {kind} says"
+    if kind == "regression":
+        return TaskReading(np.asarray(y, np.float32), Task(None), f"{said}: each variant's output is compared with"
+                                                                  " float's")
+    if kind == "segmentation":
+        found = _dense_labels(y, port, source, what, required=True)
+        return dataclasses.replace(found, reason=f"{said}: " + found.reason)
+    if kind == "multilabel":
+        rows = np.asarray(y).reshape(len(y), -1) if np.asarray(y).ndim >= 2 else None
+        if rows is None or rows.shape[1] != size or not np.isin(rows, (0, 1)).all():
+            shown = np.asarray(y).shape
+            raise InputError(source, f"--task multilabel: output {name} has {size} units but '{what}' has shape"
+                                     f" {shown}: expected rows of {size} 0/1 labels")
+        found = _multilabel(rows, size, threshold, "units")
+        return dataclasses.replace(found, reason=f"{said}: " + found.reason)
+    if kind == "binary":
+        y = np.asarray(y)
+        if size != 1 or y.ndim != 1 or not np.isin(y, (0, 1)).all():
+            raise InputError(source, f"--task binary: output {name} must have one unit and '{what}' labels 0/1"
+                                     f" (it has {size} unit(s), labels of shape {y.shape})")
+        return TaskReading(y.astype(np.int64), Task(2, binary_sigmoid=True, threshold=threshold),
+                           f"{said}: class 1 where the output is at least {threshold:g}")
+    # classification
+    if size < 2:
+        raise InputError(source, f"--task classification: output {name} has one unit; use --task binary")
+    reading = _read_flat(np.asarray(y), labels_are_classes, port, "SOFTMAX", source, what, threshold)
+    if not reading.task.classification or reading.task.multilabel:
+        raise InputError(source, f"--task classification: '{what}' does not hold class ids or one-hot rows for"
+                                 f" output {name}")
+    return dataclasses.replace(reading, reason=f"{said}: the top score is the class")
 
 
 def _classes(y: np.ndarray, size: int, source, what: str) -> int:

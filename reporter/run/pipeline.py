@@ -107,12 +107,17 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     data, heads = inputs.bind_labels(data, sig, model.path, s.primary_output)
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
     made_by = structure.producers(float_model)
+    forced = _forced_tasks(s, sig, model.path)
+    raw_labels = {name: y for name, (y, _) in data.labels.items()}
     reading = inputs.read_task(data.y, data.labels_are_classes, lead, made_by.get(lead.index, ""), data.source,
-                               f"y_{lead.name}" if heads else "y", s.threshold)
+                               f"y_{lead.name}" if heads else "y", s.threshold, forced.get(lead.name))
     data = dataclasses.replace(data, y=reading.y, labels_are_classes=reading.task.classification)
     task = reading.task
     num_classes = task.num_classes
-    head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold) for h in heads]
+    head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold, forced.get(h.port.name))
+                  for h in heads]
+    score = _task_score(task, data.y)
+    user = _user_score(s, raw_labels, heads, lead.name, len(data.x))
 
     litert_models = litert.LiteRtModels(float_model, data.x_calib)
     quantizer, calibration_error = None, None
@@ -131,11 +136,16 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
         if quantizer is not None:
             _check_forced(quantizer, float_model, s, model.path)
 
-    m = Measurer(folder, data, task, progress, s.latency_runs, heads=head_specs)
+    m = Measurer(folder, data, task, progress, s.latency_runs, heads=head_specs, score=user or score,
+                 fallback=score)
     results: dict[str, VariantResult] = {}
     for variant in variants:
         build, converter = _builder(variant, model, float_model, quantizer, litert_models, data.x_calib)
         results[variant] = m.build_and_measure(variant, build, converter)
+    if m.score_error:  # the user's metric failed: the task's own metric is the main one for every model
+        progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
+                     f" {score.name if score else 'the output error'} instead")
+        results = {k: m.restated(v) for k, v in results.items()}
 
     blame.blame_variants(m, float_model, results, litert_models, s.max_accuracy_drop)
 
@@ -169,7 +179,9 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
                                 h.task.kind,
                                 h.task.num_classes, h.labelled, h.primary) for h in head_specs],
             num_classes=num_classes,
-            task="multilabel" if task.multilabel else ("classification" if num_classes else "regression"),
+            task="multilabel" if task.multilabel else "segmentation" if task.dense else (
+                "classification" if num_classes else "regression"),
+            main_metric=m.score.name if m.score is not None else "",
             stateful=structure.has_variable_tensors(float_model),
             binary_sigmoid=task.binary_sigmoid,
             largest_weight_elements=structure.largest_weight_elements(float_model),
@@ -239,7 +251,52 @@ def _keras_outputs(model) -> tuple:
     return names, {n: tuple(o.shape[1:]) for n, o in zip(names, outputs)}
 
 
-def _head_spec(head: inputs.Head, source, made_by: str, threshold: float) -> HeadSpec:
+def _forced_tasks(s: RunSettings, sig, model_path) -> dict[str, str]:
+    """--task by output name: "KIND" alone names the primary output's (the only one's) task; "OUTPUT=KIND"
+    must name an output."""
+    given = s.tasks()
+    names = [p.name for p in sig.outputs]
+    unknown = [n for n in given if n and n not in names]
+    if unknown:
+        raise InputError(model_path, f"--task {unknown[0]}=...: the model has no output {unknown[0]} (outputs:"
+                                     f" {', '.join(names)})")
+    found = {n: k for n, k in given.items() if n}
+    if "" in given:
+        lead = s.primary_output or names[0]
+        if len(names) > 1 and not s.primary_output:
+            raise InputError(model_path, f"--task {given['']}: the model has {len(names)} outputs"
+                                         f" ({', '.join(names)}); say which, e.g. --task {names[0]}={given['']}")
+        found.setdefault(lead, given[""])
+    return found
+
+
+def _task_score(task: Task, y):
+    """The task's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes; None for
+    a regression (its output error against float is its measure)."""
+    from reporter.measure import scoring
+
+    if task.dense:
+        return scoring.MeanIoU(task, y)
+    if task.classification:
+        return scoring.Score(task, y, "exact-match accuracy" if task.multilabel else "accuracy")
+    return None
+
+
+def _user_score(s: RunSettings, labels: dict, heads: list, lead: str, n: int):
+    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given."""
+    if not s.metric:
+        return None
+    from reporter.measure import scoring
+    from reporter.run import metric
+
+    name, fn = metric.load(s.metric, s.data if Path(str(s.data)).exists() else None)
+    if heads:
+        y_true = {h.port.name: labels.get(h.port.name) for h in heads}
+        return scoring.UserScore(name, fn, y_true, n, s.metric_mode != "min", primary=lead)
+    return scoring.UserScore(name, fn, next(iter(labels.values())), n, s.metric_mode != "min")
+
+
+def _head_spec(head: inputs.Head, source, made_by: str, threshold: float, forced=None) -> HeadSpec:
     """What an output of a model with several outputs means: from its labels (classes, binary sigmoid,
     regression), or without labels from its width and the op that makes it (`made_by`): class scores, one
     sigmoid unit (LOGISTIC), or a value compared with float."""
@@ -247,8 +304,13 @@ def _head_spec(head: inputs.Head, source, made_by: str, threshold: float) -> Hea
     y = head.y
     if y is not None:
         reading = inputs.read_task(y, head.labels_are_classes, head.port, made_by, source, f"y_{head.port.name}",
-                                   threshold)
+                                   threshold, forced)
         task, y = reading.task, reading.y
+    elif forced is not None:
+        shape = tuple(head.port.allocated or head.port.shape)[1:]
+        task = {"regression": Task(None), "binary": Task(2, binary_sigmoid=True, threshold=threshold),
+                "multilabel": Task(size, multilabel=True, threshold=threshold), "classification": Task(size),
+                "segmentation": Task(shape[-1] if shape else 1, dense=True)}[forced]
     elif size == 1 and made_by == "LOGISTIC":
         task = Task(2, binary_sigmoid=True, threshold=threshold)
     elif size > 1 and made_by == "LOGISTIC":

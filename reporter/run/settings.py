@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from reporter.core.judgement import SUSPECT_THRESHOLD
-from reporter.measure.task import BINARY_THRESHOLD
+from reporter.measure.task import BINARY_THRESHOLD, TASK_KINDS
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS
 
 from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
@@ -91,6 +91,20 @@ RUN = (
             f"sigmoid outputs (binary or multi-label): a class or label is predicted where the output is at least T"
             f" (default: {BINARY_THRESHOLD:g})", "a number between 0 and 1", _number(lambda v: 0 < v < 1),
             metavar="T"),
+    Setting("task", "list", (),
+            f"what an output is, when the report's reading of its shape, activation and labels is not what you"
+            f" mean: KIND, or OUTPUT=KIND for one of several outputs (repeatable; KIND: {', '.join(TASK_KINDS)})",
+            f"KIND or OUTPUT=KIND with KIND one of {', '.join(TASK_KINDS)}", lambda v: _list_of()(v) and all(
+                x.rpartition("=")[2] in TASK_KINDS and x.rpartition("=")[0] != "" or x in TASK_KINDS for x in v),
+            metavar="[OUTPUT=]KIND", repeatable=True),
+    Setting("metric", "str", None,
+            "your own metric, FILE.py:FUNCTION or MODULE:FUNCTION (looked for beside the data, then in the current"
+            " folder): fn(y_true, y_pred) -> float or dict, called with the labels as given and the raw outputs;"
+            " it becomes the metric every verdict, gap, gate and fix reads",
+            "FILE.py:FUNCTION or MODULE:FUNCTION", lambda v: v is None or (
+                isinstance(v, str) and ":" in v and all(v.rpartition(":")[::2])), metavar="MODULE:FUNCTION"),
+    Setting("metric_mode", "choice", "max", "--metric: max (higher is better, default) or min (lower is better)",
+            '"max" or "min"', lambda v: v in ("max", "min"), choices=("max", "min")),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -133,6 +147,9 @@ class RunSettings:
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
     primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
     threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this
+    task: tuple = DEFAULTS["task"]  # "KIND" or "OUTPUT=KIND": what an output is, as the user says
+    metric: Optional[str] = DEFAULTS["metric"]  # the user's metric function, MODULE:FUNCTION
+    metric_mode: str = DEFAULTS["metric_mode"]  # "max" or "min"
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False
@@ -140,6 +157,10 @@ class RunSettings:
     failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
     shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
+
+    def tasks(self) -> dict[str, str]:
+        """--task as {output name: kind}; "" for a KIND given without an output name."""
+        return {item.rpartition("=")[0]: item.rpartition("=")[2] for item in self.task}
 
     def check(self):
         """Everything that can be checked before TensorFlow is imported: the settings' values, that the

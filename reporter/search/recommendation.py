@@ -36,8 +36,7 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
     rule_nodes = recommend.denylist(layers)
     classification = task.classification
     y = data.y if classification else None
-    preds = {k: task.classes(v) for k, v in outputs.items()} if classification else {}
-    gap = judgement.fiq_gap(y, preds.get("float"), preds.get("fiq"), s.max_accuracy_drop)
+    gap = m.gap("fiq", s.max_accuracy_drop, "FIQ")
     all_nodes = [layer.tensor_name for layer in layers]
     base = dict(threshold=s.suspect_threshold, first_layers=s.first_layers, method=s.recommend,
                 denylisted_ops=list(s.keep_float_ops), forced_nodes=list(s.keep_float),
@@ -78,13 +77,13 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
         selective = _build_measured(m, "selective", chosen, all_nodes, candidates, results)
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
-    if selective is not None and selective.ok and classification:
-        gap = judgement.after_fix(gap, y, preds["float"], m.classes("selective"), s.max_accuracy_drop)
+    if selective is not None and selective.ok and m.score is not None:
+        found = m.drop("selective")
+        gap = judgement.after_fix(gap, *(found or (None, None)), s.max_accuracy_drop, *m.words())
         gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap_status.fiq_drop, gap.reason)
-    if search_result is not None and sel.heldout is not None and classification and selective is not None \
-            and selective.ok:
-        held = {k: float(np.mean(preds_k[sel.heldout] == y[sel.heldout])) for k, preds_k in
-                (("float", preds["float"]), ("fiq", preds["fiq"]), ("selective", m.classes("selective")))}
+    if search_result is not None and sel.heldout is not None and classification and not task.dense \
+            and selective is not None and selective.ok:
+        held = {k: float(np.mean(m.classes(k)[sel.heldout] == y[sel.heldout])) for k in ("float", "fiq", "selective")}
         search_result = dataclasses.replace(
             search_result, selection_data=dataclasses.replace(search_result.selection_data, heldout_accuracy=held))
 

@@ -145,6 +145,18 @@ class Basis:
         return self.report.model.num_classes is not None
 
     @property
+    def scored(self) -> bool:
+        """The report has a main metric (class scores, or the user's --metric on any output)."""
+        return self.is_classification or bool(self.report.model.main_metric)
+
+    @property
+    def metric(self) -> tuple[str, bool]:
+        """The main metric's name and whether it is a share (shown in percent)."""
+        from reporter.findings.derive import metric_of
+
+        return metric_of(self.report)
+
+    @property
     def float_quality_missing(self) -> bool:
         """The float model ran but its accuracy (or output) could not be measured: nothing compares with it."""
         flt = self.float

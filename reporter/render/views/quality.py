@@ -19,7 +19,9 @@ METRICS = (
     ("agreement_with_float", "Agreement with float"),
 )
 OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"),  # shown when measured
-                    ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"))
+                    ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"),
+                    ("mean_iou", "Mean IoU"))
+ACCURACY_LABELS = {"multilabel": "Exact-match accuracy", "segmentation": "Pixel accuracy"}
 LOWER_IS_BETTER = {"hamming_loss"}
 
 
@@ -33,6 +35,18 @@ class QualityView:
     def thresholds(self):
         """The arrows' and the colours' thresholds, worded for the section's introduction."""
         return threshold_words()
+
+    @property
+    def metric_name(self) -> str:
+        return self.basis.metric[0]
+
+    @property
+    def test_words(self) -> str:
+        """How a change of the main metric is tested for noise."""
+        flt = self.basis.float
+        if flt is not None and flt.metrics is not None and flt.metrics.main is not None:
+            return "paired bootstrap over whole samples"
+        return "exact McNemar test on the paired predictions"
 
     @property
     def verdicts(self) -> list[str]:
@@ -50,14 +64,14 @@ class QualityView:
         """Each metric per variant, arrowed against float; coloured only when the variant's accuracy
         differs from float's beyond noise (exact McNemar), so a one-sample change is never a win."""
         basis = self.basis
-        if not basis.is_classification:
+        if not basis.scored:
             return []
         ref = basis.float
-        keys = list(METRICS)
+        keys = list(METRICS) if basis.is_classification else []
         for key, label in OPTIONAL_METRICS:
             if any(v.metrics and getattr(v.metrics, key) is not None for v in basis.ok_columns):
                 keys.insert(1, (key, label))
-        rows = []
+        rows = self._user_rows()
         for key, label in keys:
             cells = []
             for v in basis.ok_columns:
@@ -70,8 +84,8 @@ class QualityView:
                 better_up = key not in LOWER_IS_BETTER
                 shade = tone(arrow, higher_is_better=better_up) if self._beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_metric(value), arrow, shade))
-            if key == "accuracy" and basis.report.model.task == "multilabel":
-                label = "Exact-match accuracy"
+            if key == "accuracy":
+                label = ACCURACY_LABELS.get(basis.report.model.task, label)
             rows.append(Row(label, cells))
         cells = []
         for v in basis.ok_columns:
@@ -85,7 +99,30 @@ class QualityView:
             else:
                 text = f"float {NOT_MEASURED}" if basis.float_quality_missing else "–"
             cells.append(Cell(text, "", DIRECTION_TONES.get(f.direction if f else "", "neutral")))
-        rows.append(Row("Accuracy vs float (McNemar)", cells, wrap=True))
+        metric = self.metric_name
+        test = "McNemar" if self.test_words.endswith("predictions") else "paired bootstrap"
+        rows.append(Row(f"{metric[:1].upper() + metric[1:]} vs float ({test})", cells, wrap=True))
+        return rows
+
+    def _user_rows(self) -> list[Row]:
+        """The user's metric (every value its function returned), first, arrowed the way it points."""
+        basis = self.basis
+        names = list(dict.fromkeys(k for v in basis.ok_columns if v.metrics for k in v.metrics.user))
+        ref = basis.float.metrics.user if basis.float and basis.float.metrics else {}
+        main = basis.float.metrics.main if basis.float and basis.float.metrics else None
+        up = main.higher_is_better if main is not None else True
+        rows = []
+        for name in names:
+            cells = []
+            for v in basis.ok_columns:
+                if v.not_measured("user_metric"):
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
+                value = v.metrics.user.get(name) if v.metrics else None
+                arrow = "" if v is basis.float else metric_arrow(value, ref.get(name))
+                shade = tone(arrow, higher_is_better=up) if self._beyond_noise(v.name) else "neutral"
+                cells.append(Cell(fmt_number(value), arrow, shade))
+            rows.append(Row(f"{name} (your metric{', lower is better' if not up else ''})", cells))
         return rows
 
     @cached_property
@@ -126,7 +163,13 @@ class QualityView:
 
     @property
     def per_class_title(self) -> str:
-        return "Per label" if self.basis.report.model.task == "multilabel" else "Per class"
+        task = self.basis.report.model.task
+        return {"multilabel": "Per label", "segmentation": "Per class, over pixels"}.get(task, "Per class")
+
+    @property
+    def per_class_columns(self) -> str:
+        dense = self.basis.report.model.task == "segmentation"
+        return "precision / recall / F1 · IoU" if dense else "precision / recall / F1"
 
     @cached_property
     def per_class_rows(self) -> list[Row]:
@@ -149,6 +192,9 @@ class QualityView:
                 c = v.metrics.per_class[i]
                 arrow = "" if v is basis.float or flt is None else metric_arrow(c.f1, flt[i].f1)
                 text = f"{c.precision:.2f} / {c.recall:.2f} / {c.f1:.2f}"
+                iou = v.metrics.iou_per_class
+                if iou is not None:
+                    text += " · " + ("–" if iou[i] is None else f"{iou[i]:.2f}")
                 cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if self._beyond_noise(v.name)
                                   else "neutral"))
             rows.append(Row(str(base.label), cells))

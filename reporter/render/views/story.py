@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import judgement as jd
-from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_percent, or_missing
+from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number, fmt_percent,
+                                      fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, ratio_tone, ratio_words, threshold_words
 
@@ -76,6 +77,19 @@ class StoryView:
         return [n.text for n in self.basis.findings.hints]
 
     @property
+    def scored(self) -> bool:
+        """The panel shows the main metric (else each variant's output error against float)."""
+        return self.basis.scored
+
+    @property
+    def score_label(self) -> str:
+        """The panel's first column: "Accuracy", "Exact-match accuracy", "Mean IoU", or the user's metric."""
+        metric = self.basis.metric[0]
+        main = self.basis.float.metrics.main if self.basis.float and self.basis.float.metrics else None
+        label = metric[:1].upper() + metric[1:] if main is None or main.share else metric
+        return label + (" (lower is better)" if main is not None and not main.higher_is_better else "")
+
+    @property
     def main_metric_label(self) -> str:
         flt = self.basis.findings.variant("float")
         return flt.main_metric if flt and flt.main_metric else ""
@@ -106,14 +120,19 @@ class StoryView:
                 vs = Cell(f"float {NOT_MEASURED}")
             else:
                 vs = Cell("–")
-            interval = "" if f.accuracy_low is None else f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
+            if f.accuracy_low is None:
+                interval = ""
+            elif f.score_share:
+                interval = f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
+            else:
+                interval = f"{fmt_number(f.accuracy_low)}–{fmt_number(f.accuracy_high)}"
             size_note = "" if f.size_ratio is None or f.name == "float" else ratio_words(f.size_ratio, "smaller",
                                                                                          "larger")
             lat_note = "" if f.latency_ratio is None or f.name == "float" else ratio_words(
                 f.latency_ratio, "faster", "slower", jd.LATENCY_SAME_RATIO)
             missing = quality_error and f.accuracy is None
             rows.append(PanelRow(
-                f.label, long, Cell(NOT_MEASURED if missing else fmt_percent(f.accuracy)), interval, vs,
+                f.label, long, Cell(NOT_MEASURED if missing else fmt_score(f.accuracy, f.score_share)), interval, vs,
                 Cell(NOT_MEASURED if missing else fmt_metric(f.main_value)),
                 Cell(fmt_bytes(f.size_bytes), tone=ratio_tone(f.size_ratio, 0.0), note=size_note),
                 Cell(or_missing(f.latency_ms, fmt_ms), tone=ratio_tone(f.latency_ratio, jd.LATENCY_SAME_RATIO),

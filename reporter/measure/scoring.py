@@ -1,0 +1,161 @@
+"""The main metric of a run: the one number every verdict, gap, gate and fix is judged by, with its paired test.
+
+* Classification and multi-label: the share of samples right (accuracy, exact-match accuracy); a sample is
+  right or wrong, so two models are paired by McNemar's exact test and the interval is Wilson's.
+* Dense (segmentation): mean IoU. It is not a mean over samples, so the interval and the paired test
+  resample whole images (a seeded bootstrap over samples, the same resamples for every model), never pixels.
+* The user's metric (`--metric MODULE:FUNCTION`): whatever the function returns, bootstrapped the same way.
+
+`Score.measure(out)` reads one model's output on the evaluation data; `Score.compare(a, ref)` pairs two
+measured models: the difference (positive: better, whichever way the metric points) and a p-value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import numpy as np
+
+from reporter.core import judgement as jd
+from reporter.measure.task import Task
+from reporter.model.report import MainMetric, PairedScore
+
+BOOTSTRAP_SEED = 20240601
+BOOTSTRAP_DENSE = 1000  # resamples for mean IoU (vectorized: cheap)
+BOOTSTRAP_USER = 200  # resamples for a user's metric (one call of the function each)
+
+
+@dataclass
+class Scored:
+    """One model's main metric on the evaluation data."""
+
+    value: float
+    correct: Optional[np.ndarray] = None  # per sample right/wrong (share metrics read from samples)
+    boot: Optional[np.ndarray] = None  # the metric on each bootstrap resample (shared resamples)
+    values: dict = None  # a user's metric: every value its function returned, by name
+
+
+class Score:
+    """The share of samples right: accuracy, or exact-match accuracy for multi-label."""
+
+    share = True
+    higher_is_better = True
+    bootstrapped = False
+
+    def __init__(self, task: Task, y: np.ndarray, name: str = "accuracy"):
+        self.task, self.y, self.name = task, y, name
+
+    def measure(self, out) -> Scored:
+        correct = np.asarray(self.task.classes(out) == self.y)
+        return Scored(float(correct.mean()) if correct.size else 0.0, correct=correct)
+
+    def compare(self, a: Scored, ref: Scored) -> tuple[float, float]:
+        """(a - ref, oriented so that positive is better; two-sided p-value of the paired test)."""
+        if a.correct is not None and ref.correct is not None:
+            return a.value - ref.value, jd.mcnemar_p(ref.correct, a.correct)
+        d = a.boot - ref.boot
+        if not self.higher_is_better:
+            d = -d
+        delta = (a.value - ref.value) * (1 if self.higher_is_better else -1)
+        return delta, jd.bootstrap_p(d)
+
+    def interval(self, s: Scored) -> tuple[float, float]:
+        if s.correct is not None:
+            return jd.wilson_interval(int(s.correct.sum()), len(s.correct))
+        return jd.percentile_interval(s.boot)
+
+    def main(self, s: Scored, paired: dict[str, tuple[float, float]]) -> Optional[MainMetric]:
+        """The record the report keeps; None for accuracy (its McNemar counts are in `metrics.paired`)."""
+        if not self.bootstrapped:
+            return None
+        low, high = self.interval(s)
+        return MainMetric(self.name, s.value, self.higher_is_better, self.share, low, high,
+                          {ref: PairedScore(d, p) for ref, (d, p) in paired.items()})
+
+
+def resample_weights(n: int, resamples: int) -> np.ndarray:
+    """(resamples, n): how often each sample is drawn in each bootstrap resample (seeded, so every model of a
+    run, and every run on the same data, gets the same resamples)."""
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) if n else np.zeros((resamples, 0), int)
+
+
+class MeanIoU(Score):
+    """Dense classes (per pixel or per timestep): mean IoU over the classes in the labels or the predictions."""
+
+    bootstrapped = True
+
+    def __init__(self, task: Task, y: np.ndarray):
+        super().__init__(task, y, "mean IoU")
+        self.weights = resample_weights(len(y), BOOTSTRAP_DENSE)
+
+    def confusions(self, out) -> np.ndarray:
+        """(n, classes * classes): each sample's pixel confusion matrix, flattened (rows: true)."""
+        from reporter.measure.metrics import per_sample_confusion
+
+        return per_sample_confusion(self.y, self.task.classes(out), self.task.num_classes)
+
+    def measure(self, out) -> Scored:
+        from reporter.measure.metrics import mean_iou
+
+        per = self.confusions(out)
+        k = self.task.num_classes
+        boot = mean_iou((self.weights @ per).reshape(-1, k, k))
+        return Scored(float(mean_iou(per.sum(axis=0).reshape(1, k, k))[0]), boot=boot)
+
+
+class UserScore(Score):
+    """The user's metric: `fn(y_true, y_pred) -> float | dict[str, float]`, called with the labels as given and
+    the raw outputs (for several outputs, dicts by output name, and a dict result keyed by output name). The
+    main value is the float, the primary output's entry, or a one-output dict's first entry."""
+
+    bootstrapped = True
+
+    def __init__(self, name: str, fn: Callable, y_true, n: int, higher_is_better: bool = True,
+                 primary: Optional[str] = None):
+        super().__init__(Task(None), np.zeros(0), name)
+        self.fn, self.y_true, self.primary = fn, y_true, primary
+        self.higher_is_better = higher_is_better
+        self.share = False
+        self.indices = [np.repeat(np.arange(n), w) for w in resample_weights(n, BOOTSTRAP_USER)]
+
+    def values(self, out, idx: Optional[np.ndarray] = None) -> dict[str, float]:
+        """The function's result on every sample (or on the samples `idx`), as {name: value}."""
+        pick = (lambda a: a) if idx is None else (lambda a: None if a is None else np.asarray(a)[idx])
+        y = {k: pick(v) for k, v in self.y_true.items()} if isinstance(self.y_true, dict) else pick(self.y_true)
+        pred = {k: pick(v) for k, v in out.items()} if isinstance(out, dict) else pick(out)
+        result = self.fn(y, pred)
+        if isinstance(result, dict):
+            if not result:
+                raise ValueError(f"metric {self.name} returned an empty dict")
+            found = {str(k): _number(self.name, k, v) for k, v in result.items()}
+            return {(f"{self.name} ({k})" if self.primary is not None else k): v for k, v in found.items()}
+        return {self.name: _number(self.name, None, result)}
+
+    def main_value(self, values: dict[str, float]) -> float:
+        if self.primary is not None:
+            key = f"{self.name} ({self.primary})"
+            if key in values:
+                return values[key]
+            if self.name in values:
+                return values[self.name]
+            raise ValueError(f"metric {self.name} returned no value for the primary output {self.primary}"
+                             f" (keys: {', '.join(values)})")
+        return values.get(self.name, next(iter(values.values())))
+
+    def measure(self, out) -> Scored:
+        values = self.values(out)
+        boot = np.array([self.main_value(self.values(out, idx)) for idx in self.indices])
+        return Scored(self.main_value(values), boot=boot, values=values)
+
+
+def _number(name: str, key, value) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        where = f"[{key!r}]" if key is not None else ""
+        raise ValueError(f"metric {name}{where} returned {type(value).__name__}, not a number") from None
+    if not np.isfinite(number):
+        raise ValueError(f"metric {name}{'[' + repr(key) + ']' if key is not None else ''} returned {number}")
+    return number
