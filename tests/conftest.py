@@ -125,3 +125,19 @@ def run_recorded(model, data, out, name: str, *flags) -> tuple:
         return run_cli(model, data, out, *flags, name=name), None
     except BaseException as exc:  # noqa: BLE001 - SystemExit included: the tests report it
         return None, "".join(traceback.format_exception_only(type(exc), exc)).strip()
+
+
+def measured_models(report: dict, ok_only: bool = False) -> dict:
+    """{name: variant result} of every model a report.json measured and wrote as <name>.tflite: the variants
+    (only the ok ones with `ok_only`), and when a fix was built the recommended (selective) model, the rule's
+    model and the alternatives."""
+    measured = {v["name"]: v for v in report["variants"] if not ok_only or v["status"] == "ok"}
+    rec = report.get("recommendation") or {}
+    if rec.get("selective"):
+        measured["selective"] = rec["selective"]
+    if (rec.get("rule") or {}).get("selective"):
+        measured[rec["rule"]["selective"]["name"]] = rec["rule"]["selective"]
+    for alt in rec.get("alternatives") or []:
+        if alt.get("model") and alt["model"].get("status") == "ok":
+            measured[alt["model"]["name"]] = alt["model"]
+    return measured

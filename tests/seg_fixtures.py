@@ -12,6 +12,13 @@ overlap with the evaluation data).
   int64 class ids. Float pixel accuracy is above 90 %.
 * segmentation_onehot: the segmentation fixture's model file and inputs (copied, so the very same model),
   labels saved as one-hot rows (n, 16, 16, 3) int64.
+* segmentation_collapse: the segmentation fixture's images and labels with a second input channel, a
+  nuisance of huge magnitude (NUISANCE: a level per image plus per-pixel noise, independent of the labels):
+  input (16, 16, 2) float32 -> Normalization (per channel, the training inputs' mean and variance) ->
+  Conv2D(8, 3, same, relu) -> Conv2D(8, 3, same, relu) -> Conv2D(3, 1) -> Softmax: per-pixel scores
+  (16, 16, 3), labels y (n, 16, 16) int64. Float's mean IoU is high; full-integer quantization collapses
+  (the int8 input, spanning 0 to ~4,000, cannot resolve the shapes' 0-1 values next to the nuisance; the
+  failure mode of collapse_fixtures' wine_offset), and keeping the normalization in float fixes it.
 * top2: digits (8x8 pixels / 16, flattened to 64 floats) -> Dense 32-16 -> 10-way softmax named
   "scores", class ids (n,) int64; beside model.keras and data.npz, user_metrics.py (USER_METRICS): `top2`
   (share of samples whose label is among the two highest scores, ties broken as
@@ -29,12 +36,13 @@ import numpy as np
 import model_fixtures as M
 
 VERSION = 1
-FIXTURES = ("segmentation", "segmentation_onehot", "top2")
+FIXTURES = ("segmentation", "segmentation_onehot", "segmentation_collapse", "top2")
 CLASSES = ("background", "square", "disc")
 SIZE = 16
 N_TRAIN, N_EVAL = 600, 200
 BRIGHT, DIM, NOISE = 1.0, 0.5, 0.12
 SEG_EPOCHS = 15
+NUISANCE = (1000.0, 4000.0, 50.0)  # segmentation_collapse's channel 1: level per image in [low, high), pixel noise
 TOP2_OUTPUT = "scores"  # the top2 model's output layer
 
 USER_METRICS = '''"""A user's metrics for quant-report's --metric PATH:NAME (tests/seg_fixtures.py writes this file)."""
@@ -99,13 +107,19 @@ def segmentation_model():
     import keras
 
     M.seed()
-    return keras.Sequential([
-        keras.Input((SIZE, SIZE, 1)),
+    return keras.Sequential([keras.Input((SIZE, SIZE, 1)), *_segmentation_layers()], name="segmentation")
+
+
+def _segmentation_layers() -> list:
+    """Two 3x3 convolutions, 1x1 logits and a per-pixel softmax: the layers every segmentation fixture shares."""
+    import keras
+
+    return [
         keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="conv_1"),
         keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="conv_2"),
         keras.layers.Conv2D(len(CLASSES), 1, name="logits"),
         keras.layers.Softmax(axis=-1, name="pixel_scores"),
-    ], name="segmentation")
+    ]
 
 
 def build_segmentation(folder: Path, cache_root):
@@ -124,6 +138,39 @@ def build_segmentation_onehot(folder: Path, cache_root):
     return folder / "model.keras", folder / "data.npz"
 
 
+def with_nuisance(x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`x` (n, 16, 16, 1) with a second channel: a level per image drawn uniformly in NUISANCE[:2] plus
+    Gaussian per-pixel noise (NUISANCE[2]), independent of the labels. (n, 16, 16, 2) float32."""
+    low, high, noise = NUISANCE
+    level = rng.uniform(low, high, size=(len(x), 1, 1, 1))
+    nuisance = level + rng.normal(0.0, noise, size=x.shape)
+    return np.concatenate([x, nuisance], axis=-1).astype(np.float32)
+
+
+def segmentation_collapse_model(x_train):
+    """The seeded, untrained model: a per-channel Normalization of `x_train` (float64 statistics: float32
+    sums over values in the thousands drift), then the segmentation model's layers."""
+    import keras
+
+    M.seed()
+    x64 = np.asarray(x_train, np.float64)
+    return keras.Sequential([
+        keras.Input((SIZE, SIZE, 2)),
+        keras.layers.Normalization(axis=-1, mean=x64.mean(axis=(0, 1, 2)), variance=x64.var(axis=(0, 1, 2)),
+                                   name="normalize"),
+        *_segmentation_layers(),
+    ], name="segmentation_collapse")
+
+
+def build_segmentation_collapse(folder: Path, cache_root):
+    x_tr, y_tr, x_te, y_te = segmentation_data()
+    rng = np.random.default_rng(M.SEED + 1)  # the shapes are the segmentation fixture's own
+    x_tr, x_te = with_nuisance(x_tr, rng), with_nuisance(x_te, rng)
+    model = segmentation_collapse_model(x_tr)
+    M.train(model, x_tr, y_tr, "sparse_categorical_crossentropy", 1e-2, epochs=SEG_EPOCHS)
+    return M.save(folder, model, x_te, y_te, x_tr)
+
+
 def build_top2(folder: Path, cache_root):
     from sklearn.datasets import load_digits
 
@@ -139,6 +186,7 @@ def build_top2(folder: Path, cache_root):
 BUILDERS = {
     "segmentation": build_segmentation,
     "segmentation_onehot": build_segmentation_onehot,
+    "segmentation_collapse": build_segmentation_collapse,
     "top2": build_top2,
 }
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from conftest import has_word, one_error_line, run_recorded
+from conftest import has_word, one_error_line, run_recorded, measured_models
 import label_fixtures as L
 
 pytestmark = pytest.mark.slow
@@ -53,19 +53,7 @@ def _variant(report, name):
 
 
 def _measured(report):
-    """{name: variant result} of every model the report measured and wrote: float, drq, fiq, and when a
-    fix was built the recommended (selective) model, the rule's model and the alternatives (each named as
-    its .tflite file)."""
-    measured = {v["name"]: v for v in report["variants"]}
-    rec = report.get("recommendation") or {}
-    if rec.get("selective"):
-        measured["selective"] = rec["selective"]
-    if (rec.get("rule") or {}).get("selective"):
-        measured[rec["rule"]["selective"]["name"]] = rec["rule"]["selective"]
-    for alt in rec.get("alternatives") or []:
-        if alt.get("model") and alt["model"].get("status") == "ok":
-            measured[alt["model"]["name"]] = alt["model"]
-    return measured
+    return measured_models(report)
 
 
 def _outputs(folder, variant, x):

@@ -197,6 +197,10 @@ def load(path) -> BatchConfig:
         else:
             seen[folder] = at("model", i, "name") if "name" in raw else header
         options = {**defaults, **{k: v for k, v in raw.items() if k in RUN_KEYS}}
+        metric = options.get("metric")
+        if isinstance(metric, str) and metric.rpartition(":")[0].endswith(".py"):
+            file, _, func = metric.rpartition(":")  # a metric file is found relative to this config's folder
+            options["metric"] = f"{(base / file).resolve()}:{func}"
         models.append(ModelEntry(name=name, path=model_path, data=data_spec, options=options, line=header,
                                  shown=(raw["path"], raw["data"])))
 

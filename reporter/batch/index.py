@@ -23,7 +23,8 @@ from reporter.core.exit_codes import exit_code
 from reporter.findings.gate import check
 from reporter.render.formats import FILE_NAMES, environment, templates_dir, write_atomic
 from reporter.findings import load_report
-from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_percent, fmt_points
+from reporter.findings.derive import metric_of
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_change, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_points
 from reporter.core.variants import short
 
 INDEX_SCHEMA_VERSION = 1
@@ -35,7 +36,7 @@ class IndexRow:
     status: str  # "ok", "failed" or "skipped" (kept from an earlier run)
     folder: str
     links: dict  # format -> relative path, for the files that exist
-    accuracy: dict  # variant -> accuracy (float, drq, fiq, selective)
+    accuracy: dict  # variant -> the main metric (accuracy, or `metric`) for float, drq, fiq, selective
     size_bytes: dict
     latency_ms: dict  # variant -> median
     accuracy_drop: Optional[float]  # float - gate variant (or FIQ) accuracy
@@ -51,6 +52,8 @@ class IndexRow:
     # variant -> {measurement: error} for the measurements of a built variant that failed (its value is
     # missing above and shown as "not measured")
     not_measured: dict = dataclasses.field(default_factory=dict)
+    metric: str = "accuracy"  # the main metric the row's numbers are: accuracy, mean IoU, the user's metric
+    metric_share: bool = True  # a share (0..1); else a number in the metric's own units
 
 
 def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
@@ -67,6 +70,7 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         return IndexRow(links={}, accuracy={}, size_bytes={}, latency_ms={}, accuracy_drop=None, suspects=None,
                         gap_recovered=None, gate=None, **base)
     found = report.findings  # every number and verdict below comes from the report's findings
+    metric, share = metric_of(report)
     ok = [f for f in found.variants if f.ok and f.name != "rule"]
     accuracy = {f.name: f.accuracy for f in ok if f.accuracy is not None}
     target = found.variant(gate.variant if gate else "fiq")
@@ -83,6 +87,7 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         gate=gate_result,
         verdict=found.headline[0] if found.headline else "",
         not_measured={f.name: dict(f.not_measured) for f in ok if f.not_measured},
+        metric=metric, metric_share=share,
         **base,
     )
 
@@ -159,14 +164,16 @@ class IndexView:
             gated = self.index.gate["variant"] if self.index.gate else "fiq"
             out.append({
                 "row": r,
-                "accuracy": [NOT_MEASURED if _missing(r, v, "metrics") else fmt_metric(r.accuracy.get(v))
-                             for v in self.VARIANTS],
+                "metric": "" if r.metric == "accuracy" else r.metric,
+                "accuracy": [NOT_MEASURED if _missing(r, v, "metrics") else
+                             (fmt_metric if r.metric_share else fmt_number)(r.accuracy.get(v)) for v in self.VARIANTS],
                 "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],
                 # a built FIQ without a latency: its timing failed or was skipped (latency runs 0)
                 "latency": NOT_MEASURED if "fiq" in r.size_bytes and r.latency_ms.get("fiq") is None
                 else fmt_ms(r.latency_ms.get("fiq")),
                 "drop": (NOT_MEASURED if _missing(r, gated, "metrics") or _missing(r, "float", "metrics") else "–")
-                if r.accuracy_drop is None else fmt_points(-r.accuracy_drop),
+                if r.accuracy_drop is None else (fmt_points(-r.accuracy_drop) if r.metric_share
+                                                 else fmt_change(-r.accuracy_drop, False)),
                 "suspects": "–" if r.suspects is None else str(r.suspects),
                 "gap": fmt_percent(r.gap_recovered, 0),
                 "gate": gate,

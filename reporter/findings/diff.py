@@ -17,7 +17,8 @@ from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core.errors import QuantReportError
-from reporter.core.formatting import fmt_bytes, fmt_ms, fmt_percent, fmt_signed_bytes, fmt_signed_points
+from reporter.core.formatting import (fmt_bytes, fmt_change, fmt_ms, fmt_percent, fmt_score, fmt_signed_bytes,
+                                      fmt_signed_points)
 from reporter.core.variants import short
 from reporter.measure.metrics import unpack_correct
 from reporter.model.report import Report, VariantResult
@@ -57,6 +58,7 @@ class VariantDiff:
     why: list[str] = field(default_factory=list)  # what changed, in words
     error: str = ""
     heads: dict[str, Change] = field(default_factory=dict)  # several outputs: each labelled one's accuracy
+    metric: str = ""  # what `accuracy` measures: "accuracy", "mean IoU", the user's metric ("" when not measured)
 
 
 @dataclass(frozen=True)
@@ -191,12 +193,15 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
                 for what, a in where:
                     if a is None or a.base is None or a.new is None:
                         continue
-                    drop = a.base - a.new
+                    drop = -a.delta
                     if not jd.gate_passes(drop, max_accuracy_drop):
-                        points = fmt_signed_points(-drop)
-                        failures.append(GateFailure(m.name, v.name, a.base, a.new, drop, (
-                            f"{m.name}: {v.label}{what} accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)}"
-                            f" ({points} points; limit {max_accuracy_drop * 100:.1f} points)")))
+                        if v.metric in ("", "accuracy") or what:
+                            words = (f"accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)} ({fmt_signed_points(-drop)}"
+                                     f" points; limit {max_accuracy_drop * 100:.1f} points)")
+                        else:
+                            words = f"{v.metric} {a.text}; limit {max_accuracy_drop:g}"
+                        failures.append(GateFailure(m.name, v.name, a.base, a.new, drop,
+                                                    f"{m.name}: {v.label}{what} {words}"))
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
 
 
@@ -264,7 +269,7 @@ def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_
 def _brief(report: Report) -> str:
     fiq = report.variant("fiq")
     if fiq is not None and fiq.ok and fiq.metrics:
-        return f"FIQ accuracy {fmt_percent(fiq.metrics.accuracy)}"
+        return f"FIQ {metric_name(fiq)} {fmt_score(fiq.metrics.score, fiq.metrics.share)}"
     return f"{len(report.variants)} variants"
 
 
@@ -295,7 +300,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
     if b.metrics and n.metrics:
         accuracy = _accuracy(b, n, same, num_eval)
         if jd.accuracy_differs(accuracy.significant, accuracy.delta):
-            why.append(f"accuracy {accuracy.text}")
+            why.append(f"{metric_name(n)} {accuracy.text}")
         main_label, bm, nm = _main(b), _main_value(b), _main_value(n)
         if bm is not None and nm is not None:
             main = Change(bm, nm, nm - bm, text=f"{bm:.3f} → {nm:.3f}")
@@ -325,7 +330,7 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
             if jd.accuracy_differs(heads[output].significant, heads[output].delta):
                 why.append(f"output {output} accuracy {heads[output].text}")
     return VariantDiff(name, label, "changed" if why else "unchanged", accuracy, main_label, main, mse, size,
-                       latency, why, heads=heads)
+                       latency, why, heads=heads, metric=metric_name(n) if n.metrics else "")
 
 
 def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval: int) -> Change:
@@ -335,6 +340,8 @@ def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval
 def _accuracy_of(b_metrics, n_metrics, same: Optional[bool], num_eval: int) -> Change:
     """Accuracy in BASE and NEW, with McNemar when both runs measured the same samples."""
     b, n = b_metrics, n_metrics
+    if b.main is not None or n.main is not None:
+        return _main_change(b, n)
     ba, na = b.accuracy, n.accuracy
     delta = na - ba
     points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({fmt_signed_points(delta)} points"
@@ -349,6 +356,25 @@ def _accuracy_of(b_metrics, n_metrics, same: Optional[bool], num_eval: int) -> C
             text = f"{points}, {jd.p_text(p)})" + ("" if sig else ", within noise")
             return Change(ba, na, delta, p, sig, text)
     return Change(ba, na, delta, None, None, f"{points}, not tested)")
+
+
+def _main_change(b, n) -> Change:
+    """A main metric other than accuracy (mean IoU, the user's metric) in BASE and NEW: its per-sample values
+    are not stored, so the change is shown untested (any change counts); `delta` is positive when better."""
+    if b.main is None or n.main is None or b.main.name != n.main.name:
+        names = [m.main.name if m.main else "accuracy" for m in (b, n)]
+        return Change(b.score, n.score, 0.0, None, False, f"measured by {names[0]} in BASE and {names[1]} in NEW:"
+                                                         " not compared")
+    raw = n.main.value - b.main.value
+    delta = raw if n.main.higher_is_better else -raw
+    text = (f"{fmt_score(b.main.value, n.main.share)} → {fmt_score(n.main.value, n.main.share)}"
+            f" ({fmt_change(raw, n.main.share)}, not tested: per-sample values are not stored)")
+    return Change(b.main.value, n.main.value, delta, None, None if jd.nonzero(raw) else False, text)
+
+
+def metric_name(v: VariantResult) -> str:
+    """What a variant's main numbers are: "accuracy", or the main metric's name."""
+    return v.metrics.main.name if v.metrics is not None and v.metrics.main is not None else "accuracy"
 
 
 def _main(v: VariantResult) -> str:

@@ -50,6 +50,11 @@ class Score:
         correct = np.asarray(self.task.classes(out) == self.y)
         return Scored(float(correct.mean()) if correct.size else 0.0, correct=correct)
 
+    def value(self, out) -> float:
+        """The metric alone (no interval, no resamples): what the search's steps show."""
+        correct = np.asarray(self.task.classes(out) == self.y)
+        return float(correct.mean()) if correct.size else 0.0
+
     def compare(self, a: Scored, ref: Scored) -> tuple[float, float]:
         """(a - ref, oriented so that positive is better; two-sided p-value of the paired test)."""
         if a.correct is not None and ref.correct is not None:
@@ -95,6 +100,12 @@ class MeanIoU(Score):
         from reporter.measure.metrics import per_sample_confusion
 
         return per_sample_confusion(self.y, self.task.classes(out), self.task.num_classes)
+
+    def value(self, out) -> float:
+        from reporter.measure.metrics import mean_iou
+
+        k = self.task.num_classes
+        return float(mean_iou(self.confusions(out).sum(axis=0).reshape(1, k, k))[0])
 
     def measure(self, out) -> Scored:
         from reporter.measure.metrics import mean_iou
@@ -143,6 +154,9 @@ class UserScore(Score):
             raise ValueError(f"metric {self.name} returned no value for the primary output {self.primary}"
                              f" (keys: {', '.join(values)})")
         return values.get(self.name, next(iter(values.values())))
+
+    def value(self, out) -> float:
+        return self.main_value(self.values(out))
 
     def measure(self, out) -> Scored:
         values = self.values(out)

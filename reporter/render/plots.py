@@ -415,7 +415,11 @@ def tradeoff(report: Report) -> str:
     rec = report.recommendation
     if not rec or not rec.search or not rec.search.steps:
         return ""
-    classification = report.model.num_classes is not None
+    classification = report.model.num_classes is not None or bool(report.model.main_metric)
+    flt = report.variant("float")
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+    metric = main.name if main is not None else "accuracy"
+    higher = main is None or main.higher_is_better
     unique = {}
     for step in rec.search.steps:
         unique.setdefault(tuple(step.denylisted_nodes), step)
@@ -423,7 +427,7 @@ def tradeoff(report: Report) -> str:
     quality = [s.accuracy if classification else s.output_mse for s in steps]
     if any(q is None for q in quality):
         return ""
-    ylabel = "accuracy (evaluation data)" if classification else "output MSE vs float (evaluation data)"
+    ylabel = f"{metric} (evaluation data)" if classification else "output MSE vs float (evaluation data)"
     from matplotlib.ticker import MaxNLocator
 
     fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.0), sharey=True)
@@ -434,7 +438,7 @@ def tradeoff(report: Report) -> str:
         ax.scatter(xs, quality, s=14, color=NORMAL, alpha=0.7, label="candidate", zorder=2)
         from reporter.search.engine import pareto
 
-        better = quality if classification else [-q for q in quality]
+        better = quality if classification and higher else [-q for q in quality]
         front = sorted((x, q) for x, q, flag in zip(xs, quality, pareto(list(zip(xs, better)))) if flag)
         if front:
             ax.plot([p[0] for p in front], [p[1] for p in front], color=NORMAL, linewidth=1, label="Pareto front",
@@ -445,14 +449,14 @@ def tradeoff(report: Report) -> str:
                        label="recommended", zorder=4)
         rule = rec.rule
         if rule and rule.selective and rule.selective.ok:
-            rq = (rule.selective.metrics.accuracy if classification and rule.selective.metrics else
+            rq = (rule.selective.metrics.score if classification and rule.selective.metrics else
                   rule.selective.output_error.mse if rule.selective.output_error else None)
             if rq is not None:
                 rx = rule.selective.size_bytes / 1024 if xlabel.startswith("model") else len(rule.denylisted_nodes)
                 ax.scatter(rx, rq, s=40, marker="X", color=SUSPECT, label="rmse/scale rule", zorder=3)
         for alt, marker in zip(rec.alternatives, ("D", "s", "^")):
             m = alt.model
-            aq = (m.metrics.accuracy if classification and m.metrics else m.output_error.mse if m.output_error
+            aq = (m.metrics.score if classification and m.metrics else m.output_error.mse if m.output_error
                   else None) if m is not None and m.ok else None
             if aq is not None:
                 ax_x = m.size_bytes / 1024 if xlabel.startswith("model") else len(alt.layers)
@@ -461,8 +465,8 @@ def tradeoff(report: Report) -> str:
         for name, style in (("float", ":"), ("fiq", "--")):
             v = report.variant(name)
             if v and v.ok and classification and v.metrics:
-                ax.axhline(v.metrics.accuracy, linestyle=style, color="black", linewidth=0.7,
-                           label=f"{'float' if name == 'float' else 'FIQ'} {v.metrics.accuracy:.3f}")
+                ax.axhline(v.metrics.score, linestyle=style, color="black", linewidth=0.7,
+                           label=f"{'float' if name == 'float' else 'FIQ'} {v.metrics.score:.3f}")
         ax.set_xlabel(xlabel)
     axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
     if spans_decades([s.size_bytes for s in steps]):
@@ -470,7 +474,7 @@ def tradeoff(report: Report) -> str:
     if not classification and all(q > 0 for q in quality):
         axes[0].set_yscale("log")
     axes[0].set_ylabel(ylabel)
-    what = "accuracy" if classification else "output error"
+    what = metric if classification else "output error"
     fig.suptitle(f"Search: {what} against size and against layers kept in float", fontsize=9, x=0.01,
                  ha="left")
     handles, labels = axes[1].get_legend_handles_labels()

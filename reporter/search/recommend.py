@@ -98,6 +98,8 @@ def scorer(float_out: np.ndarray, classification: bool, binary_sigmoid: bool = F
 
         def score(out):
             agree = classes(out) == ref
+            if agree.ndim > 1:  # dense classes: each sample's share of positions agreeing (paired over samples)
+                agree = agree.mean(axis=1)
             return float(agree.mean()), agree
         return score
     var = float(np.var(float_out)) or 1.0
@@ -119,9 +121,14 @@ def heads_scorer(float_outs: dict, heads: list) -> Callable[[dict], tuple[float,
     refs = {key: task.classes(float_outs[key]) for key, task in classifying}
 
     def score(outs):
-        agree = np.logical_and.reduce([task.classes(outs[key]) == refs[key] for key, task in classifying])
+        agree = np.logical_and.reduce([_per_sample(task.classes(outs[key]) == refs[key]) for key, task in classifying])
         return float(agree.mean()), agree
     return score
+
+
+def _per_sample(agree: np.ndarray) -> np.ndarray:
+    """A sample agrees with float when every one of its positions does (dense outputs), else as it is."""
+    return agree.all(axis=1) if agree.ndim > 1 else agree
 
 
 # --- the search, wired to real models ---------------------------------------------------------------
@@ -191,9 +198,11 @@ class Candidates:
 
 
 def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
-                        float_eval_out: np.ndarray, classification: bool, latency_runs: int,
-                        binary_sigmoid: bool = False) -> list[SearchStep]:
-    """Every step of the search, measured on the evaluation data as well (same model, other samples)."""
+                        float_eval_out: np.ndarray, latency_runs: int,
+                        score: Optional[Callable] = None) -> list[SearchStep]:
+    """Every step of the search, measured on the evaluation data as well (same model, other samples): the main
+    metric (`score`: accuracy, mean IoU or the user's metric of the outputs; the models' output is given by
+    name for several outputs when the metric reads them all), or without one the output MSE against float."""
     cache: dict[frozenset, tuple] = {}
     rows = []
     for step in trace.steps:
@@ -201,8 +210,8 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
         if nodes not in cache:
             model = candidates.build(nodes)
             out = candidates.primary(model, data.x)
-            acc = float(np.mean(candidates.classes(out) == data.y)) if classification else None
-            mse = None if classification else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
+            acc = score(model, out) if score is not None else None
+            mse = None if score is not None else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
             latency = _step_latency(model, data.x[:1], latency_runs)
             cache[nodes] = (acc, mse, latency)
         acc, mse, latency = cache[nodes]
@@ -212,7 +221,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
             accepted=step.accepted, accuracy=acc, output_mse=mse, latency_ms=latency,
             chosen=trace.chosen is not None and nodes == trace.chosen.nodes,
         ))
-    quality = [(r.size_bytes, r.accuracy if classification else -(r.output_mse or 0.0)) for r in rows]
+    quality = [(r.size_bytes, r.accuracy if score is not None else -(r.output_mse or 0.0)) for r in rows]
     return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, srch.pareto(quality))]
 
 

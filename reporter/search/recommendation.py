@@ -64,9 +64,8 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
         with progress.stage("search", f"searched {trace.evaluations} candidates in {trace.seconds:.1f} s:"
                                       f" {len(chosen)} layer(s) in float"):
             steps = recommend.steps_on_evaluation(trace, candidates, layers, data, outputs["float"],
-                                                  classification,
                                                   max(3, s.latency_runs // 10) if s.latency_runs else 0,
-                                                  task.binary_sigmoid)
+                                                  _step_score(m) if m.score is not None else None)
         search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
@@ -101,6 +100,19 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
         alternatives=alternatives, **base,
     )
     return layers, rec
+
+
+def _step_score(m: Measurer):
+    """The main metric of a candidate on the evaluation data, from its primary output (or, for a user's metric
+    on a model with several outputs, from all of them by name)."""
+    from reporter.measure.scoring import UserScore
+
+    def value(model: bytes, out) -> float:
+        if isinstance(m.score, UserScore) and m.heads:
+            outs = evaluate.predict_all(model, m.data.x)
+            return m.score.value({h.name: outs[h.key] for h in m.heads})
+        return m.score.value(out)
+    return value
 
 
 def _reproduction_code(quantizer, chosen, keep_float_ops, calibration_samples: int) -> str:

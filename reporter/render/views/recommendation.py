@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import judgement as jd
-from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent,
+from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, or_missing)
 from reporter.findings.derive import SCHEME_NAMES
 from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
@@ -85,13 +85,15 @@ class RecommendationView:
         if flt is None or fiq is None or not fiq.ok:
             return []
         rows = []
-        if basis.is_classification and sel.metrics:
+        if basis.scored and sel.metrics:
             def comparison_cell(c):
                 if c is None:
                     return Cell("–")
                 return Cell(c.text, "", "neutral" if not c.significant else ("good" if c.delta > 0 else "bad"))
-            rows.append(Row("Accuracy", [Cell(fmt_percent(v.metrics.accuracy) if v.metrics else NOT_MEASURED)
-                                         for v in (flt, fiq, sel)]
+            metric, share = basis.metric
+            rows.append(Row(metric[:1].upper() + metric[1:],
+                            [Cell(fmt_score(v.metrics.score, share) if v.metrics else NOT_MEASURED)
+                             for v in (flt, fiq, sel)]
                             + [comparison_cell(fix.vs_fiq), comparison_cell(fix.vs_float)]))
             if fix.share_of_gap is not None:
                 rows.append(Row("Share of the gap won back", [Cell(""), Cell("0 %"), Cell(fmt_percent(fix.share_of_gap, 0))]
@@ -214,11 +216,20 @@ class RecommendationView:
                 m.latency_ms.median if m.latency_ms else None, False, False, rule=True))
         return rows
 
+    @property
+    def tradeoff_label(self) -> str:
+        """The trade-off table's quality column: the main metric on the evaluation data, or the output MSE."""
+        if not self.basis.scored:
+            return "Output MSE"
+        metric = self.basis.metric[0]
+        return metric[:1].upper() + metric[1:]
+
     def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
         return TradeoffRow(
             float_layers=len(nodes), change=change, size=fmt_bytes(size),
             selection="–" if selection is None else f"{selection:.3f}",
-            accuracy=fmt_metric(accuracy) if self.basis.is_classification else fmt_number(mse),
+            accuracy=(fmt_metric(accuracy) if self.basis.metric[1] else fmt_number(accuracy)) if self.basis.scored
+            else fmt_number(mse),
             latency=or_missing(latency, fmt_ms), pareto=pareto, chosen=chosen, rule=rule)
 
     @property

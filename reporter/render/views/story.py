@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import judgement as jd
-from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number, fmt_percent,
+from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number,
                                       fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, ratio_tone, ratio_words, threshold_words
