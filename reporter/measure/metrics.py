@@ -76,7 +76,10 @@ def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[n
         balanced_accuracy=float(np.mean([_balanced_accuracy(y[:, j], pred[:, j]) for j in range(k)])),
         cohen_kappa=float(np.mean([0.0 if np.isnan(v) else v for v in per_label_kappa])),
         agreement_with_float=None if float_bits is None else float(np.mean(np.all(pred == float_bits, axis=1))),
-        per_class=[ClassMetrics(label=j, precision=float(p[j]), recall=float(r[j]), f1=float(f[j]), support=int(s[j]))
+        per_class=[ClassMetrics(label=j, precision=float(p[j]), recall=float(r[j]), f1=float(f[j]), support=int(s[j]),
+                                accuracy=float(np.mean(y[:, j] == pred[:, j])),
+                                roc_auc=roc_auc(y[:, j], scores[:, j]) if scores is not None else None,
+                                p_vs_float=None if float_bits is None else _label_p(y[:, j], pred[:, j], float_bits[:, j]))
                    for j in range(k)],
         confusion_matrix=[],
         roc_auc=auc,
@@ -149,6 +152,13 @@ def mean_iou(cms: np.ndarray) -> np.ndarray:
     iou = np.divide(tp, union, out=np.zeros_like(tp), where=valid)
     count = valid.sum(axis=1)
     return np.divide(iou.sum(axis=1), count, out=np.zeros(len(cms)), where=count > 0)
+
+
+def _label_p(y: np.ndarray, pred: np.ndarray, float_pred: np.ndarray) -> float:
+    """One label's exact McNemar p-value: which samples this model and float get right on it."""
+    from reporter.core.judgement import mcnemar_p
+
+    return mcnemar_p(pred == y, float_pred == y)
 
 
 def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: int = TOP_K) -> Optional[float]:

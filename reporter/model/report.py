@@ -141,6 +141,11 @@ class ClassMetrics:
     recall: float
     f1: float
     support: int
+    # Multi-label, per label: its accuracy, ROC AUC (None when the label takes one value only) and the exact
+    # McNemar p-value of its correctness against float's (1 for float itself).
+    accuracy: Optional[float] = None
+    roc_auc: Optional[float] = None
+    p_vs_float: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from functools import cached_property
 
+from reporter.core import judgement as jd
 from reporter.core.formatting import NOT_MEASURED, fmt_metric, fmt_number
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
 
@@ -168,8 +169,10 @@ class QualityView:
 
     @property
     def per_class_columns(self) -> str:
-        dense = self.basis.report.model.task == "segmentation"
-        return "precision / recall / F1 · IoU" if dense else "precision / recall / F1"
+        task = self.basis.report.model.task
+        return {"segmentation": "precision / recall / F1 · IoU",
+                "multilabel": "precision / recall / F1 · accuracy · ROC AUC (coloured where the label's own McNemar"
+                              " test against float is beyond noise)"}.get(task, "precision / recall / F1")
 
     @cached_property
     def per_class_rows(self) -> list[Row]:
@@ -195,7 +198,11 @@ class QualityView:
                 iou = v.metrics.iou_per_class
                 if iou is not None:
                     text += " · " + ("–" if iou[i] is None else f"{iou[i]:.2f}")
-                cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if self._beyond_noise(v.name)
-                                  else "neutral"))
+                beyond = self._beyond_noise(v.name)
+                if c.accuracy is not None:  # multi-label: the label's accuracy, ROC AUC, and its own paired test
+                    text += f" · {c.accuracy:.2f} · " + ("–" if c.roc_auc is None else f"{c.roc_auc:.2f}")
+                    beyond = c.p_vs_float is not None and v is not basis.float and jd.significant(c.p_vs_float)
+                    arrow = "" if v is basis.float or flt is None else metric_arrow(c.accuracy, flt[i].accuracy)
+                cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if beyond else "neutral"))
             rows.append(Row(str(base.label), cells))
         return rows
