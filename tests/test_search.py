@@ -198,3 +198,26 @@ def test_candidate_models_are_built_once_within_a_memory_bound(monkeypatch):
     monkeypatch.setattr(recommend, "BUILT_CACHE_BYTES", 150)
     candidates.build({"c"}), candidates.build({"c"})
     assert calls == [("a", "b"), ("c",), ("c",)]  # 100 + 100 bytes would pass the limit: not kept
+
+
+def test_a_wide_range_along_a_chain_is_fixed_by_a_region_and_cut_to_what_is_needed():
+    """An outlier channel along a chain: L3..L6 all carry the wide range; only keeping the whole chain and the
+    consumer after it (L3..L7) fixes the model; any one tensor with its producer and consumer does nothing.
+    The region move finds it, and nothing outside the region stays."""
+    layers = _layers(12, wide={"L3", "L4", "L5", "L6"}, bad={"L9"})
+    chain = {"L3", "L4", "L5", "L6", "L7"}
+    regions = srch.region_moves(layers)
+    assert [set(m.nodes) for m in regions] == [chain] and "5 ops" in regions[0].label
+    trace = srch.search(layers, Simulated([(chain, 200)]), _policy())
+    assert trace.chosen.nodes == chain and trace.target_met
+    assert all(trace.necessity[n] > 0.4 for n in chain)  # each of them is needed
+
+
+def test_error_spread_over_one_op_type_is_fixed_by_a_group_move():
+    """Swish-like error: every LOGISTIC must be float together; no single layer nor tensor helps."""
+    layers = [srch.Layer(f"L{i}", "LOGISTIC" if i % 3 == 1 else "CONV_2D", 0.4, None, 5.0,
+                         (f"L{i - 1}",) if i else (), (f"L{i + 1}",) if i < 11 else ()) for i in range(12)]
+    logistic = {f"L{i}" for i in range(12) if i % 3 == 1}
+    trace = srch.search(layers, Simulated([(logistic, 200)]), _policy())
+    assert trace.chosen.nodes == logistic and trace.target_met
+    assert any("every LOGISTIC (4 ops)" in s.change for s in trace.steps)

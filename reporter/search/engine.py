@@ -5,12 +5,17 @@ the selection data), so that the algorithm is tested without TensorFlow.
 
 1. Moves. Keeping one layer in float fixes the error that layer makes ("layer" move). Keeping a
    tensor in float needs its producer and every consumer in float together ("tensor" move): that is
-   what fixes a wide-range tensor, where keeping either side alone does nothing.
+   what fixes a wide-range tensor, where keeping either side alone does nothing. A wide range can run
+   along a chain of tensors (an outlier channel in a residual stream): a "region" move keeps the
+   connected wide-range layers and their consumers together. Error spread over a whole architecture
+   needs "group" moves: every op of one type (the LOGISTIC/MUL of swish and squeeze-excite), or a
+   contiguous block of the graph (Polygraphy's bisection over the layer order, NNCF's groups).
 2. Rank the moves from the debugger's evidence (local rmse/scale, the jump of the propagated error,
-   range), then measure each move alone where the budget allows, and order by measured effect.
+   range), then measure the regions and groups and the best single moves alone where the budget allows,
+   and order by measured effect.
 3. Add moves in that order until the target is met, or until more float layers stop helping.
-4. Drop every kept layer whose removal does not hurt (beyond noise, or below the target), and
-   repeat until each remaining layer is needed.
+4. Drop what is not needed, halves of the kept layers first, then smaller parts, then one layer at a
+   time (delta debugging), until removing any one kept layer hurts (beyond noise, or below the target).
 """
 
 from __future__ import annotations
@@ -41,9 +46,10 @@ class Layer:
 @dataclass(frozen=True)
 class Move:
     nodes: frozenset
-    kind: str  # "layer" or "tensor"
+    kind: str  # "layer", "tensor", "region", "group" (every op of a type) or "block" (contiguous layers)
     anchor: str  # the layer (or the producer of the tensor) the move is about
     prior: float  # evidence, in multiples of normal (1 = nothing unusual)
+    label: str = ""  # how the report names it: "region a … b (7 ops)", "every LOGISTIC (16 ops)", "block 2/4 ..."
 
 
 @dataclass(frozen=True)
@@ -107,6 +113,71 @@ def moves(layers: list[Layer]) -> list[Move]:
     return sorted(out, key=lambda m: (-m.prior, len(m.nodes), index[m.anchor]))
 
 
+WIDE = 10.0  # a tensor whose range is this many times the median range: wide (a region grows through it)
+BLOCKS = 4  # contiguous blocks of the layer order measured as group moves (and halves)
+MIN_GROUP = 2  # an op type with at least this many layers is a group move
+
+
+def region_moves(layers: list[Layer]) -> list[Move]:
+    """Connected regions of wide-range layers, grown through producers and consumers while the range stays
+    wide (at least WIDE times the median), each with every consumer of its layers: a wide tensor only stays
+    exact when its producer and all its consumers are float. Only regions of two or more wide layers (a single
+    one is a tensor move already)."""
+    by_name = {layer.name: layer for layer in layers}
+    index = {layer.name: i for i, layer in enumerate(layers)}
+    ranges = sorted(layer.range for layer in layers if layer.range > 0)
+    median = judgement.positive_floor(ranges[len(ranges) // 2] if ranges else 1.0)
+    wide = {layer.name for layer in layers if layer.range >= WIDE * median}
+    seen, out = set(), []
+    for layer in layers:
+        if layer.name not in wide or layer.name in seen:
+            continue
+        component, todo = set(), [layer.name]
+        while todo:
+            name = todo.pop()
+            if name in component:
+                continue
+            component.add(name)
+            node = by_name[name]
+            todo += [n for n in (*node.inputs, *node.consumers) if n in wide and n not in component]
+        seen |= component
+        if len(component) < 2:
+            continue
+        nodes = set(component)
+        for name in component:
+            nodes |= {c for c in by_name[name].consumers if c in by_name}
+        ordered = sorted(nodes, key=index.get)
+        prior = max(by_name[n].range for n in component) / median
+        out.append(Move(frozenset(nodes), "region", ordered[0], prior,
+                        f"region {_short(ordered[0], 40)} … {_short(ordered[-1], 40)} ({len(nodes)} ops)"))
+    return out
+
+
+def group_moves(layers: list[Layer]) -> list[Move]:
+    """Every op of one type (with at least MIN_GROUP layers and some evidence of error), and the layers cut into
+    BLOCKS contiguous blocks and two halves in model order: moves for error spread over the whole model."""
+    out = []
+    by_op: dict[str, list[Layer]] = {}
+    for layer in layers:
+        by_op.setdefault(layer.op, []).append(layer)
+    for op, members in by_op.items():
+        if len(members) < MIN_GROUP or len(members) == len(layers):
+            continue
+        prior = max(m.local for m in members) / RMSE_OVER_SCALE_IDEAL
+        out.append(Move(frozenset(m.name for m in members), "group", members[0].name, prior,
+                        f"every {op} ({len(members)} ops)"))
+    n = len(layers)
+    if n >= 2 * BLOCKS:
+        cuts = [(i * n // BLOCKS, (i + 1) * n // BLOCKS, f"block {i + 1}/{BLOCKS}") for i in range(BLOCKS)]
+        cuts += [(0, n // 2, "first half"), (n // 2, n, "second half")]
+        for lo, hi, what in cuts:
+            part = layers[lo:hi]
+            prior = max(layer.local for layer in part) / RMSE_OVER_SCALE_IDEAL
+            out.append(Move(frozenset(layer.name for layer in part), "block", part[0].name, prior,
+                            f"{what}: {_short(part[0].name, 40)} … {_short(part[-1].name, 40)} ({len(part)} ops)"))
+    return out
+
+
 def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], policy: Policy,
            forced: frozenset = frozenset()) -> Trace:
     """Runs the search; `forced` nodes are in float in every candidate (the user's --keep-float)."""
@@ -139,8 +210,11 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     if meets(start):
         return _finish(trace, start, True, "FIQ already meets the target", t0)
 
-    # Measure moves alone, best evidence first, with at most a third of the budget.
-    ranked = moves(layers)
+    # Measure moves alone, with at most a third of the budget: the regions and groups first (few, and the only
+    # moves that fix a chain or spread-out error), then the single moves with the best evidence.
+    singles = moves(layers)
+    wide = region_moves(layers) + sorted(group_moves(layers), key=lambda m: -m.prior)
+    ranked = wide + singles
     probes = {}
     for move in ranked[: max(0, policy.budget // 3)]:
         ev = measure(move.nodes)
@@ -185,31 +259,53 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     else:
         reason = reason or "every candidate move was tried"
 
-    # Drop every layer that is not needed, least promising first, until each one is needed.
+    # Drop what is not needed: halves of the kept layers first, then smaller parts (in model order, so a region
+    # is cut into contiguous pieces), then one layer at a time, least promising first, until each is needed.
     reference = best
     current = best
-    changed = True
-    while changed:
-        changed = False
-        added_order = [n for s in trace.steps if s.phase == "add" for n in sorted(s.evaluation.nodes)]
-        for node in sorted(current.nodes - forced, key=lambda n: -added_order.index(n) if n in added_order else 0):
-            ev = measure(current.nodes - {node})
+    index = {layer.name: i for i, layer in enumerate(layers)}
+
+    def droppable(ev: Evaluation) -> bool:
+        if policy.target_is_hard and meets(reference):  # a user's hard target allows any loss above it
+            return meets(ev)
+        # a layer stays only if the selection data show it is needed beyond noise, even when dropping it
+        # leaves the default target just missed: a gain within noise is not a need
+        return not worse(ev, current) and not worse(ev, reference)
+
+    chunk = max(1, len(current.nodes - forced) // 2)
+    while current.nodes - forced:
+        kept = sorted(current.nodes - forced, key=lambda n: index.get(n, 0))
+        if chunk == 1:
+            added_order = [n for s in trace.steps if s.phase == "add" for n in sorted(s.evaluation.nodes)]
+            kept.sort(key=lambda n: -added_order.index(n) if n in added_order else 0)
+        parts = [kept[i:i + chunk] for i in range(0, len(kept), chunk)] if chunk < len(kept) else \
+            ([kept[: len(kept) // 2], kept[len(kept) // 2:]] if len(kept) > 1 else [kept])
+        dropped = False
+        for part in parts:
+            ev = measure(current.nodes - set(part))
             if ev is None:
                 continue
-            if policy.target_is_hard and meets(reference):  # a user's hard target allows any loss above it
-                ok = meets(ev)
-            else:  # a layer stays only if the selection data show it is needed beyond noise, even when
-                # dropping it leaves the default target just missed: a gain within noise is not a need
-                ok = not worse(ev, current) and not worse(ev, reference)
-            trace.steps.append(Step(ev, "drop", f"− {_short(node)}", ok))
+            ok = droppable(ev)
+            what = f"− {_short(part[0])}" if len(part) == 1 else \
+                f"− {len(part)} layers: {_short(part[0], 40)} … {_short(part[-1], 40)}"
+            trace.steps.append(Step(ev, "drop", what, ok))
             if ok:
-                current, changed = ev, True
+                current, dropped = ev, True
                 break
+        if chunk == 1 and not dropped:
+            break
+        before = chunk
+        chunk = min(chunk, max(1, len(current.nodes - forced) // 2)) if dropped else max(1, chunk // 2)
+        if chunk == 1 and before > 1:
+            # One layer at a time, each judged against the model the parts left (within noise of the best, or it
+            # would not have been accepted): against the best itself, a layer that helps within noise only would
+            # stay whenever the parts already cost a few samples.
+            reference = current
     for node in sorted(current.nodes - forced):
         ev = seen.get(current.nodes - {node})
         if ev is not None:
             trace.necessity[node] = current.score - ev.score
-    if meets(reference) and not meets(current):
+    if meets(best) and not meets(current):
         reason = ("the target was reached with more layers in float, but what the dropped ones added was within"
                   " noise on the selection samples")
     return _finish(trace, current, meets(current), reason, t0)
@@ -238,5 +334,7 @@ def _short(name: str, limit: int = 60) -> str:
 
 
 def _change(sign: str, move: Move) -> str:
+    if move.label:
+        return f"{sign} {move.label}"
     what = "tensor of" if move.kind == "tensor" else "layer"
     return f"{sign} {what} {_short(move.anchor)}" + (f" ({len(move.nodes)} layers)" if len(move.nodes) > 1 else "")
