@@ -77,8 +77,7 @@ def _pct(value) -> str:
 def bench(name: str, model: Path, data: Path, setups: dict, repeats: int) -> dict:
     """Runs every setup `repeats` times on one model, prints its block and returns its table row."""
     times: dict[str, list] = {k: [] for k in setups}
-    searches, totals, report = [], [], {}
-    search_report = {}
+    searches, totals, search_report = [], [], {}
     for _ in range(repeats):
         for key, (src, extra) in setups.items():
             seconds, report = run_once(src, model, data, extra)
@@ -96,6 +95,8 @@ def bench(name: str, model: Path, data: Path, setups: dict, repeats: int) -> dic
            "recovered": (rec.get("selective") or {}).get("accuracy_gap_recovered"),
            "rule_recovered": (rec.get("rule") or {}).get("accuracy_gap_recovered"),
            "float_layers": len(rec.get("denylisted_nodes") or []), "method": rec.get("method", "-"),
+           "gap": (rec.get("gap") or {}).get("fiq_drop"), "gap_status": (rec.get("gap") or {}).get("status", ""),
+           "gap_reason": (rec.get("gap") or {}).get("reason", ""),
            "summary": rec.get("summary") or "(no recommendation)",
            "evaluations": None, "per_candidate_s": None, "search_s": None, "share": None}
     print(f"\n{name}: {row['layers']} debugged layers")
@@ -113,6 +114,9 @@ def bench(name: str, model: Path, data: Path, setups: dict, repeats: int) -> dic
               f" candidate, {med['seconds']:.2f} s = {row['share']:.1%} of the whole run")
     else:
         print("  search: not run (no gap)")
+    fiq_drop = "" if row["gap"] is None else f"FIQ {-row['gap'] * 100:+.1f} points against float; "
+    print(f"  float-to-FIQ gap: {fiq_drop}{row['gap_status'] or 'not reported'}"
+          f"{': ' + row['gap_reason'] if row['gap_reason'] else ''}")
     print(f"  gap recovered: {_pct(row['recovered'])} with {row['float_layers']} float layers ({row['method']});"
           f" the rule would recover {_pct(row['rule_recovered'])}")
     print(f"  summary: {row['summary']}")
@@ -127,16 +131,18 @@ def table(rows: list[dict]) -> None:
         return "-" if value is None else format(value, fmt)
 
     header = (f"{'model':24s} {'layers':>6s} {'evals':>5s} {'s/cand':>7s} {'search s':>8s} {'run s':>7s}"
-              f" {'stages s':>8s} {'share':>6s} {'recovered':>9s} {'rule':>5s} {'float':>5s}")
+              f" {'stages s':>8s} {'share':>6s} {'gap pts':>7s} {'recovered':>9s} {'rule':>5s} {'float':>5s}")
     print("\n" + header + "\n" + "-" * len(header))
     for r in rows:
         print(f"{r['model']:24s} {r['layers']:6d} {num(r['evaluations'], '5.0f')} {num(r['per_candidate_s'], '7.3f')}"
               f" {num(r['search_s'], '8.2f')} {r['run_s']:7.1f} {num(r['timings_s'], '8.1f')}"
-              f" {num(r['share'], '6.1%')} {_pct(r['recovered']):>9s} {_pct(r['rule_recovered']):>5s}"
+              f" {num(r['share'], '6.1%')} {num(None if r['gap'] is None else r['gap'] * 100, '7.1f')}"
+              f" {_pct(r['recovered']):>9s} {_pct(r['rule_recovered']):>5s}"
               f" {r['float_layers']:5d}")
     print("\nlayers: debugged layers; evals, s/cand, search s: the search's evaluations, seconds per candidate and"
           " seconds; run s: wall seconds of the whole `quant-report run` (median); stages s: the sum of its"
-          " timings_s; share: search s / run s; recovered: share of the float-to-FIQ accuracy gap the"
+          " timings_s; share: search s / run s; gap pts: accuracy points FIQ loses against float;"
+          " recovered (- when no selective model was recommended): share of the float-to-FIQ accuracy gap the"
           " recommendation wins back; rule: what the rmse/scale rule would; float: layers kept in float.")
     for r in rows:
         print(f"  {r['model']}: {r['summary']}")

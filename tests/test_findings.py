@@ -211,3 +211,42 @@ def test_size_words_read_the_judgement_ratios(monkeypatch):
     assert _size_words(0.97) == "3 % smaller than float"
     monkeypatch.setattr(judgement, "PERCENT_RATIO", 0.01)
     assert _size_words(0.97) == "1.0x smaller than float"
+
+
+def _alternative_16x8(report: Report, size_delta: int, lost: int):
+    """The recommended layers in 16x8: `size_delta` bytes against the recommended model, right on `lost` fewer
+    samples than it (and than float), paired."""
+    from reporter.model.report import Alternative
+
+    sel = report.recommendation.selective
+    n = report.dataset.num_eval
+    acc = sel.metrics.accuracy - lost / n
+    paired = {"float": Paired(lost, 0), "selective": Paired(lost, 0)}
+    model = dataclasses.replace(sel, name="alt_int16x8", size_bytes=sel.size_bytes + size_delta, converter="LiteRT Quantizer",
+                                metrics=dataclasses.replace(sel.metrics, accuracy=acc, paired=paired))
+    return Alternative("int16x8", list(report.recommendation.denylisted_nodes), model)
+
+
+@pytest.mark.parametrize("size_delta, lost, picked", [(-1000, 1, True), (-1000, 20, False), (+100, 0, False)])
+def test_the_same_layers_in_16x8_are_the_pick_only_when_as_good_and_smaller(base, size_delta, lost, picked):
+    rec = dataclasses.replace(base.recommendation, alternatives=[_alternative_16x8(base, size_delta, lost)])
+    found = changed(base, recommendation=rec).findings
+    assert (found.fix.scheme == "int16x8") == picked
+    assert any("that is the pick" in line for line in found.headline) == picked
+    if picked:
+        assert "16x8" in found.fix.scheme_reason and "smaller" not in found.fix.scheme_reason.split("against")[0]
+
+
+def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(base):
+    """No float layer helped, but the whole model in 16x8 is within noise of float: the report says so, never
+    "FIQ stays as it is"."""
+    flt = base.variant("float")
+    whole = dataclasses.replace(flt, name="int16x8", size_bytes=flt.size_bytes // 2, converter="LiteRT Quantizer",
+                                metrics=dataclasses.replace(flt.metrics, paired={"float": Paired(1, 0)}))
+    rec = dataclasses.replace(base.recommendation, denylisted_nodes=[], selective=None, alternatives=[],
+                              search=dataclasses.replace(base.recommendation.search, target_met=False))
+    found = changed(dataclasses.replace(base, variants=[*base.variants, whole]), recommendation=rec).findings
+    assert "FIQ stays as it is" not in found.recommendation
+    assert "16x8 (LiteRT Quantizer)" in found.recommendation and "wins the gap back" in found.recommendation
+    without = changed(base, recommendation=rec).findings  # DRQ in the fixture loses: nothing to name
+    assert "FIQ stays as it is" in without.recommendation or "wins the gap back" in without.recommendation

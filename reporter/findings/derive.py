@@ -30,7 +30,7 @@ def derive(report: "Report") -> Findings:
     variants = [_variant(report, v) for v in _columns(report)]
     gap = _gap(report, next((v for v in variants if v.name == "fiq"), None))
     culprits = _culprits(report, gap)
-    fix = _fix(report, gap, variants)
+    fix = _pick(report, _fix(report, gap, variants))
     heads = _heads(report)
     limit = report.settings.get("max_accuracy_drop")
     gate = gate_finding(report, variants, report.settings.get("gate_variant", "fiq"), limit, heads) \
@@ -128,6 +128,10 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
         if rec.method == "search" and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
         if rec.method == "search":
+            others = _variants_that_close(report)
+            if others:
+                return ("The search found no layer whose float version helps measurably, but a measured variant wins"
+                        " the gap back: " + "; ".join(others) + ".")
             return "The search found no layer whose float version helps measurably; FIQ stays as it is."
         return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
     layers = "1 layer" if n == 1 else f"{n} layers"
@@ -145,6 +149,12 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
                f" {metric} gap{cost} ({gap.reason})"
     if rec.method == "search" and search is not None and not search.target_met:
         text += "; the search's target was not reached"
+    if fix.status == "open":
+        others = _variants_that_close(report)
+        if others:
+            text += ". A measured variant wins the gap back instead: " + "; ".join(others)
+    if fix.scheme != "float":
+        text += f". The pick: {fix.scheme_reason}"
     if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
         text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
                  f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
@@ -154,6 +164,64 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
 BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
 BLAMED_IN_HEADLINE = ("drq", "wo8", "int16x8", "f16", "int8_io")
 SCHEME_NAMES = {"float": "float", "int16x8": "16x8", "drq": "dynamic range"}  # a scheme in a sentence
+
+
+def _pick(report: "Report", fix: Optional[FixFinding]) -> Optional[FixFinding]:
+    """A recovered fix whose layers do as well in a lighter scheme (16x8, dynamic range): the smallest such
+    alternative is the pick, when it is also not worse than float beyond noise (or the allowed drop)."""
+    import dataclasses
+
+    if fix is None or fix.status != "recovered" or report.recommendation is None:
+        return fix
+    flt = report.variant("float")
+    limit = report.settings.get("max_accuracy_drop")
+    found = {a.scheme: a for a in report.recommendation.alternatives}
+    best = None
+    for alt in _alternatives(report):
+        model = found[alt.scheme].model if alt.scheme in found else None
+        if alt.status != "lighter" or model is None or model.metrics is None or flt is None or flt.metrics is None:
+            continue
+        cmp = compare(model.metrics, flt.metrics, "float")
+        if jd.loss_stays(cmp.significant, cmp.delta, limit):
+            continue
+        if best is None or alt.size_delta_bytes < best[0].size_delta_bytes:
+            best = (alt, cmp)
+    if best is None:
+        return fix
+    alt, cmp = best
+    words = SCHEME_NAMES.get(alt.scheme, alt.scheme)
+    reason = (f"the same layers in {words} ({alt.converter}) are as good within noise ({cmp.text} against float) and"
+              f" {fmt_signed_bytes(alt.size_delta_bytes)} against keeping them in float")
+    return dataclasses.replace(fix, scheme=alt.scheme, scheme_reason=reason)
+
+
+def _variants_that_close(report: "Report") -> list[str]:
+    """Every quantized variant other than FIQ that is not worse than float beyond noise (and the allowed drop) on
+    the main metric, with its size and latency: the measured trade-off when no float layer closes FIQ's gap."""
+    flt = report.variant("float")
+    if flt is None or not flt.ok or flt.metrics is None:
+        return []
+    metric, share = metric_of(report)
+    limit = report.settings.get("max_accuracy_drop")
+    out = []
+    for v in report.variants:
+        if v.name in ("float", "fiq") or not v.ok or v.metrics is None or not v.size_bytes:
+            continue
+        cmp = compare(v.metrics, flt.metrics, "float")
+        if cmp.p_value is None or jd.loss_stays(cmp.significant, cmp.delta, limit):
+            continue
+        speed = ""
+        if v.latency_ms and flt.latency_ms and flt.latency_ms.median:
+            ratio = v.latency_ms.median / flt.latency_ms.median
+            speed = f", {ratio:.1f}x {'slower' if ratio >= 1 else 'faster'} than float on this machine" \
+                if not jd.same_ratio(ratio, jd.LATENCY_SAME_RATIO) else ", as fast as float"
+        fiq = report.variant("fiq")
+        bigger = (f", {fmt_signed_bytes(v.size_bytes - fiq.size_bytes)} against FIQ"
+                  if fiq is not None and fiq.ok and fiq.size_bytes else "")
+        out.append(f"{short(v.name)} ({v.converter or 'TensorFlow converter'}) gives {metric}"
+                   f" {fmt_score(v.metrics.score, share)} ({cmp.text} against float) at {fmt_bytes(v.size_bytes)}"
+                   f"{bigger}{speed}")
+    return out
 
 
 def _alternatives(report: "Report") -> list[AlternativeFinding]:
@@ -613,6 +681,8 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
                 f" ({fix.vs_float.text})" if fix.vs_float else "")
             if fix.status == "recovered":
                 lines.append(f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}.")
+                if fix.scheme != "float":
+                    lines.append(f"Cheaper: {fix.scheme_reason}; that is the pick.")
             else:
                 lines.append(f"The search blames {where}. Keeping {it} in float {won}, but the gap stays open:"
                              f" {against}, {_cost(report, fix)}.")

@@ -128,6 +128,10 @@ class FixFinding:
     rule_layers: Optional[int] = None
     rule_share_of_gap: Optional[float] = None
     text: str = ""  # why it failed, when it did
+    # The scheme the recommended layers use in the pick: "float", or a lighter one ("int16x8", "drq") measured as
+    # good within noise and smaller (reporter.findings.derive._pick), with why.
+    scheme: str = "float"
+    scheme_reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -194,7 +194,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             calibration_source=data.calibration_source,
             fingerprint=qmetrics.fingerprint(data.x, data.y),
         ),
-        variants=[results[v] for v in variants],
+        variants=[results[v] for v in ordered_variants(results)],  # with a whole-model 16x8 the search added
         layers=layers,
         recommendation=recommendation,
         timings_s=dict(progress.timings),

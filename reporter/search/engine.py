@@ -232,7 +232,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         nodes = current.nodes | move.nodes
         if nodes == current.nodes:
             continue
-        if policy.budget - trace.evaluations <= len(nodes - forced):
+        if policy.budget - trace.evaluations <= _check_cost(len(nodes - forced)):
             # keep enough budget to check every kept layer: an unchecked layer may be one that never helps
             reason = "the budget ran out (the rest was kept to check each float layer)"
             break
@@ -309,6 +309,15 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         reason = ("the target was reached with more layers in float, but what the dropped ones added was within"
                   " noise on the selection samples")
     return _finish(trace, current, meets(current), reason, t0)
+
+
+def _check_cost(kept: int) -> int:
+    """Evaluations to keep for the drop phase after adding up to `kept` layers: one per layer for a few; for a
+    large region or group, what cutting it by halves down to a few needed layers costs (about 2 log2 n) and
+    checking those one by one."""
+    if kept <= 8:
+        return kept
+    return 8 + 2 * int(np.ceil(np.log2(kept)))
 
 
 def pareto(points: list[tuple[float, float]]) -> list[bool]:

@@ -48,10 +48,12 @@ def gap_recovered(float_v: VariantResult, fiq_v: VariantResult, selective_v: Var
 
     None when there is no gap to recover (FIQ is as good as float) or no accuracy to compare.
     """
-    accs = [v.metrics.accuracy if v and v.ok and v.metrics else None for v in (float_v, fiq_v, selective_v)]
+    accs = [v.metrics.score if v and v.ok and v.metrics and v.metrics.score is not None else None
+            for v in (float_v, fiq_v, selective_v)]
     if None in accs:
         return None
-    f, q, s = accs
+    sign = 1.0 if selective_v.metrics.higher_is_better else -1.0  # the main metric, oriented: higher is better
+    f, q, s = (sign * a for a in accs)
     if f - q <= 0:
         return None
     return (s - q) / (f - q)
