@@ -68,7 +68,10 @@ def _measured(report):
 
 
 def _all_ok(report, names):
-    assert [v["name"] for v in report["variants"]] == list(names), [v["name"] for v in report["variants"]]
+    """The variants asked for come first and all ran (when FIQ's gap stays open, the search adds the whole model
+    in 16x8 after them, as a measured trade-off)."""
+    found = [v["name"] for v in report["variants"]]
+    assert found[: len(names)] == list(names) and set(found[len(names):]) <= {"int16x8"}, found
     assert all(v["status"] == "ok" for v in report["variants"]), \
         {v["name"]: (v["status"], v.get("error")) for v in report["variants"]}
 
@@ -281,7 +284,7 @@ def test_a_metric_where_lower_is_better(dense_runs, demo_cache):
     x, y = data["x"], data["y"]
     _all_ok(report, ("float", "fiq"))
     user = _user_metrics(demo_cache)
-    loss = {v: user.loss(y, _outputs(folder, v, x)) for v in ("float", "fiq")}
+    loss = {v["name"]: user.loss(y, _outputs(folder, v["name"], x)) for v in report["variants"]}
     for v in report["variants"]:
         assert v["metrics"]["user"]["loss"] == pytest.approx(loss[v["name"]], rel=1e-6), (v["name"], loss)
         assert v["metrics"]["main"]["name"] == "loss", v["metrics"]["main"]
