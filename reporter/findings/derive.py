@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Optional
 from reporter.core import judgement as jd
 from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_change, fmt_ms, fmt_mse, fmt_number, fmt_percent,
                                       fmt_points, fmt_score, fmt_signed_bytes)
-from reporter.core.variants import short
+from reporter.core.variants import LABELS, short
+from reporter.findings import picks as pk
 from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, FixFinding,
-                                    Findings, GapFinding, GateFinding, HeadFinding, Notice, Reason, VariantFinding)
+                                    Findings, GapFinding, GateFinding, HeadFinding, Notice, Reason, TradeoffPoint,
+                                    VariantFinding)
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Metrics, Report, VariantResult
@@ -39,7 +41,7 @@ def derive(report: "Report") -> Findings:
                     variants=variants, gap=gap, culprits=culprits, fix=fix, warnings=_warnings(report),
                     hints=_hints(report, gap) + _head_hints(report), gate=gate,
                     recommendation=_recommendation_text(report, gap, fix), alternatives=_alternatives(report),
-                    heads=heads)
+                    heads=heads, tradeoff=_tradeoff(report, fix))
 
 
 # --- several outputs -------------------------------------------------------------------------------
@@ -222,6 +224,44 @@ def _variants_that_close(report: "Report") -> list[str]:
                    f" {fmt_score(v.metrics.score, share)} ({cmp.text} against float) at {fmt_bytes(v.size_bytes)}"
                    f"{bigger}{speed}")
     return out
+
+
+def _tradeoff(report: "Report", fix: Optional[FixFinding]) -> list[TradeoffPoint]:
+    """Every quantized model measured on the main metric (the variants, the recommended model, its layers in a
+    lighter scheme), on the Pareto front over size, latency and the metric, with the three named picks. Empty
+    when fewer than two models can be compared."""
+    flt = report.variant("float")
+    if flt is None or not flt.ok or flt.metrics is None or not _measurable(report):
+        return []
+    rec = report.recommendation
+    models = [v for v in report.variants if v.name != "float"]
+    if rec is not None and rec.selective is not None:
+        models.append(rec.selective)
+    if rec is not None:
+        models += [a.model for a in rec.alternatives if a.model is not None and a.model.name != "alt_float"]
+    limit = report.settings.get("max_accuracy_drop")
+    rows = []
+    for v in models:
+        if not v.ok or v.metrics is None or not v.size_bytes or v.metrics.score is None:
+            continue
+        cmp = compare(v.metrics, flt.metrics, "float")
+        meets = cmp.p_value is not None and not jd.loss_stays(cmp.significant, cmp.delta, limit)
+        latency = v.latency_ms.median if v.latency_ms else None
+        rows.append((v, cmp, pk.Point(v.name, v.size_bytes, latency,
+                                      v.metrics.score * (1 if v.metrics.higher_is_better else -1), meets)))
+    if len(rows) < 2:
+        return []
+    points = [p for _, _, p in rows]
+    chosen = None
+    if fix is not None and fix.built and fix.status != "failed":
+        chosen = "selective" if fix.scheme == "float" else f"alt_{fix.scheme}"
+    named = pk.picks(points)
+    return [TradeoffPoint(
+        name=v.name, label=LABELS.get(v.name, v.name), score=v.metrics.score,
+        score_text=fmt_score(v.metrics.score, v.metrics.share), vs_float=cmp, size_bytes=v.size_bytes,
+        latency_ms=p.latency_ms, meets_target=p.meets_target, pareto=on_front,
+        picks=[name for name in pk.PICKS if named.get(name) == v.name], chosen=v.name == chosen)
+        for (v, cmp, p), on_front in zip(rows, pk.front(points))]
 
 
 def _alternatives(report: "Report") -> list[AlternativeFinding]:

@@ -177,6 +177,24 @@ class HeadFinding:
 
 
 @dataclass(frozen=True)
+class TradeoffPoint:
+    """One quantized model measured (a variant, the recommended model, its layers in a lighter scheme) on the
+    trade-off between size, latency and the main metric."""
+
+    name: str  # the variant's name: "fiq", "selective", "alt_int16x8", ...
+    label: str
+    score: float  # the main metric, as measured
+    score_text: str
+    vs_float: Optional[Comparison]
+    size_bytes: int
+    latency_ms: Optional[float]
+    meets_target: bool  # not worse than float beyond noise (or the allowed drop)
+    pareto: bool  # no other model is smaller, faster and better at once
+    picks: list[str] = field(default_factory=list)  # "most accurate", "balanced", "smallest meeting the target"
+    chosen: bool = False  # the recommendation's model
+
+
+@dataclass(frozen=True)
 class Findings:
     task: str  # "classification", "binary" (one sigmoid unit) or "regression"
     headline: list[str]  # the story, in two or three sentences
@@ -190,6 +208,7 @@ class Findings:
     recommendation: str = ""  # one sentence: what the recommendation keeps in float and what that measured
     alternatives: list[AlternativeFinding] = field(default_factory=list)
     heads: list[HeadFinding] = field(default_factory=list)  # several outputs: every output of every variant
+    tradeoff: list[TradeoffPoint] = field(default_factory=list)  # every quantized model measured, picks named
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)

@@ -10,6 +10,8 @@ from reporter.core import judgement as jd
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, or_missing)
 from reporter.findings.derive import SCHEME_NAMES
+from reporter.core.variants import short
+from reporter.findings.picks import PICKS, SMALLEST
 from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
 
 
@@ -37,6 +39,21 @@ class TradeoffRow:
     pareto: bool
     chosen: bool
     rule: bool = False
+
+
+@dataclass(frozen=True)
+class PickRow:
+    """One quantized model on the trade-off between size, latency and the main metric."""
+
+    model: str
+    score: str
+    vs_float: str
+    size: str
+    latency: str
+    meets: str
+    pareto: bool
+    picks: str
+    chosen: bool
 
 
 class RecommendationView:
@@ -204,7 +221,7 @@ class RecommendationView:
             sel = rule.selective
             rows.append(self._tradeoff_row(
                 rule.denylisted_nodes, "the rmse/scale rule's pick", sel.size_bytes, rule.selection_score,
-                sel.metrics.accuracy if sel.metrics else None, sel.output_error.mse if sel.output_error else None,
+                sel.metrics.score if sel.metrics else None, sel.output_error.mse if sel.output_error else None,
                 sel.latency_ms.median if sel.latency_ms else None, False, False, rule=True))
         for alt in rec.alternatives:
             m = alt.model
@@ -212,7 +229,7 @@ class RecommendationView:
                 continue
             rows.append(self._tradeoff_row(
                 alt.layers, f"the recommended layers in {SCHEME_NAMES[alt.scheme]} ({m.converter})", m.size_bytes,
-                None, m.metrics.accuracy if m.metrics else None, m.output_error.mse if m.output_error else None,
+                None, m.metrics.score if m.metrics else None, m.output_error.mse if m.output_error else None,
                 m.latency_ms.median if m.latency_ms else None, False, False, rule=True))
         return rows
 
@@ -231,6 +248,40 @@ class RecommendationView:
             accuracy=(fmt_metric(accuracy) if self.basis.metric[1] else fmt_number(accuracy)) if self.basis.scored
             else fmt_number(mse),
             latency=or_missing(latency, fmt_ms), pareto=pareto, chosen=chosen, rule=rule)
+
+    @cached_property
+    def pick_rows(self) -> list[PickRow]:
+        """Every quantized model measured, smallest first, with the front and the three picks."""
+        points = sorted(self.basis.findings.tradeoff, key=lambda t: (t.size_bytes, t.name))
+        return [PickRow(model=t.label, score=t.score_text, vs_float=t.vs_float.text if t.vs_float else NOT_MEASURED,
+                        size=fmt_bytes(t.size_bytes), latency=or_missing(t.latency_ms, fmt_ms),
+                        meets="yes" if t.meets_target else "no", pareto=t.pareto, picks=", ".join(t.picks),
+                        chosen=t.chosen) for t in points]
+
+    @property
+    def target_suffix(self) -> str:
+        """', or by more than the allowed 1.0 points' when --max-accuracy-drop was given."""
+        limit = self.basis.report.settings.get("max_accuracy_drop")
+        if limit is None:
+            return ""
+        share = self.basis.metric[1]
+        return f", or by no more than the allowed {limit * 100:.1f} points" if share else f", or by no more than the allowed {fmt_number(limit)}"
+
+    @property
+    def picks_sentence(self) -> str:
+        """The three picks in one sentence, a model named once: 'Most accurate and balanced: Recommended (95.6 %,
+        6.6 KB); smallest meeting the target: DRQ (95.1 %, 4.4 KB).'"""
+        points = self.basis.findings.tradeoff
+        if not points:
+            return ""
+        parts = []
+        for t in sorted((t for t in points if t.picks), key=lambda t: PICKS.index(t.picks[0])):
+            names = t.picks[0] if len(t.picks) == 1 else ", ".join(t.picks[:-1]) + " and " + t.picks[-1]
+            parts.append(f"{names}: {short(t.name)} ({t.score_text}, {fmt_bytes(t.size_bytes)})")
+        if not any(SMALLEST in t.picks for t in points):
+            parts.append(f"{SMALLEST}: none, every model measured is worse than float beyond noise")
+        text = "; ".join(parts)
+        return text[:1].upper() + text[1:] + "."
 
     @property
     def alternative_lines(self) -> list[str]:

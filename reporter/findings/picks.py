@@ -1,0 +1,72 @@
+"""The trade-off over every quantized model measured: the Pareto front over size, latency and the main metric,
+and three named picks a reader can take without reading the table.
+
+- **most accurate**: the best main metric (the smaller model on a tie);
+- **smallest meeting the target**: the smallest model not worse than float beyond noise (or the allowed drop);
+- **balanced**: of the front's models that meet the target (all of the front when none does), the one closest
+  to the ideal of smallest, fastest and most accurate, each axis scaled to the range measured (size and
+  latency on a log scale, since a 4x smaller model matters as much whichever size it starts from).
+
+Pure and typed: the points come from the findings (reporter.findings.derive), the judgement of "meets the
+target" too; this module only ranks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+MOST_ACCURATE = "most accurate"
+BALANCED = "balanced"
+SMALLEST = "smallest meeting the target"
+PICKS = (MOST_ACCURATE, BALANCED, SMALLEST)
+
+
+@dataclass(frozen=True)
+class Point:
+    name: str
+    size_bytes: int
+    latency_ms: Optional[float]  # None: not timed (the front then reads size and the metric only)
+    score: float  # oriented: higher is better
+    meets_target: bool
+
+
+def dominates(a: Point, b: Point, timed: bool) -> bool:
+    """`a` is at least as good as `b` on every axis and better on one."""
+    pairs = [(a.size_bytes, b.size_bytes), (-a.score, -b.score)]
+    if timed:
+        pairs.append((a.latency_ms, b.latency_ms))
+    return all(x <= y for x, y in pairs) and any(x < y for x, y in pairs)
+
+
+def front(points: list[Point]) -> list[bool]:
+    """For each point, whether no other point dominates it (latency counts only when every point was timed)."""
+    timed = all(p.latency_ms is not None for p in points)
+    return [not any(dominates(o, p, timed) for o in points if o is not p) for p in points]
+
+
+def picks(points: list[Point]) -> dict[str, str]:
+    """Pick name -> the name of the point picked; a pick with nothing to pick is left out."""
+    if not points:
+        return {}
+    out = {MOST_ACCURATE: min(points, key=lambda p: (-p.score, p.size_bytes, p.name)).name}
+    meeting = [p for p in points if p.meets_target]
+    if meeting:
+        out[SMALLEST] = min(meeting, key=lambda p: (p.size_bytes, -p.score, p.name)).name
+    on_front = [p for p, flag in zip(points, front(points)) if flag]
+    pool = [p for p in on_front if p.meets_target] or on_front
+    out[BALANCED] = min(pool, key=lambda p: (_distance(p, points), p.size_bytes, p.name)).name
+    return out
+
+
+def _distance(p: Point, points: list[Point]) -> float:
+    """Distance from the ideal corner, each axis scaled to [0, 1] over the points measured."""
+    axes = [(math.log(p.size_bytes), [math.log(q.size_bytes) for q in points]), (-p.score, [-q.score for q in points])]
+    if all(q.latency_ms for q in points):
+        axes.append((math.log(p.latency_ms), [math.log(q.latency_ms) for q in points]))
+    total = 0.0
+    for value, values in axes:
+        lo, hi = min(values), max(values)
+        total += ((value - lo) / (hi - lo)) ** 2 if hi > lo else 0.0
+    return math.sqrt(total)
