@@ -282,8 +282,11 @@ def _diff(args) -> int:
         return int(ExitCode.FAILED)
     data = render_diff(result, args.format)
     if args.out:
+        out = Path(args.out)
+        if out.is_dir():  # --out a folder: diff.md or diff.html in it
+            out = out / f"diff.{args.format}"
         try:
-            write_atomic(Path(args.out), data)
+            write_atomic(out, data)
         except OSError as exc:
             _error(f"{exc.filename or args.out}: cannot write ({exc.strerror})")
             return int(ExitCode.FAILED)
@@ -337,7 +340,14 @@ def _render(args) -> int:
     from reporter.findings import load_report
 
     src = Path(args.report)
+    if src.is_dir():  # a report folder: its report.json
+        if not (src / "report.json").is_file():
+            _error(f"{src}: a folder without a report.json: give a report.json or the folder a run wrote")
+            return int(ExitCode.FAILED)
+        src = src / "report.json"
     out = Path(args.out) if args.out else src.parent / render.FILE_NAMES[args.format]
+    if out.is_dir():  # --out a folder: the format's usual file name in it
+        out = out / render.FILE_NAMES[args.format]
     try:
         report = load_report(src)
         render.write_atomic(out, render.render(report, args.format))

@@ -142,6 +142,8 @@ def test_killed_worker_then_resume(tmp_path, cache, monkeypatch, capfd):
     assert [p.name for p in out.iterdir() if ".partial-" in p.name]  # the killed worker left a partial folder
     assert not (out / "dies").exists()
     cnn_report = (out / "digits_cnn" / "report.json").stat().st_mtime_ns
+    (out / "logs").mkdir(exist_ok=True)
+    (out / "logs" / "digits_cnn.log").write_text("a run killed after its report was swapped in\n")
 
     assert main(["batch", str(config), "--out", str(out), "--resume", "--quiet"]) == 0
     rows = {r["name"]: r for r in _index(out)["rows"]}

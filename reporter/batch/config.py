@@ -15,7 +15,7 @@ from typing import Optional
 from reporter.run import settings
 from reporter.core.errors import QuantReportError
 from reporter.findings.gate import Gate
-from reporter.core.files import folder_name
+from reporter.core.files import folder_name, name_problem
 
 RUN_KEYS = settings.BY_NAME  # the batch file's run keys are the command line's run flags
 MODEL_KEYS = {"name", "path", "data"} | set(RUN_KEYS)
@@ -189,6 +189,9 @@ def load(path) -> BatchConfig:
         name = raw.get("name") or model_path.stem or model_path.name
         if not isinstance(name, str):
             problem(at("model", i, "name"), "'name' must be a string")
+            continue
+        if name_problem(name):
+            problem(at("model", i, "name") if "name" in raw else header, f"'name' {name_problem(name)}")
             continue
         folder = folder_name(name)  # two names may map to one output folder ("a b", "a_b")
         if folder in seen:

@@ -24,7 +24,7 @@ from typing import Optional
 from reporter import __version__
 from reporter.run import settings
 from reporter.batch.config import BatchConfig, ModelEntry
-from reporter.core.files import folder_name
+from reporter.core.files import clean_leftovers, folder_name
 from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome, outcome as worker_outcome, work
 
 
@@ -66,14 +66,9 @@ def is_complete(out: Path, entry: ModelEntry, fp: str) -> bool:
 
 
 def clean_stale(out: Path) -> list[Path]:
-    """Removes the temporary folders an interrupted run left behind (never a complete report)."""
-    removed = []
-    if out.is_dir():
-        for p in out.iterdir():
-            if p.name.startswith(".") and (".partial-" in p.name or ".old-" in p.name):
-                shutil.rmtree(p, ignore_errors=True)
-                removed.append(p)
-    return removed
+    """Removes the temporary folders interrupted runs left behind (never a complete report, nor the staging
+    folder of a run still going)."""
+    return clean_leftovers(out)
 
 
 TIMING_LOCK = ".timing.lock"  # in the output folder while a batch with more than one worker runs
@@ -180,6 +175,7 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
         fp = fingerprint(entry, config.gate.max_accuracy_drop if config.gate else None)
         folder = folder_name(entry.name)
         if resume and is_complete(out, entry, fp):
+            (logs / f"{folder}.log").unlink(missing_ok=True)  # a run killed after its report was swapped in
             outcomes[entry.name] = Outcome(entry.name, "skipped", folder)
             display.finish(outcomes[entry.name])
             continue

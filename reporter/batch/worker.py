@@ -82,7 +82,6 @@ def work(job: Job, messages) -> None:
     import traceback
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.path.insert(0, job.config_dir)  # so that data = "mypkg.data:load" finds mypkg beside the config
     log_path = Path(job.log)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = open(log_path, "a", buffering=1, encoding="utf-8")
@@ -107,7 +106,7 @@ def work(job: Job, messages) -> None:
     outcome = {"status": "ok", "stage": "", "error": ""}
     try:
         run(RunSettings(model=job.model, data=job.data, out=job.out, name=name, quiet=True,
-                        shown_paths=tuple(job.shown), listener=listener, failure_log=str(log_path),
+                        shown_paths=tuple(job.shown), listener=listener, failure_log=str(log_path), code_dir=job.config_dir,
                         extra={FINGERPRINT_KEY: job.fingerprint, **job.extra}, **job.options))
     except QuantReportError as exc:
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}

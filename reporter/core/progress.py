@@ -31,7 +31,9 @@ class Progress:
             stream.flush()
 
     def say(self, text: str):
-        self._write(f"[{self.name}] {text}\n")
+        from reporter.core.files import printable
+
+        self._write(f"[{printable(self.name)}] {printable(text)}\n")
 
     @contextlib.contextmanager
     def stage(self, key: str, text: str = "", detail: str = ""):

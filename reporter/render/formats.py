@@ -73,10 +73,15 @@ def tensor_name(value, limit: int = TENSOR_NAME_LIMIT) -> markupsafe.Markup:
     return markupsafe.Markup('<span title="{}">{}</span>').format(text, breakable(short))
 
 
+def _no_controls(text: str) -> str:
+    """Line breaks and other control characters (escape sequences) as spaces: a cell stays one line."""
+    return text if text.isprintable() else "".join(ch if ch.isprintable() else " " for ch in text)
+
+
 def md_code(value, limit: int = 48) -> str:
     """A name as a Markdown code span (shortened in the middle when long): no escaping needed inside,
     except the pipe, which GitHub's tables split on."""
-    text = shorten(str(value).replace("\n", " "), limit).replace("|", "\\|")
+    text = shorten(_no_controls(str(value)), limit).replace("|", "\\|")
     fence = "``" if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
@@ -85,7 +90,7 @@ def md_code(value, limit: int = 48) -> str:
 def md_cell(value) -> str:
     """Text safe inside a Markdown table cell: no pipes, no line breaks, no raw HTML, no entities
     (Markdown's backslash escapes keep '<', '>' and '&' literal)."""
-    text = str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    text = _no_controls(str(value)).replace("\\", "\\\\").replace("|", "\\|")
     for ch in "<>&`*[]":
         text = text.replace(ch, "\\" + ch)
     # An underscore inside a word never starts emphasis (tensor_name stays readable); at a word's

@@ -8,7 +8,6 @@ from __future__ import annotations
 import atexit
 import importlib
 import shutil
-import sys
 import tempfile
 import traceback
 import dataclasses
@@ -101,8 +100,16 @@ def preflight(model, data):
         raise InputError(data_path, f"{kind}: DATA must be {DATA_KINDS}")
 
 
-def load_model(path) -> LoadedModel:
-    """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model."""
+TRUST_HINT = ("refused: this {kind} model holds Python code (a Lambda layer's function, or a custom object) that"
+              " would run when it loads; quant-report loads Keras models in safe mode. If you trust this file,"
+              " pass --trust-model (in a batch file: trust_model = true)")
+
+
+def load_model(path, trust: bool = False, scratch: Optional[Path] = None) -> LoadedModel:
+    """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model. Keras models load in
+    safe mode (no Python code from the file runs) unless `trust`: a model that needs it is refused in one line.
+    A Keras model is exported once to a SavedModel in `scratch` (the run's staging folder, so that it goes with
+    it even when the run is killed), else in the system's temporary folder."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, "no such file or folder")
@@ -127,15 +134,21 @@ def load_model(path) -> LoadedModel:
             raise InputError(path, "not a Keras 3 .keras file (a .keras file is a zip archive; this one is not)")
         import keras
 
-        model = _load(path, lambda: keras.saving.load_model(str(path), compile=False), "Keras 3 .keras")
+        model = _load(path, lambda: keras.saving.load_model(str(path), compile=False, safe_mode=not trust),
+                      "Keras 3 .keras")
         rnn = _keras3_rnn_layers(model, keras)
         if rnn:
             raise InputError(path, KERAS3_RNN_HINT.format(names=", ".join(sorted(set(rnn)))))
         fmt = "keras"
     elif suffix == ".h5":
         import tf_keras
+        from tf_keras.src.saving.serialization_lib import SafeModeScope
 
-        model = _load(path, lambda: tf_keras.models.load_model(str(path), compile=False), "legacy Keras .h5")
+        def legacy():  # tf_keras applies safe mode to .keras archives only: an .h5 needs the scope
+            with SafeModeScope(not trust):
+                return tf_keras.models.load_model(str(path), compile=False)
+
+        model = _load(path, legacy, "legacy Keras .h5")
         fmt = "h5"
     else:
         raise InputError(path, f"unsupported model format '{suffix}': expected .keras, .h5 or a SavedModel folder")
@@ -145,7 +158,7 @@ def load_model(path) -> LoadedModel:
     import tensorflow as tf
 
     export = model.export if fmt == "keras" else lambda folder: tf.saved_model.save(model, folder)
-    return LoadedModel(path, fmt, traced_once(model, export), model)
+    return LoadedModel(path, fmt, traced_once(model, export, scratch), model)
 
 
 def _float_tflite(path: Path) -> bytes:
@@ -155,6 +168,11 @@ def _float_tflite(path: Path) -> bytes:
     data = path.read_bytes()
     if data[4:8] != TFLITE_IDENTIFIER:
         raise InputError(path, "not a TFLite model (no TFL3 flatbuffer identifier)")
+    from reporter.run import tflite_check
+
+    wrong = tflite_check.problem(path)  # in a child process under a memory ceiling, before anything reads it
+    if wrong:
+        raise InputError(path, f"cannot use this TFLite model: {wrong}")
     try:
         quantized = structure.quantized_tensors(data)
     except Exception as exc:  # noqa: BLE001 - a damaged flatbuffer
@@ -173,8 +191,8 @@ class traced_once:
     If the export fails (a layer Keras cannot export), each converter traces the model itself.
     `cleanup()` removes the export (the pipeline calls it; batch workers exit without atexit)."""
 
-    def __init__(self, model, export: Callable[[str], None]):
-        self._model, self._export = model, export
+    def __init__(self, model, export: Callable[[str], None], scratch: Optional[Path] = None):
+        self._model, self._export, self._scratch = model, export, scratch
         self._folder: Optional[str] = None
         self._exported: Optional[bool] = None
 
@@ -182,7 +200,8 @@ class traced_once:
         import tensorflow as tf
 
         if self._exported is None:
-            self._folder = tempfile.mkdtemp(prefix="quant-report-savedmodel-")
+            self._folder = tempfile.mkdtemp(prefix=".savedmodel-" if self._scratch else "quant-report-savedmodel-",
+                                            dir=self._scratch)
             atexit.register(self.cleanup)
             try:
                 self._export(self._folder)
@@ -204,6 +223,8 @@ def _load(path, loader, kind):
     try:
         return loader()
     except Exception as exc:  # noqa: BLE001 - keras raises many kinds for a bad file
+        if "safe_mode" in str(exc) or "arbitrary code" in str(exc):
+            raise InputError(path, TRUST_HINT.format(kind=kind)) from exc
         raise InputError(path, f"cannot be read as a {kind} model: {_first_line(exc)}") from exc
 
 
@@ -219,13 +240,13 @@ def _keras3_rnn_layers(model, keras) -> list[str]:
     return found
 
 
-def load_data(spec: str, calibration_samples: int) -> Dataset:
+def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = None) -> Dataset:
     """Reads the evaluation inputs, labels `y` and optional calibration inputs from an .npz file or a
     `package.module:function`: `x` (and `x_calib`) for a one-input model; `x_<input name>` (and
     `x_calib_<input name>`) for several inputs, or from a function `x` (and `x_calib`) as a dict keyed by
     input name. Arrays keep their types until `bind` matches them to the model's inputs."""
     if _is_callable_spec(spec):
-        arrays = _call_data_function(spec)
+        arrays = _call_data_function(spec, code_dir)
     else:
         arrays = _read_npz(Path(spec))
     x = _inputs(spec, arrays, "x")
@@ -397,16 +418,20 @@ def _read_npz(path: Path) -> dict:
         return arrays
 
 
-def _call_data_function(spec: str) -> dict:
+def _call_data_function(spec: str, code_dir: Optional[str] = None) -> dict:
+    """Calls `package.module:function`. The module is looked for among installed packages first, then in
+    `code_dir` (a batch file's folder) or the current folder, loaded from there without adding the folder to
+    sys.path: a file beside a config can shadow nothing."""
+    from reporter.run import usercode
+
     module_name, _, func_name = spec.partition(":")
-    # `python -m reporter` puts the current folder on sys.path, the `quant-report` script does not;
-    # both should find a data module that sits where the user runs the command.
-    if "" not in sys.path and str(Path.cwd()) not in sys.path:
-        sys.path.append(str(Path.cwd()))
+    folders = [Path(code_dir)] if code_dir else [Path.cwd()]
     try:
-        func = getattr(importlib.import_module(module_name), func_name)
+        func = getattr(usercode.import_module(module_name, folders, installed_first=True), func_name)
     except (ImportError, AttributeError) as exc:
         raise InputError(spec, f"cannot import data function: {_first_line(exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
+        raise InputError(spec, f"data module failed to load: {type(exc).__name__}: {_first_line(exc)}") from exc
     try:
         result = func()
     except Exception as exc:  # noqa: BLE001 - the user's function may raise anything

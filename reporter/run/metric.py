@@ -8,16 +8,12 @@ Loading it runs its code: it is code the user asked to run, as a conftest.py is.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import itertools
 from pathlib import Path
 from typing import Callable, Optional
 
 from reporter.core.errors import InputError
 
-_loaded = itertools.count()
 
 
 def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]:
@@ -37,34 +33,21 @@ def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]
 
 
 def _module(spec: str, target: str, beside):
+    from reporter.run import usercode
+
     path = Path(target)
-    candidates = [path] if path.suffix == ".py" else []
-    if path.suffix != ".py":
-        relative = Path(*target.split(".")) if all(part.isidentifier() for part in target.split(".")) else None
+    try:
+        if path.suffix == ".py":
+            if not path.is_file():
+                raise InputError(spec, f"no such file: {path}")
+            return usercode.load_file(path, "quant_report_metric")
         folders = [Path(beside).resolve().parent] if beside and Path(beside).exists() else []
-        folders.append(Path.cwd())
-        if relative is not None:
-            for folder in folders:
-                candidates += [folder / relative.with_suffix(".py"), folder / relative / "__init__.py"]
-    for file in candidates:
-        if file.is_file():
-            return _from_file(spec, file)
-    if path.suffix == ".py":
-        raise InputError(spec, f"no such file: {path}")
-    try:
-        return importlib.import_module(target)
-    except ImportError as exc:
+        return usercode.import_module(target, [*folders, Path.cwd()], installed_first=False)
+    except usercode.NotFound as exc:
         raise InputError(spec, f"cannot find the metric module {target} (looked beside the data, in the current"
-                               f" folder and among installed modules): {str(exc).splitlines()[0]}") from None
-
-
-def _from_file(spec: str, file: Path):
-    name = f"quant_report_metric_{next(_loaded)}"
-    loader_spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(loader_spec)
-    try:
-        loader_spec.loader.exec_module(module)
+                               f" folder and among installed modules): {exc}") from None
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
-        raise InputError(spec, f"the metric module {file} failed to load: {type(exc).__name__}:"
+        raise InputError(spec, f"the metric module {target} failed to load: {type(exc).__name__}:"
                                f" {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    return module

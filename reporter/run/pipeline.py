@@ -48,7 +48,7 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     variants = ordered_variants(settings.variants)
     name = settings.display_name
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
-    with staged_folder(settings.out, name) as folder:
+    with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
             with progress.capture(folder / "run.log"):
                 report = _run_in(folder, settings, variants, progress)
@@ -79,8 +79,8 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
 
     with progress.stage("load", "model and data loaded"):
-        model = inputs.load_model(s.model)
-        data = inputs.load_data(s.data, s.calibration_samples)
+        model = inputs.load_model(s.model, trust=s.trust_model, scratch=folder)
+        data = inputs.load_data(s.data, s.calibration_samples, s.code_dir)
     try:
         return _run_loaded(folder, s, variants, progress, model, data, tf)
     finally:  # the SavedModel exported once for the conversions (batch workers exit without atexit)

@@ -22,7 +22,8 @@ from reporter.render import FORMATS  # noqa: E402 - the renderers own their form
 @dataclass(frozen=True)
 class Setting:
     name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
-    kind: str  # "int", "float", "str", "choice", "list" (comma-separated on the command line, a TOML list)
+    kind: str  # "int", "float", "str", "choice", "list" (comma-separated on the command line, a TOML list), "bool"
+    # (a flag without a value on the command line, true or false in a TOML file)
     default: Any
     help: str
     must_be: str  # what a valid value is, for error messages: "an integer >= 1"
@@ -105,6 +106,10 @@ RUN = (
                 isinstance(v, str) and ":" in v and all(v.rpartition(":")[::2])), metavar="MODULE:FUNCTION"),
     Setting("metric_mode", "choice", "max", "--metric: max (higher is better, default) or min (lower is better)",
             '"max" or "min"', lambda v: v in ("max", "min"), choices=("max", "min")),
+    Setting("trust_model", "bool", False,
+            "load a Keras model (.keras, .h5) that holds Python code, such as a Lambda layer's function: that code"
+            " runs when the model loads, so only for a file you trust (default: refused)",
+            "true or false", lambda v: isinstance(v, bool)),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -150,6 +155,7 @@ class RunSettings:
     task: tuple = DEFAULTS["task"]  # "KIND" or "OUTPUT=KIND": what an output is, as the user says
     metric: Optional[str] = DEFAULTS["metric"]  # the user's metric function, MODULE:FUNCTION
     metric_mode: str = DEFAULTS["metric_mode"]  # "max" or "min"
+    trust_model: bool = DEFAULTS["trust_model"]  # a Keras model's Python code (Lambda layers) may run when it loads
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False
@@ -157,6 +163,7 @@ class RunSettings:
     failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
     shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
+    code_dir: Optional[str] = None  # where a data function's module is looked for (a batch file's folder)
 
     def tasks(self) -> dict[str, str]:
         """--task as {output name: kind}; "" for a KIND given without an output name."""
@@ -171,6 +178,8 @@ class RunSettings:
         from reporter.core.errors import QuantReportError
 
         bad = problems({name: getattr(self, name) for name in DEFAULTS})
+        if self.name is not None and output.name_problem(self.name):
+            bad.insert(0, f"--name {output.name_problem(self.name)}")
         if bad:
             raise QuantReportError("; ".join(bad))
         inputs.preflight(self.model, self.data)
@@ -249,6 +258,9 @@ def _argparse_type(setting: Setting) -> Callable[[str], Any]:
 
 def add_flag(parser: argparse.ArgumentParser, setting: Setting, flag: Optional[str] = None):
     kwargs: dict = dict(help=setting.help, dest=setting.name, default=setting.default)
+    if setting.kind == "bool":
+        parser.add_argument(flag or setting.flag, action="store_true", **kwargs)
+        return
     if setting.kind == "choice":
         kwargs["choices"] = setting.choices
     else:

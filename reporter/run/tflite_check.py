@@ -1,0 +1,111 @@
+"""A .tflite file handed to quant-report, tried in a child process under a memory ceiling before anything else
+reads it.
+
+A damaged flatbuffer (a few bytes changed) can pass every cheap check and then make a parser allocate
+gigabytes, abort the interpreter, or raise a decode error deep inside a converter. The child parses the whole
+model (every table, string and vector, as LiteRT Quantizer does), builds the interpreter, allocates its tensors
+and runs it once on zeros; the parent waits with a time limit. Whatever goes wrong there becomes one line
+naming the file, and the run stops before any report is written.
+
+Run as `python -m reporter.run.tflite_check FILE`: imports neither TensorFlow nor the rest of quant-report.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+BASE_MEMORY = 3 << 30  # bytes of address space for the interpreter, numpy and the parser
+PER_MODEL_BYTE = 40  # and this many per byte of the model (parsed objects, arena, outputs)
+BASE_SECONDS = 120
+OK = "ok"
+
+
+def problem(path: Path) -> Optional[str]:
+    """None when the model parses and runs once in the child; else what went wrong, in a few words."""
+    size = path.stat().st_size
+    limit = BASE_MEMORY + PER_MODEL_BYTE * size
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    try:
+        run = subprocess.run([sys.executable, "-m", "reporter.run.tflite_check", str(path), str(limit)],
+                             capture_output=True, text=True, timeout=BASE_SECONDS + size / 1e6, env=env)
+    except subprocess.TimeoutExpired:
+        return f"the TFLite interpreter did not finish loading and running it once in {BASE_SECONDS} s"
+    last = (run.stdout.strip().splitlines() or [""])[-1]
+    if run.returncode == 0 and last == OK:
+        return None
+    if last.startswith("error: "):
+        return last[len("error: "):]
+    if run.returncode < 0:
+        import signal
+
+        name = signal.Signals(-run.returncode).name
+        return f"the TFLite interpreter crashed on it ({name})"
+    err = [line for line in run.stderr.strip().splitlines() if line.strip()]
+    if any("MemoryError" in line or "bad_alloc" in line for line in err):
+        return f"reading it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged size or length field)"
+    return f"the TFLite interpreter failed on it: {err[-1][:200] if err else f'exit code {run.returncode}'}"
+
+
+def _check(path: str, limit: int) -> str:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    data = Path(path).read_bytes()
+    what = "name"
+    try:
+        from ai_edge_litert import schema_py_generated as schema
+
+        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+        for what, name in _names(model):
+            if isinstance(name, bytes):
+                name.decode("utf-8")
+    except MemoryError:
+        return f"reading it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged size or length field)"
+    except UnicodeDecodeError as exc:
+        return f"a {what} in it is not valid UTF-8 (byte {exc.start}): the file is damaged"
+    except Exception as exc:  # noqa: BLE001 - any parse failure means a damaged flatbuffer
+        return f"the flatbuffer is damaged: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+    try:
+        import numpy as np
+        from ai_edge_litert.interpreter import Interpreter
+
+        interpreter = Interpreter(model_content=data)
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            shape = [max(1, int(d)) for d in detail["shape_signature"]] if len(detail["shape_signature"]) else []
+            interpreter.resize_tensor_input(detail["index"], shape)
+        interpreter.allocate_tensors()
+        for detail in interpreter.get_input_details():
+            interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
+        interpreter.invoke()
+    except MemoryError:
+        return f"running it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged shape)"
+    except Exception as exc:  # noqa: BLE001 - the interpreter raises RuntimeError/ValueError for a bad model
+        return f"the TFLite interpreter cannot run it: {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}"
+    return OK
+
+
+def _names(model):
+    """Every text a converter decodes: the description, tensor and subgraph names, signature keys and names."""
+    yield "description", model.description
+    for sg in model.subgraphs or []:
+        yield "subgraph name", sg.name
+        for tensor in sg.tensors or []:
+            yield "tensor name", tensor.name
+    for sig in model.signatureDefs or []:
+        yield "signature key", sig.signatureKey
+        for item in (sig.inputs or []) + (sig.outputs or []):
+            yield "signature input or output name", item.name
+    for code in model.operatorCodes or []:
+        yield "custom op name", code.customCode
+    for meta in model.metadata or []:
+        yield "metadata name", meta.name
+
+
+if __name__ == "__main__":
+    result = _check(sys.argv[1], int(sys.argv[2]))
+    print(result if result == OK else f"error: {result}", flush=True)
