@@ -248,5 +248,8 @@ def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(ba
     found = changed(dataclasses.replace(base, variants=[*base.variants, whole]), recommendation=rec).findings
     assert "FIQ stays as it is" not in found.recommendation
     assert "16x8 (LiteRT Quantizer)" in found.recommendation and "wins the gap back" in found.recommendation
+    whole_row = next(t for t in found.tradeoff if t.name == "int16x8")  # and it is on the trade-off, meeting the target
+    assert whole_row.meets_target and whole_row.pareto
+    assert not next(t for t in found.tradeoff if t.name == "fiq").meets_target
     without = changed(base, recommendation=rec).findings  # DRQ in the fixture loses: nothing to name
     assert "FIQ stays as it is" in without.recommendation or "wins the gap back" in without.recommendation

@@ -215,7 +215,7 @@ def _variants_that_close(report: "Report") -> list[str]:
         speed = ""
         if v.latency_ms and flt.latency_ms and flt.latency_ms.median:
             ratio = v.latency_ms.median / flt.latency_ms.median
-            speed = f", {ratio:.1f}x {'slower' if ratio >= 1 else 'faster'} than float on this machine" \
+            speed = f", {max(ratio, 1 / ratio):.1f}x {'slower' if ratio >= 1 else 'faster'} than float on this machine" \
                 if not jd.same_ratio(ratio, jd.LATENCY_SAME_RATIO) else ", as fast as float"
         fiq = report.variant("fiq")
         bigger = (f", {fmt_signed_bytes(v.size_bytes - fiq.size_bytes)} against FIQ"
