@@ -48,11 +48,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from reporter.model.decode import DecodeError, decode, got, kind
 from reporter.model.findings import Findings
 
 SCHEMA_VERSION = 5
@@ -477,6 +476,8 @@ class Report:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
+        """A report from parsed report.json data, migrated and type-checked: any malformed value is a ValueError
+        whose one-line message names the field's path ("variants[1].size_bytes: expected an integer, ...")."""
         data = migrate(data)
         version = data.get("schema_version")
         if version != SCHEMA_VERSION:
@@ -485,23 +486,49 @@ class Report:
             )
         data = dict(data)
         stored = data.pop("findings", None)
-        report = _build(cls, data)
-        # Only loads: a report whose findings were dropped by `migrate` gets them from
-        # reporter.findings.load_report, the one place that derives them.
-        return dataclasses.replace(report, findings=_build(Findings, stored) if stored is not None else None)
+        try:
+            report = _build(cls, data)
+            # Only loads: a report whose findings were dropped by `migrate` gets them from
+            # reporter.findings.load_report, the one place that derives them.
+            findings = _build(Findings, stored, "findings") if stored is not None else None
+        except RecursionError:
+            raise ValueError("report.json is nested too deeply to be a report") from None
+        return dataclasses.replace(report, findings=findings)
 
     @classmethod
     def from_json(cls, text: str) -> "Report":
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError("report.json is nested too deeply to be a report") from None
+        return cls.from_dict(data)
+
+
+def check_version(data) -> int:
+    """The schema_version of report.json data, or a ValueError saying why it is not one this tool reads."""
+    if not isinstance(data, dict):
+        raise ValueError(f"the top level is {kind(data)}, not a JSON object")
+    if "schema_version" not in data:
+        raise ValueError("schema_version: missing (not a quant-report report.json?)")
+    version = data["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise DecodeError("schema_version", f"expected an integer, got {got(version)}")
+    if not 1 <= version <= SCHEMA_VERSION:
+        newer = "; a newer quant-report may read it" if version > SCHEMA_VERSION else ""
+        raise DecodeError("schema_version", f"{version} is not supported "
+                                            f"(this tool reads versions 1 to {SCHEMA_VERSION}{newer})")
+    return version
 
 
 def migrate(data: dict) -> dict:
-    """Brings an older report.json up to SCHEMA_VERSION, so that every saved report still renders."""
+    """Brings an older report.json up to SCHEMA_VERSION, so that every saved report still renders.
+    Data that is not a report of a version this tool reads is a ValueError (see `check_version`)."""
+    check_version(data)
     if data.get("schema_version") == 1:
         data = json.loads(json.dumps(data))  # a deep copy: the caller's dict stays as it was
         data["schema_version"] = 2
         rec = data.get("recommendation")
-        if rec is not None:
+        if isinstance(rec, dict):  # anything else is reported by the typed decoder
             rec.setdefault("method", "rule")
     if data.get("schema_version") == 2:
         # Version 3 only adds fields with defaults; the findings are derived when the report is built.
@@ -523,25 +550,7 @@ def migrate(data: dict) -> dict:
     return data
 
 
-def _build(tp, value):
-    """Builds a value of type `tp` (a dataclass, list, dict or Optional of them) from JSON data."""
-    if value is None:
-        return None
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(inner[0], value)
-    if origin is list:
-        (item,) = typing.get_args(tp) or (Any,)
-        return [_build(item, v) for v in value]
-    if origin is dict:
-        _, item = typing.get_args(tp) or (str, Any)
-        return {k: _build(item, v) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown = set(value) - names
-        if unknown:
-            raise ValueError(f"unknown keys in {tp.__name__}: {', '.join(sorted(unknown))}")
-        return tp(**{k: _build(hints[k], v) for k, v in value.items()})
-    return value
+def _build(tp, value, path: str = ""):
+    """A value of type `tp` (a dataclass, list, dict or Optional of them) from JSON data, every value checked
+    against the declared types (reporter.model.decode): a DecodeError (a ValueError) names the first that is not."""
+    return decode(tp, value, path)

@@ -1,0 +1,168 @@
+"""Typed decoding of report.json data: JSON values checked against the dataclass annotations, recursively.
+
+Every problem is a `ValueError` with a one-line message that names the field's path and what is wrong in
+JSON's words ("variants[1].size_bytes: expected an integer, got a string ("big")"), so that a malformed
+report.json is refused when it is read, not by a renderer later. No TensorFlow here.
+
+Types understood: int (not true/false), float (an integer too; not NaN or infinite), str, bool, Any,
+Optional[X] (and X | None), list / list[X], dict / dict[str, X], and dataclasses (their fields by name: no
+unknown key, every field without a default present).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import re
+import types
+import typing
+from typing import Any
+
+# A string shown in a message is cut to this many characters.
+SHOWN_CHARS = 40
+# At most this many unknown keys are named in a message.
+SHOWN_KEYS = 5
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class DecodeError(ValueError):
+    """A report.json value that does not have the declared type; `path` is where ("" for the whole file)."""
+
+    def __init__(self, path: str, problem: str):
+        self.path, self.problem = path, problem
+        super().__init__(f"{path or 'report.json'}: {problem}")
+
+
+def decode(tp, value, path: str = ""):
+    """`value` (parsed JSON) as type `tp`, dataclasses built; DecodeError names the first value that is not."""
+    if tp is Any or tp is object:
+        return value
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) == 1:
+            return decode(inner[0], value, path)
+        for option in inner:  # not used by the report's types today: the first that fits
+            try:
+                return decode(option, value, path)
+            except DecodeError:
+                continue
+        raise DecodeError(path, f"expected {' or '.join(expected(a) for a in inner)}, got {got(value)}")
+    if tp is list or origin is list:
+        if not isinstance(value, list):
+            raise DecodeError(path, f"expected a list, got {got(value)}")
+        (item,) = typing.get_args(tp) or (Any,)
+        return [decode(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if tp is dict or origin is dict:
+        if not isinstance(value, dict):
+            raise DecodeError(path, f"expected an object, got {got(value)}")
+        _, item = typing.get_args(tp) or (str, Any)
+        return {k: decode(item, v, key_path(path, k)) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _dataclass(tp, value, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise DecodeError(path, f"expected true or false, got {got(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DecodeError(path, f"expected an integer, got {got(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise DecodeError(path, f"expected a number, got {got(value)}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise DecodeError(path, f"expected a finite number, got {got(value)}")
+        return value  # an integer stays one: the report saves back as it was read
+    if tp is str:
+        if not isinstance(value, str):
+            raise DecodeError(path, f"expected a string, got {got(value)}")
+        return value
+    return value  # a type these reports do not declare: taken as it is
+
+
+def _dataclass(tp, value, path: str):
+    if not isinstance(value, dict):
+        raise DecodeError(path, f"expected an object, got {got(value)}")
+    hints, required, names = _fields(tp)
+    unknown = [k for k in value if k not in names]
+    if unknown:
+        shown = ", ".join(show_string(k) for k in unknown[:SHOWN_KEYS])
+        more = f" and {len(unknown) - SHOWN_KEYS} more" if len(unknown) > SHOWN_KEYS else ""
+        raise DecodeError(path, f"unknown field{'s' if len(unknown) > 1 else ''} {shown}{more}")
+    for name in required:
+        if name not in value:
+            raise DecodeError(key_path(path, name), "required field is missing")
+    return tp(**{k: decode(hints[k], v, key_path(path, k)) for k, v in value.items()})
+
+
+@functools.lru_cache(maxsize=None)
+def _fields(tp) -> tuple[dict, tuple, frozenset]:
+    """A dataclass's field types (forward references resolved), its fields without a default, all its names."""
+    hints = typing.get_type_hints(tp)
+    fields = dataclasses.fields(tp)
+    required = tuple(f.name for f in fields
+                     if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
+    return hints, required, frozenset(f.name for f in fields)
+
+
+# --- words for messages ----------------------------------------------------------------------------------
+def key_path(path: str, key: str) -> str:
+    """`path` then `key`: `.key` for a plain name, else `["key"]` (shortened)."""
+    segment = f".{key}" if _NAME.match(key) and len(key) <= SHOWN_CHARS else f"[{show_string(key)}]"
+    return segment[1:] if not path and segment.startswith(".") else f"{path}{segment}"
+
+
+def expected(tp) -> str:
+    """What a value of type `tp` is called in JSON."""
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(expected(a) for a in typing.get_args(tp) if a is not type(None))
+    if tp is list or typing.get_origin(tp) is list:
+        return "a list"
+    if tp is dict or typing.get_origin(tp) is dict or dataclasses.is_dataclass(tp):
+        return "an object"
+    return {bool: "true or false", int: "an integer", float: "a number", str: "a string"}.get(tp, "a value")
+
+
+def kind(value) -> str:
+    """What `value` is, in JSON's words: "a list", "an object", "a string", "null", ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number" if math.isfinite(value) else str(value).replace("inf", "Infinity").replace("nan", "NaN")
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+def got(value) -> str:
+    """`value` for "got ...": its kind, with the value itself when it is a short scalar."""
+    if isinstance(value, str):
+        return f"a string ({show_string(value)})"
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        text = repr(value)
+        return f"{kind(value)} ({text[:SHOWN_CHARS] + '…' if len(text) > SHOWN_CHARS else text})"
+    return kind(value)
+
+
+def show_string(text: str) -> str:
+    """`text` quoted as JSON on one line, cut after SHOWN_CHARS characters."""
+    cut = text[:SHOWN_CHARS]
+    quoted = json.dumps(cut, ensure_ascii=False)
+    # json.dumps escapes control characters; other line or paragraph separators too, so the message stays one line
+    quoted = "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in quoted)
+    return quoted[:-1] + '…"' if len(text) > SHOWN_CHARS else quoted
