@@ -261,3 +261,24 @@ def test_the_exported_savedmodel_lives_in_the_staging_folder(mlp_files, tmp_path
     assert len(exported) == 1 and (exported[0] / "saved_model.pb").is_file()
     loaded.make_converter.cleanup()
     assert not any(tmp_path.iterdir())
+
+
+def test_render_takes_a_report_folder_and_an_output_folder(tmp_path, capfd):
+    """`render FOLDER --format md --out .`: the folder's report.json, written as summary.md in the output folder
+    (it said "cannot write (Is a directory)")."""
+    import shutil
+
+    from conftest import FIXTURE_REPORT
+
+    run = tmp_path / "model"
+    run.mkdir()
+    shutil.copy(FIXTURE_REPORT, run / "report.json")
+    out = tmp_path / "elsewhere"
+    out.mkdir()
+    assert main(["render", str(run), "--format", "md", "--out", str(out)]) == 0
+    assert (out / "summary.md").read_text(encoding="utf-8").startswith("## Quantization report")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code = main(["render", str(empty), "--format", "md"])
+    line = one_error_line(code, capfd.readouterr().err, empty)
+    assert str(empty) in line and "report.json" in line

@@ -10,16 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
-import os
 import queue as queue_mod
 import shutil
-import signal
 import sys
 import time
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
 from reporter import __version__
 from reporter.run import settings

@@ -6,7 +6,6 @@ Every problem becomes an InputError naming the file, raised before anything is w
 from __future__ import annotations
 
 import atexit
-import importlib
 import shutil
 import tempfile
 import traceback
