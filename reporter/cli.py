@@ -336,7 +336,6 @@ def _render(args) -> int:
     from pathlib import Path
 
     from reporter.render import formats as render
-    from reporter.model.report import Report
     from reporter.findings import load_report
 
     src = Path(args.report)
