@@ -10,8 +10,13 @@ fixture), it alternates, --repeats times:
     model), as in benchmarks/bench_pipeline.py;
   * tool: a fresh `quant-report run` process with every format (html, pdf, md, json).
 It prints medians of the wall times, the ratio tool/bare measured in the same run, the tool's
-per-stage times (from report.json) and each process's peak memory. Aims (issue 11): at most 0.6x on
-the 100+-layer model and 1.0x on the MLP; peak memory no higher than before (about 1.1 GB).
+per-stage times (from report.json) and each process's peak memory. Aims (issue 26): at most 0.5x on
+the 100+-layer model with every format, 1.0x on the MLP with html,md,json.
+
+Then (unless --no-eval) each variant's evaluation time in the tool (reporter.measure.evaluate.predict)
+against the bare batched LiteRT invoke on the same data (aim: at most 1.2x), and (unless --memory '') the
+peak anonymous memory of `quant-report run` on a folder of memory-mapped .npy files of 10k, 50k and 100k
+32x32x3 images (aim: flat in the number of samples).
 """
 
 from __future__ import annotations
@@ -69,6 +74,9 @@ def main() -> int:
     parser.add_argument("--also-formats", default="json,md",
                         help="also time the tool with only these formats ('' to skip)")
     parser.add_argument("--baseline-src", help="another checkout (git worktree add DIR COMMIT) timed as 'before'")
+    parser.add_argument("--no-eval", action="store_true", help="skip the evaluation-against-bare-invoke table")
+    parser.add_argument("--memory", default="10000,50000,100000",
+                        help="sample counts for the peak-memory table ('' to skip)")
     args = parser.parse_args()
     models = _models(args.models.split(","))
     results = {name: {"bare": [], "tool": [], "bare_mb": [], "tool_mb": [], "stages": [], "before": [], "some": []}
@@ -99,6 +107,15 @@ def main() -> int:
                 print(f"run {r + 1}/{args.repeats} {name}: bare {results[name]['bare'][-1]:.1f} s,"
                       f" tool {seconds:.1f} s", file=sys.stderr)
 
+    _report_runs(args, results)
+    if not args.no_eval:
+        _evaluation_vs_bare(models, args.repeats)
+    if args.memory:
+        _memory_table([int(n) for n in args.memory.split(",")])
+    return 0
+
+
+def _report_runs(args, results):
     med = statistics.median
     print(f"medians of {args.repeats} alternating runs, whole processes, all formats; seconds")
     print(f"{'model':<20}{'bare':>8}{'tool':>8}{'ratio':>8}{'bare MB':>9}{'tool MB':>9}   tool stages")
@@ -111,7 +128,104 @@ def main() -> int:
             print(f"{'':<20}only {args.also_formats}: {med(res['some']):.2f} s ({med(res['some']) / b:.2f}x bare)")
         if res["before"]:
             print(f"{'':<20}before this change: {med(res['before']):.2f} s ({med(res['before']) / b:.2f}x bare)")
-    return 0
+
+
+def _bare_batched(model: bytes, x) -> None:
+    """The bare LiteRT call: one interpreter, the whole set in one invoke (both cores)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model, num_threads=os.cpu_count())
+    detail = it.get_input_details()[0]
+    it.resize_tensor_input(detail["index"], list(x.shape))
+    it.allocate_tensors()
+    it.set_tensor(detail["index"], x.astype(detail["dtype"]))
+    it.invoke()
+    it.get_tensor(it.get_output_details()[0]["index"])
+
+
+def _evaluation_vs_bare(models, repeats):
+    """Each variant's evaluation (the tool's batched predict) against the bare batched invoke, alternating."""
+    import numpy as np
+
+    from reporter.measure import evaluate
+
+    print("\nevaluation per variant: the tool's predict against one bare batched invoke, same data; medians, seconds")
+    print(f"{'model':<20}{'variant':<10}{'samples':>8}{'bare':>8}{'tool':>8}{'ratio':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (model, data) in models.items():
+            out = Path(tmp) / name
+            subprocess.run([sys.executable, "-m", "reporter", "run", str(model), "--data", str(data), "--out", str(out),
+                            "--name", name, "--quiet", "--formats", "json", "--latency-runs", "0"],
+                           check=True, capture_output=True)
+            x = np.load(data)["x"].astype(np.float32)
+            for variant in ("float", "drq", "fiq"):
+                tflite = (out / name / f"{variant}.tflite").read_bytes()
+                bare, tool = [], []
+                for _ in range(repeats):
+                    t0 = time.perf_counter()
+                    _bare_batched(tflite, x)
+                    bare.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    evaluate.predict(tflite, x)
+                    tool.append(time.perf_counter() - t0)
+                b, t = statistics.median(bare), statistics.median(tool)
+                print(f"{name:<20}{variant:<10}{len(x):>8}{b:8.3f}{t:8.3f}{t / b:7.2f}x")
+
+
+MEMORY_MODEL = """
+import sys, keras
+inp = keras.Input((32, 32, 3))
+h = keras.layers.Conv2D(16, 3, activation="relu")(inp)
+h = keras.layers.MaxPooling2D()(h)
+h = keras.layers.Conv2D(32, 3, activation="relu")(h)
+h = keras.layers.GlobalAveragePooling2D()(h)
+keras.Model(inp, keras.layers.Dense(10, activation="softmax")(h)).save(sys.argv[1])
+"""
+
+
+def _peak_anon_mb(argv) -> tuple[float, float]:
+    """Wall seconds and the peak anonymous resident memory (RssAnon, sampled every 20 ms) of a child process:
+    pages of a memory-mapped data file do not count, the arrays the tool makes do."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = 0
+    while proc.poll() is None:
+        try:
+            for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+                if line.startswith("RssAnon:"):
+                    peak = max(peak, int(line.split()[1]))
+        except OSError:
+            pass
+        time.sleep(0.02)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(argv)}\n{proc.stderr.read().decode()[-2000:]}")
+    return time.perf_counter() - t0, peak / 1024.0
+
+
+def _memory_table(counts):
+    """Peak anonymous memory of `run` on memory-mapped .npy folders of growing size."""
+    import numpy as np
+
+    print("\npeak anonymous memory of quant-report run on a folder of .npy files (x.npy float32 32x32x3)")
+    print(f"{'samples':>9}{'x.npy MB':>10}{'peak MB':>9}{'wall s':>8}")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = Path(tmp) / "cnn.keras"
+        subprocess.run([sys.executable, "-c", MEMORY_MODEL, str(model)], check=True, capture_output=True)
+        rng = np.random.default_rng(0)
+        for n in counts:
+            folder = Path(tmp) / f"data{n}"
+            folder.mkdir()
+            x = np.lib.format.open_memmap(folder / "x.npy", mode="w+", dtype=np.float32, shape=(n, 32, 32, 3))
+            for start in range(0, n, 5000):
+                x[start:start + 5000] = rng.random((min(5000, n - start), 32, 32, 3), dtype=np.float32)
+            x.flush()
+            del x
+            np.save(folder / "y.npy", rng.integers(0, 10, n))
+            seconds, peak = _peak_anon_mb([sys.executable, "-m", "reporter", "run", str(model), "--data", str(folder),
+                                           "--out", str(Path(tmp) / "out"), "--name", f"n{n}", "--quiet",
+                                           "--formats", "json", "--latency-runs", "0"])
+            print(f"{n:>9}{(folder / 'x.npy').stat().st_size / 2**20:10.0f}{peak:9.0f}{seconds:8.1f}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,5 @@
 """`python -m reporter` runs the command line, exactly like `quant-report`."""
 
-import sys
+from reporter.cli import entry
 
-from reporter.cli import main
-
-sys.exit(main())
+entry()

@@ -107,6 +107,7 @@ def work(job: Job, messages) -> None:
     try:
         run(RunSettings(model=job.model, data=job.data, out=job.out, name=name, quiet=True,
                         shown_paths=tuple(job.shown), listener=listener, failure_log=str(log_path), code_dir=job.config_dir,
+                        side_converter=job.timing_lock is None,  # one worker: the second core is free
                         extra={FINGERPRINT_KEY: job.fingerprint, **job.extra}, **job.options))
     except QuantReportError as exc:
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}

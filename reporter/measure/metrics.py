@@ -5,9 +5,16 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
-from sklearn import metrics as skm
 
 from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired
+
+
+def _skm():
+    """sklearn.metrics, imported when first needed (2 s on a cold start; the pipeline preloads it in the
+    background while TensorFlow converts: reporter.run.preload)."""
+    from sklearn import metrics
+
+    return metrics
 
 TOP_K = 5  # top-5 accuracy, for models with more classes than this
 
@@ -27,16 +34,16 @@ def classification(
     """
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     labels = list(range(num_classes))
-    p, r, f, s = skm.precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
+    p, r, f, s = _skm().precision_recall_fscore_support(y_true, y_pred, labels=labels, zero_division=0)
     per_class = [
         ClassMetrics(label=i, precision=float(p[i]), recall=float(r[i]), f1=float(f[i]), support=int(s[i]))
         for i in labels
     ]
     present = [i for i in labels if s[i] > 0]
-    macro = skm.precision_recall_fscore_support(y_true, y_pred, labels=present, average="macro", zero_division=0)
-    kappa = skm.cohen_kappa_score(y_true, y_pred, labels=labels)
+    macro = _skm().precision_recall_fscore_support(y_true, y_pred, labels=present, average="macro", zero_division=0)
+    kappa = _skm().cohen_kappa_score(y_true, y_pred, labels=labels)
     return Metrics(
-        accuracy=float(skm.accuracy_score(y_true, y_pred)),
+        accuracy=float(_skm().accuracy_score(y_true, y_pred)),
         precision=float(macro[0]),
         recall=float(macro[1]),
         f1=float(macro[2]),
@@ -45,7 +52,7 @@ def classification(
         cohen_kappa=0.0 if np.isnan(kappa) else float(kappa),
         agreement_with_float=None if float_pred is None else float(np.mean(y_pred == float_pred)),
         per_class=per_class,
-        confusion_matrix=skm.confusion_matrix(y_true, y_pred, labels=labels).tolist(),
+        confusion_matrix=_skm().confusion_matrix(y_true, y_pred, labels=labels).tolist(),
         top5_accuracy=top_k_accuracy(y_true, scores, num_classes) if scores is not None else None,
         roc_auc=roc_auc(y_true, scores[:, 1]) if scores is not None and num_classes == 2 else None,
         classes_present=present,
@@ -59,17 +66,17 @@ def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[n
     balanced accuracy and kappa, and macro ROC AUC from the sigmoid scores. No argmax anywhere."""
     y, pred = np.asarray(y_bits, np.uint8), np.asarray(pred_bits, np.uint8)
     k = y.shape[1]
-    p, r, f, s = skm.precision_recall_fscore_support(y, pred, average=None, zero_division=0)
-    macro = skm.precision_recall_fscore_support(y, pred, average="macro", zero_division=0)
-    per_label_kappa = [skm.cohen_kappa_score(y[:, j], pred[:, j]) for j in range(k)]
+    p, r, f, s = _skm().precision_recall_fscore_support(y, pred, average=None, zero_division=0)
+    macro = _skm().precision_recall_fscore_support(y, pred, average="macro", zero_division=0)
+    per_label_kappa = [_skm().cohen_kappa_score(y[:, j], pred[:, j]) for j in range(k)]
     auc = None
     if scores is not None:
         try:
-            auc = float(skm.roc_auc_score(y, scores, average="macro"))
+            auc = float(_skm().roc_auc_score(y, scores, average="macro"))
         except ValueError:  # a label with one value only in the evaluation data
             auc = None
     return Metrics(
-        accuracy=float(skm.accuracy_score(y, pred)),
+        accuracy=float(_skm().accuracy_score(y, pred)),
         precision=float(macro[0]),
         recall=float(macro[1]),
         f1=float(macro[2]),
@@ -84,8 +91,8 @@ def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[n
         confusion_matrix=[],
         roc_auc=auc,
         classes_present=[j for j in range(k) if s[j] > 0],
-        hamming_loss=float(skm.hamming_loss(y, pred)),
-        micro_f1=float(skm.f1_score(y, pred, average="micro", zero_division=0)),
+        hamming_loss=float(_skm().hamming_loss(y, pred)),
+        micro_f1=float(_skm().f1_score(y, pred, average="micro", zero_division=0)),
     )
 
 
@@ -106,7 +113,7 @@ def dense(y: np.ndarray, pred: np.ndarray, num_classes: int, float_pred: Optiona
     iou = iou_per_class(cm)
     present = [i for i in labels if support[i] > 0]
     flat_y, flat_pred = y.ravel(), pred.ravel()
-    kappa = skm.cohen_kappa_score(flat_y, flat_pred, labels=labels) if flat_y.size else 0.0
+    kappa = _skm().cohen_kappa_score(flat_y, flat_pred, labels=labels) if flat_y.size else 0.0
     total = int(cm.sum())
     return Metrics(
         accuracy=float(tp.sum() / total) if total else 0.0,
@@ -165,14 +172,14 @@ def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: 
     """Share of samples whose true label is among the k highest scores; None for k classes or fewer."""
     if num_classes <= k:
         return None
-    return float(skm.top_k_accuracy_score(y_true, scores, k=k, labels=list(range(num_classes))))
+    return float(_skm().top_k_accuracy_score(y_true, scores, k=k, labels=list(range(num_classes))))
 
 
 def roc_auc(y_true: np.ndarray, positive_score: np.ndarray) -> Optional[float]:
     """ROC AUC of the class-1 score; None when the labels hold one class only (AUC is undefined)."""
     if len(np.unique(y_true)) < 2:
         return None
-    return float(skm.roc_auc_score(y_true, positive_score))
+    return float(_skm().roc_auc_score(y_true, positive_score))
 
 
 def paired(y_true: np.ndarray, reference_pred: np.ndarray, pred: np.ndarray) -> Paired:
@@ -187,7 +194,7 @@ def _balanced_accuracy(y_true, y_pred) -> float:
     with warnings.catch_warnings():
         # sklearn warns when y_pred holds classes absent from y_true; the value is still right.
         warnings.simplefilter("ignore")
-        return skm.balanced_accuracy_score(y_true, y_pred)
+        return _skm().balanced_accuracy_score(y_true, y_pred)
 
 
 def output_error(outputs: np.ndarray, float_outputs: np.ndarray) -> OutputError:
@@ -229,7 +236,8 @@ def fingerprint(x, y: np.ndarray) -> str:
         single = x.single()
         arrays = [single] if single is not None else [x[k] for k in sorted(x.names)]
     for a in (*arrays, y):
-        a = np.ascontiguousarray(a)
         h.update(f"{a.shape}|{a.dtype.str}|".encode())
-        h.update(a.tobytes())
+        step = max(1, (64 << 20) // max(1, a[:1].nbytes))  # in parts: a memory-mapped array stays on disk
+        for start in range(0, len(a), step):
+            h.update(np.ascontiguousarray(a[start:start + step]).tobytes())
     return h.hexdigest()

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from reporter.core import judgement as jd  # noqa: E402
-from reporter.core.variants import LABELS, alternative, short  # noqa: E402
+from reporter.core.variants import short  # noqa: E402
 from reporter.model.report import RMSE_OVER_SCALE_IDEAL, Report  # noqa: E402
 
 SUSPECT = "#c0392b"
@@ -410,25 +410,21 @@ def layer_rmse(report: Report) -> str:
 
 
 def tradeoff(report: Report) -> str:
-    """The search's candidates: accuracy (or output error) against size and against float layers,
-    the Pareto front joined, the chosen model and the rmse/scale rule's pick marked."""
+    """The search's candidates: their selection score (the score every candidate was chosen by, on the selection
+    samples) against size and against float layers, the Pareto front joined, the chosen model, FIQ and the
+    rmse/scale rule's pick marked."""
     rec = report.recommendation
     if not rec or not rec.search or not rec.search.steps:
         return ""
-    classification = report.model.num_classes is not None or bool(report.model.main_metric)
-    flt = report.variant("float")
-    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
-    metric = main.name if main is not None else "accuracy"
-    higher = main is None or main.higher_is_better
     unique = {}
     for step in rec.search.steps:
         unique.setdefault(tuple(step.denylisted_nodes), step)
     steps = list(unique.values())
-    quality = [s.accuracy if classification else s.output_mse for s in steps]
-    if any(q is None for q in quality):
-        return ""
-    ylabel = f"{metric} (evaluation data)" if classification else "output MSE vs float (evaluation data)"
+    quality = [s.selection_score for s in steps]
+    ylabel = f"selection score ({rec.search.selection_data.num_samples} samples)"
     from matplotlib.ticker import MaxNLocator
+
+    from reporter.search.engine import pareto
 
     fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.0), sharey=True)
     for ax, xs, xlabel in (
@@ -436,10 +432,7 @@ def tradeoff(report: Report) -> str:
         (axes[1], [len(s.denylisted_nodes) for s in steps], "layers kept in float"),
     ):
         ax.scatter(xs, quality, s=14, color=NORMAL, alpha=0.7, label="candidate", zorder=2)
-        from reporter.search.engine import pareto
-
-        better = quality if classification and higher else [-q for q in quality]
-        front = sorted((x, q) for x, q, flag in zip(xs, quality, pareto(list(zip(xs, better)))) if flag)
+        front = sorted((x, q) for x, q, flag in zip(xs, quality, pareto(list(zip(xs, quality)))) if flag)
         if front:
             ax.plot([p[0] for p in front], [p[1] for p in front], color=NORMAL, linewidth=1, label="Pareto front",
                     zorder=1)
@@ -448,34 +441,21 @@ def tradeoff(report: Report) -> str:
             ax.scatter(*chosen[0], s=90, marker="*", color="#2e7d32", edgecolor="black", linewidth=0.5,
                        label="recommended", zorder=4)
         rule = rec.rule
-        if rule and rule.selective and rule.selective.ok:
-            rq = (rule.selective.metrics.score if classification and rule.selective.metrics else
-                  rule.selective.output_error.mse if rule.selective.output_error else None)
-            if rq is not None:
-                rx = rule.selective.size_bytes / 1024 if xlabel.startswith("model") else len(rule.denylisted_nodes)
-                ax.scatter(rx, rq, s=40, marker="X", color=SUSPECT, label="rmse/scale rule", zorder=3)
-        for alt, marker in zip(rec.alternatives, ("D", "s", "^")):
-            m = alt.model
-            aq = (m.metrics.score if classification and m.metrics else m.output_error.mse if m.output_error
-                  else None) if m is not None and m.ok else None
-            if aq is not None:
-                ax_x = m.size_bytes / 1024 if xlabel.startswith("model") else len(alt.layers)
-                ax.scatter(ax_x, aq, s=36, marker=marker, facecolor="white", edgecolor="#6a3d9a", linewidth=1,
-                           label=f"those layers: {LABELS.get(alternative(alt.scheme), alt.scheme)}", zorder=3)
-        for name, style in (("float", ":"), ("fiq", "--")):
-            v = report.variant(name)
-            if v and v.ok and classification and v.metrics:
-                ax.axhline(v.metrics.score, linestyle=style, color="black", linewidth=0.7,
-                           label=f"{'float' if name == 'float' else 'FIQ'} {v.metrics.score:.3f}")
+        if rule and rule.selective and rule.selective.ok and rule.selection_score is not None:
+            rx = rule.selective.size_bytes / 1024 if xlabel.startswith("model") else len(rule.denylisted_nodes)
+            ax.scatter(rx, rule.selection_score, s=40, marker="X", color=SUSPECT, label="rmse/scale rule", zorder=3)
+        fiq = next((s for s in rec.search.steps if s.phase == "fiq"), None)
+        if fiq is not None:
+            ax.axhline(fiq.selection_score, linestyle="--", color="black", linewidth=0.7,
+                       label=f"FIQ {fiq.selection_score:.3f}")
+        ax.axhline(rec.search.target, linestyle=":", color="black", linewidth=0.7,
+                   label=f"target {rec.search.target:.3f}")
         ax.set_xlabel(xlabel)
     axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
     if spans_decades([s.size_bytes for s in steps]):
         axes[0].set_xscale("log")  # sizes a decade apart or more: a linear axis piles the small ones up
-    if not classification and all(q > 0 for q in quality):
-        axes[0].set_yscale("log")
     axes[0].set_ylabel(ylabel)
-    what = metric if classification else "output error"
-    fig.suptitle(f"Search: {what} against size and against layers kept in float", fontsize=9, x=0.01,
+    fig.suptitle("Search: selection score against size and against layers kept in float", fontsize=9, x=0.01,
                  ha="left")
     handles, labels = axes[1].get_legend_handles_labels()
     fig.legend(handles, labels, fontsize=7, frameon=False, loc="lower center", ncol=min(len(labels), 6))

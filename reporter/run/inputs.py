@@ -40,6 +40,14 @@ class LoadedModel:
     def is_tflite(self) -> bool:
         return self.tflite is not None
 
+    def saved_model_folder(self) -> Optional[str]:
+        """The SavedModel folder TensorFlow's converter reads (the input itself, or the Keras model exported
+        once); None for a .tflite or when the export failed."""
+        if self.format == "saved_model":
+            return str(self.path)
+        folder = getattr(self.make_converter, "saved_model_folder", None)
+        return folder() if folder is not None else None
+
 
 @dataclass
 class Dataset:
@@ -61,8 +69,8 @@ class Dataset:
 
 MODEL_KINDS = "a Keras 3 .keras file, a legacy .h5 file, a SavedModel folder or a float .tflite file"
 TFLITE_IDENTIFIER = b"TFL3"  # a TFLite flatbuffer's file identifier, bytes 4-8
-DATA_KINDS = ("an .npz file with arrays x and y (and optional x_calib; x_<input name> for several inputs),"
-              " or package.module:function returning them")
+DATA_KINDS = ("an .npz file with arrays x and y (and optional x_calib; x_<input name> for several inputs), a folder"
+              " of .npy files with those names (memory-mapped), or package.module:function returning them")
 _TEXT_SUFFIXES = {".csv": "a CSV file", ".tsv": "a TSV file", ".txt": "a text file", ".json": "a JSON file",
                   ".npy": "a single .npy array", ".pkl": "a pickle", ".pickle": "a pickle",
                   ".parquet": "a Parquet file"}
@@ -91,7 +99,9 @@ def preflight(model, data):
     if not data_path.exists():
         raise InputError(data_path, f"no such file (DATA must be {DATA_KINDS})")
     if data_path.is_dir():
-        raise InputError(data_path, f"is a folder (DATA must be {DATA_KINDS})")
+        if not any(data_path.glob("x*.npy")):
+            raise InputError(data_path, f"a folder without x.npy or x_<input name>.npy (DATA must be {DATA_KINDS})")
+        return
     with open(data_path, "rb") as f:
         magic = f.read(4)
     if magic != b"PK\x03\x04" and magic != b"PK\x05\x06":  # an .npz is a zip archive (empty: end record only)
@@ -198,6 +208,11 @@ class traced_once:
     def __call__(self):
         import tensorflow as tf
 
+        if self._ensure_export():
+            return tf.lite.TFLiteConverter.from_saved_model(self._folder)
+        return tf.lite.TFLiteConverter.from_keras_model(self._model)
+
+    def _ensure_export(self) -> bool:
         if self._exported is None:
             self._folder = tempfile.mkdtemp(prefix=".savedmodel-" if self._scratch else "quant-report-savedmodel-",
                                             dir=self._scratch)
@@ -208,9 +223,11 @@ class traced_once:
             except Exception:  # noqa: BLE001 - fall back to the slower path, which is what the user would do
                 traceback.print_exc()  # into run.log
                 self._exported = False
-        if self._exported:
-            return tf.lite.TFLiteConverter.from_saved_model(self._folder)
-        return tf.lite.TFLiteConverter.from_keras_model(self._model)
+        return self._exported
+
+    def saved_model_folder(self) -> Optional[str]:
+        """The SavedModel every converter reads, exported now if it was not yet; None if the export failed."""
+        return self._folder if self._ensure_export() else None
 
     def cleanup(self):
         if self._folder:
@@ -246,6 +263,8 @@ def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = Non
     input name. Arrays keep their types until `bind` matches them to the model's inputs."""
     if _is_callable_spec(spec):
         arrays = _call_data_function(spec, code_dir)
+    elif Path(spec).is_dir():
+        arrays = _read_npy_folder(Path(spec))
     else:
         arrays = _read_npz(Path(spec))
     x = _inputs(spec, arrays, "x")
@@ -281,7 +300,7 @@ def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = Non
     for inputs in (x, x_calib if x_pool is None else x_pool):
         for name in inputs.names:
             a = inputs[name]
-            if np.issubdtype(a.dtype, np.floating) and not np.isfinite(a).all():
+            if np.issubdtype(a.dtype, np.floating) and not all_finite(a):
                 raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
     return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool, labels)
 
@@ -387,14 +406,42 @@ def _cast(source, what: str, a: np.ndarray, port: Port, model_path) -> np.ndarra
         info = np.iinfo(dtype)
         if a.size and (a.min() < info.min or a.max() > info.max):
             raise InputError(source, f"'{what}' holds values outside {dtype.name} ({a.min()}..{a.max()})")
-        return a.astype(dtype)
-    if np.issubdtype(a.dtype, np.integer) and a.size and np.abs(a).max() > 2 ** 24:
+        return a.astype(dtype, copy=False)
+    if np.issubdtype(a.dtype, np.integer) and a.size and max(np.abs(p).max() for p in chunks(a)) > 2 ** 24:
         raise InputError(source, f"'{what}' holds integers beyond 2^24, which float32 cannot hold exactly")
-    return a.astype(np.float32)
+    return a.astype(np.float32, copy=False)  # a memory-mapped float32 array stays mapped
 
 
 def _is_callable_spec(spec: str) -> bool:
     return ":" in spec and not Path(spec).exists() and not spec.endswith(".npz")
+
+
+CHUNK_BYTES = 64 * 1024 * 1024  # a check over an array larger than this reads it in parts (memory stays flat)
+
+
+def chunks(a: np.ndarray):
+    """`a` in parts along its first axis, each at most CHUNK_BYTES (a memory-mapped array stays on disk)."""
+    step = max(1, CHUNK_BYTES // max(1, a[:1].nbytes))
+    for start in range(0, len(a), step):
+        yield a[start:start + step]
+
+
+def all_finite(a: np.ndarray) -> bool:
+    return all(np.isfinite(part).all() for part in chunks(a))
+
+
+def _read_npy_folder(path: Path) -> dict:
+    """The .npy files of a folder (x.npy, y.npy, x_calib.npy, x_<input>.npy, y_<output>.npy), memory-mapped:
+    evaluation reads them in batches, so a data set larger than memory works."""
+    arrays = {}
+    for file in sorted(path.glob("*.npy")):
+        try:
+            arrays[file.stem] = np.load(file, mmap_mode="r", allow_pickle=False)
+        except ValueError as exc:  # object arrays need pickle, which quant-report never loads
+            raise InputError(file, "holds Python objects (saved with pickle); save numeric arrays with np.save") from exc
+        except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad file
+            raise InputError(file, f"not a readable .npy array: {_first_line(exc)}") from exc
+    return arrays
 
 
 def _read_npz(path: Path) -> dict:

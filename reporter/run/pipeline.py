@@ -12,7 +12,7 @@ from typing import Callable
 
 from reporter import __version__
 from reporter.convert import converter as conv
-from reporter.convert import litert
+from reporter.convert import litert, side
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import variants
 from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line
@@ -76,23 +76,74 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
 
 
 def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -> Report:
+    # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
+    # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
+    side_conv = None
+    if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in variants) \
+            and side.worth_it(Path(s.model), s.side_converter):
+        side_conv = side.SideConverter()
     import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
+    from reporter.run import preload
 
-    with progress.stage("load", "model and data loaded"):
-        model = inputs.load_model(s.model, trust=s.trust_model, scratch=folder)
-        data = inputs.load_data(s.data, s.calibration_samples, s.code_dir)
+    preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
+    previous_lock = evaluate.set_timing_lock(_quiet_lock(side_conv, evaluate.set_timing_lock(None)))
+    model = None
     try:
-        return _run_loaded(folder, s, variants, progress, model, data, tf)
-    finally:  # the SavedModel exported once for the conversions (batch workers exit without atexit)
-        getattr(model.make_converter, "cleanup", lambda: None)()
+        with progress.stage("load", "model and data loaded"):
+            model = inputs.load_model(s.model, trust=s.trust_model, scratch=folder)
+            data = inputs.load_data(s.data, s.calibration_samples, s.code_dir)
+        return _run_loaded(folder, s, variants, progress, model, data, tf, side_conv)
+    finally:
+        evaluate.set_timing_lock(previous_lock)
+        if side_conv is not None:
+            side_conv.close()
+        if model is not None:  # the SavedModel exported once for the conversions (batch workers skip atexit)
+            getattr(model.make_converter, "cleanup", lambda: None)()
 
 
-def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progress, model, data, tf) -> Report:
+def _quiet_lock(side_conv, outer):
+    """The timing lock: the batch's (one model timed at a time across workers), and no conversion running on
+    the side while a latency is timed."""
+    return outer if side_conv is None else _QuietLock(side_conv, outer)
+
+
+class _QuietLock:
+    """Re-entered for every timing: waits for the side conversions, then holds `outer` if there is one."""
+
+    def __init__(self, side_conv, outer):
+        self.side_conv, self.outer = side_conv, outer
+
+    def __enter__(self):
+        self.side_conv.wait()
+        if self.outer is not None:
+            self.outer.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.outer.__exit__(*exc) if self.outer is not None else False
+
+
+def _side_variants(side_conv, model, wanted, x_calib=None, calibrated: bool = False):
+    """Hands the variants TensorFlow's converter makes from the SavedModel to the side process: those without
+    calibration first (before float converts here), the calibrated ones once their data are bound."""
+    if side_conv is None:
+        return
+    folder = model.saved_model_folder()
+    if folder is None:
+        return
+    for variant in wanted:
+        if variant in side.VARIANTS and (variant in variants.CALIBRATED) == calibrated:
+            side_conv.submit(folder, variant, x_calib)
+
+
+def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progress, model, data, tf,
+                side_conv=None) -> Report:
     name = s.display_name
     if model.is_tflite:
         float_model = model.tflite
     else:
         with progress.stage("convert", detail="float"):
+            _side_variants(side_conv, model, variants)
             try:
                 float_model = conv.convert(model.make_converter, "float", data.x_calib)
             except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
@@ -104,6 +155,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     except ValueError as exc:
         raise InputError(model.path, str(exc)) from None
     data = inputs.bind(data, sig, model.path)
+    _side_variants(side_conv, model, variants, data.x_calib, calibrated=True)
     data, heads = inputs.bind_labels(data, sig, model.path, s.primary_output)
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
     made_by = structure.producers(float_model)
@@ -140,7 +192,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
                  fallback=score)
     results: dict[str, VariantResult] = {}
     for variant in variants:
-        build, converter = _builder(variant, model, float_model, quantizer, litert_models, data.x_calib)
+        build, converter = _builder(variant, model, float_model, quantizer, litert_models, data.x_calib, side_conv)
         results[variant] = m.build_and_measure(variant, build, converter)
     if m.score_error:  # the user's metric failed: the task's own metric is the main one for every model
         progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
@@ -227,7 +279,7 @@ def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, m
 
 
 def _builder(variant: str, model, float_model: bytes, quantizer, litert_models: litert.LiteRtModels,
-             x_calib) -> tuple[Callable[[], bytes], str]:
+             x_calib, side_conv=None) -> tuple[Callable[[], bytes], str]:
     """How `variant` is built, and by which converter (the registry says which can): float is the float
     model; FIQ comes from the one calibration; a float .tflite input, or a variant only LiteRT Quantizer
     makes, goes to LiteRT Quantizer; the rest to TensorFlow's converter."""
@@ -237,6 +289,9 @@ def _builder(variant: str, model, float_model: bytes, quantizer, litert_models: 
         return (lambda: quantizer.quantize([])), quantizer.converter
     if model.is_tflite or variants.BY_NAME[variant].converters[0] == variants.LITERT:
         return functools.partial(litert_models.build, variant), litert.CONVERTER
+    if side_conv is not None and side_conv.has(variant):  # converted on the side: the same bytes
+        return (lambda: side_conv.result(variant) or conv.convert(model.make_converter, variant, x_calib)), \
+            conv.CONVERTER
     return (lambda: conv.convert(model.make_converter, variant, x_calib)), conv.CONVERTER
 
 

@@ -164,6 +164,7 @@ class RunSettings:
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
     shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
     code_dir: Optional[str] = None  # where a data function's module is looked for (a batch file's folder)
+    side_converter: bool = True  # convert DRQ etc. in a second process (reporter.convert.side) where it pays
 
     def tasks(self) -> dict[str, str]:
         """--task as {output name: kind}; "" for a KIND given without an output name."""

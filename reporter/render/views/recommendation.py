@@ -234,6 +234,11 @@ class RecommendationView:
         return rows
 
     @property
+    def off_front(self) -> int:
+        """Candidates neither on the Pareto front nor the pick nor a comparison: the PDF leaves them out."""
+        return sum(1 for row in self.tradeoff_rows if not (row.pareto or row.chosen or row.rule))
+
+    @property
     def tradeoff_label(self) -> str:
         """The trade-off table's quality column: the main metric on the evaluation data, or the output MSE."""
         if not self.basis.scored:

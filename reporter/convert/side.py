@@ -1,0 +1,94 @@
+"""Conversions on the second core: a spawned worker process converts the variants TensorFlow's converter makes
+from the run's SavedModel (DRQ, float16, 16x8, int8 I/O) while the run converts float, calibrates, measures,
+debugs and searches.
+
+One conversion of a 150-layer MobileNetV2 takes ~6 s and holds Python's lock for much of it, so a thread does
+not help; a process does. The worker imports TensorFlow while the run imports its own, converts from the same
+SavedModel folder with the same settings (reporter.convert.converter.configure), and returns the same bytes the
+run would have made. It is used only where it pays (two or more cores, a model big enough that its conversion
+outweighs starting a second TensorFlow) and never while a latency is being timed: the run's timing lock
+waits for the worker's conversions to finish (`wait`). Any failure of the worker falls back to converting in
+the run's own process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import traceback
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Optional
+
+MIN_MODEL_BYTES = 2 * 1024 * 1024  # below this a conversion takes about a second: not worth a second TensorFlow
+VARIANTS = ("drq", "f16", "int16x8", "int8_io")  # made by TensorFlow's converter from the SavedModel
+
+
+def worth_it(model_path: Path, enabled: bool = True) -> bool:
+    """Whether a run on this model should convert on the side: allowed, two or more cores, a big model."""
+    if not enabled or (os.cpu_count() or 1) < 2:
+        return False
+    path = Path(model_path)
+    size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
+    return size >= MIN_MODEL_BYTES
+
+
+class SideConverter:
+    """One spawned worker process and the conversions it was asked for, by variant."""
+
+    def __init__(self):
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self._futures: dict[str, Future] = {}
+        self._warm = self._pool.submit(_warm_up)  # TensorFlow imports there while it imports here
+
+    def submit(self, folder: str, variant: str, x_calib=None):
+        """Starts converting `variant` from the SavedModel in `folder`."""
+        if variant not in self._futures:
+            self._futures[variant] = self._pool.submit(_convert, folder, variant, x_calib)
+
+    def has(self, variant: str) -> bool:
+        return variant in self._futures
+
+    def result(self, variant: str) -> Optional[bytes]:
+        """The converted model, or None when the worker failed (the caller converts it itself; the worker's
+        traceback goes to run.log)."""
+        try:
+            return self._futures[variant].result()
+        except Exception:  # noqa: BLE001 - a genuine conversion error is raised again by the fallback
+            traceback.print_exc()
+            return None
+
+    def wait(self):
+        """Returns when the worker has nothing left to convert (called before a latency is timed)."""
+        for future in self._futures.values():
+            with contextlib.suppress(Exception):
+                future.result()
+
+    def close(self):
+        """Stops the worker, whatever it is doing (a failed run does not wait for its conversions)."""
+        for future in self._futures.values():
+            future.cancel()
+        processes = list(getattr(self._pool, "_processes", {}).values())
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            with contextlib.suppress(Exception):
+                process.terminate()
+                process.join(5)
+
+
+def _warm_up() -> bool:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    import tensorflow  # noqa: F401 - the import is the point
+
+    return True
+
+
+def _convert(folder: str, variant: str, x_calib) -> bytes:
+    import tensorflow as tf
+
+    from reporter.convert.converter import configure
+
+    return bytes(configure(tf.lite.TFLiteConverter.from_saved_model(folder), variant, x_calib).convert())

@@ -1,0 +1,96 @@
+"""Speed and scale without changing a number: data in a folder of memory-mapped .npy files, and conversions on a
+second process, give the report the in-memory, one-process run gives."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+TIME_KEYS = {"generated_at", "tool_version", "tensorflow_version", "timings_s", "seconds", "seconds_per_candidate",
+             "latency_ms", "source", "settings", "calibration_source_path"}
+
+
+def _numbers(folder: Path) -> dict:
+    """report.json without what may differ between two identical runs (times, paths, settings)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k not in TIME_KEYS}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+    return strip(json.loads((folder / "report.json").read_text(encoding="utf-8")))
+
+
+def _npy_folder(npz: Path, folder: Path) -> Path:
+    folder.mkdir()
+    with np.load(npz) as d:
+        for key in d.files:
+            np.save(folder / f"{key}.npy", d[key])
+    return folder
+
+
+def test_an_npy_folder_is_read_memory_mapped_and_stays_mapped(mlp_files, tmp_path):
+    from reporter.measure.signature import Port
+    from reporter.run import inputs
+
+    folder = _npy_folder(mlp_files[1], tmp_path / "data")
+    np.save(folder / "x.npy", np.load(folder / "x.npy").astype(np.float32))
+    data = inputs.load_data(str(folder), 100)
+    x = data.x.single()
+    assert _mapped(x)  # on disk, read in batches
+    port = Port(name="x", key="x", index=0, shape=(-1, *x.shape[1:]), dtype="float32")
+    bound = inputs._cast("data", "x", x, port, "m")
+    assert _mapped(bound) and np.shares_memory(bound, x)  # bound to the model without a copy
+
+
+def _mapped(a: np.ndarray) -> bool:
+    """`a` is a view of a memory-mapped file (np.asarray of a memmap drops the subclass, not the mapping)."""
+    import mmap
+
+    while a is not None and not isinstance(a, mmap.mmap):
+        if isinstance(a, np.memmap):
+            return True
+        a = getattr(a, "base", None)
+    return isinstance(a, mmap.mmap)
+
+
+@pytest.mark.slow
+def test_an_npy_folder_gives_the_same_report_as_the_npz(mlp_files, tmp_path):
+    model, npz = mlp_files
+    folder = _npy_folder(npz, tmp_path / "data")
+    flags = ("--formats", "json", "--latency-runs", "0")
+    assert run_cli(model, npz, tmp_path / "a", *flags, name="m") == 0
+    assert run_cli(model, folder, tmp_path / "b", *flags, name="m") == 0
+    assert _numbers(tmp_path / "b" / "m") == _numbers(tmp_path / "a" / "m")
+
+
+@pytest.mark.slow
+def test_converting_on_a_second_process_changes_no_number(mlp_files, tmp_path, monkeypatch):
+    """DRQ and float16 made by the side process (forced on for a small model) are the bytes the run makes itself,
+    and the report is the same."""
+    from reporter.convert import side
+
+    model, data = mlp_files
+    flags = ("--formats", "json", "--latency-runs", "0", "--variants", "float,drq,fiq,f16")
+    monkeypatch.setattr(side, "MIN_MODEL_BYTES", 1 << 60)
+    assert run_cli(model, data, tmp_path / "alone", *flags, name="m") == 0
+
+    used = []
+    original = side.SideConverter.result
+
+    def recorded(self, variant):
+        found = original(self, variant)
+        used.append((variant, found is not None))
+        return found
+
+    monkeypatch.setattr(side, "MIN_MODEL_BYTES", 0)
+    monkeypatch.setattr(side.SideConverter, "result", recorded)
+    assert run_cli(model, data, tmp_path / "side", *flags, name="m") == 0
+    assert sorted(used) == [("drq", True), ("f16", True)]
+    for variant in ("drq", "f16"):
+        assert (tmp_path / "side" / "m" / f"{variant}.tflite").read_bytes() == \
+            (tmp_path / "alone" / "m" / f"{variant}.tflite").read_bytes()
+    assert _numbers(tmp_path / "side" / "m") == _numbers(tmp_path / "alone" / "m")
