@@ -73,11 +73,12 @@ class LiteRtQuantizer:
     method = METHOD
     converter = CONVERTER
 
-    def __init__(self, float_model: bytes, x_calib):
+    def __init__(self, float_model: bytes, x_calib, calibration=None):
         self.float_model = bytes(float_model)
         self._x_calib = x_calib
         self._scopes, self._op_types, self._signature, self._inputs = _scopes(self.float_model)
         self._calibration = None
+        self._collected = calibration  # statistics collected by another process from the same model and data
         self.note = ""
         self.calibrated = None  # no calibrated TF model: the dataflow is read from the float model
         self.calibrated_from = "float model"
@@ -86,6 +87,8 @@ class LiteRtQuantizer:
     def calibration(self):
         """Min/max of every tensor over the calibration samples, collected once (int8 and 16x8
         recipes read the same statistics)."""
+        if self._calibration is None and self._collected is not None:
+            self._calibration = self._collected()  # None when that failed: collected here then
         if self._calibration is None:
             from litert_quantizer import quantizer
 
@@ -180,13 +183,18 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
 class LiteRtModels:
     """LiteRT Quantizer on one float model, set up on first use (one calibration for all its models)."""
 
-    def __init__(self, float_model: bytes, x_calib):
+    def __init__(self, float_model: bytes, x_calib, calibration=None):
         self._float_model, self._x_calib, self._quantizer = float_model, x_calib, None
+        self._calibration = calibration  # a callable giving statistics collected elsewhere (or None)
 
     def quantizer(self) -> "LiteRtQuantizer":
         if self._quantizer is None:
-            self._quantizer = LiteRtQuantizer(self._float_model, self._x_calib)
+            self._quantizer = LiteRtQuantizer(self._float_model, self._x_calib, self._calibration)
         return self._quantizer
+
+    def has_calibration(self) -> bool:
+        """The statistics were collected already (by a variant built before)."""
+        return self._quantizer is not None and self._quantizer._calibration is not None
 
     def build(self, variant: str, layers=None, ops=()) -> bytes:
         if variant not in RECIPES:

@@ -1,6 +1,6 @@
 """Conversions on the second core: a spawned worker process converts the variants TensorFlow's converter makes
-from the run's SavedModel (DRQ, float16, 16x8, int8 I/O) while the run converts float, calibrates, measures,
-debugs and searches.
+from the run's SavedModel (DRQ, float16, 16x8, int8 I/O), and calibrates LiteRT Quantizer on the float model,
+while the run converts float, calibrates, measures, debugs and searches.
 
 One conversion of a 150-layer MobileNetV2 takes ~6 s and holds Python's lock for much of it, so a thread does
 not help; a process does. The worker imports TensorFlow while the run imports its own, converts from the same
@@ -22,6 +22,7 @@ from typing import Optional
 
 MIN_MODEL_BYTES = 2 * 1024 * 1024  # below this a conversion takes about a second: not worth a second TensorFlow
 VARIANTS = ("drq", "f16", "int16x8", "int8_io")  # made by TensorFlow's converter from the SavedModel
+LITERT_CALIBRATION = "litert-calibration"
 
 
 def worth_it(model_path: Path, enabled: bool = True) -> bool:
@@ -44,10 +45,24 @@ class SideConverter:
         self._futures: dict[str, Future] = {}
         self._warm = self._pool.submit(_warm_up)  # TensorFlow imports there while it imports here
 
+    def call(self, fn, *args) -> Future:
+        """Runs `fn(*args)` (a module-level function: it is pickled by name) in the worker."""
+        return self._pool.submit(fn, *args)
+
     def submit(self, folder: str, variant: str, x_calib=None):
         """Starts converting `variant` from the SavedModel in `folder`."""
         if variant not in self._futures:
             self._futures[variant] = self._pool.submit(_convert, folder, variant, x_calib)
+
+    def submit_calibration(self, float_model: bytes, x_calib):
+        """Starts LiteRT Quantizer's calibration of the float model (the min/max statistics every LiteRT model of
+        the run reads: the recommended layers in 16x8 or dynamic range, a blamed layer's scheme fix)."""
+        if LITERT_CALIBRATION not in self._futures:
+            self._futures[LITERT_CALIBRATION] = self._pool.submit(_litert_calibration, bytes(float_model), x_calib)
+
+    def calibration(self):
+        """The statistics, or None when the worker failed (the caller calibrates itself)."""
+        return self.result(LITERT_CALIBRATION) if LITERT_CALIBRATION in self._futures else None
 
     def has(self, variant: str) -> bool:
         return variant in self._futures
@@ -92,3 +107,9 @@ def _convert(folder: str, variant: str, x_calib) -> bytes:
     from reporter.convert.converter import configure
 
     return bytes(configure(tf.lite.TFLiteConverter.from_saved_model(folder), variant, x_calib).convert())
+
+
+def _litert_calibration(float_model: bytes, x_calib):
+    from reporter.convert.litert import LiteRtQuantizer
+
+    return LiteRtQuantizer(float_model, x_calib).calibration()

@@ -279,3 +279,15 @@ def ratio_in_percent(ratio: float) -> bool:
 def p_text(p_value: float) -> str:
     """"p < 0.001" or "p = 0.62": two significant digits."""
     return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"
+
+
+def detectable_share(n: int) -> Optional[float]:
+    """The smallest share of `n` paired samples whose change an exact two-sided McNemar test can call
+    significant: every discordant sample changing the same way, as few as give p < ALPHA (6 of them at 0.05).
+    None when `n` is too small for any change to be significant."""
+    k = 1
+    while k <= n:
+        if mcnemar_p_counts(k, 0) < ALPHA:
+            return k / n
+        k += 1
+    return None

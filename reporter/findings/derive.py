@@ -130,27 +130,27 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
         if rec.method == "search" and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
         if rec.method == "search":
+            none = _none_measurable(search)
             others = _variants_that_close(report)
             if others:
-                return ("The search found no layer whose float version helps measurably, but a measured variant wins"
-                        " the gap back: " + "; ".join(others) + ".")
-            return "The search found no layer whose float version helps measurably; FIQ stays as it is."
+                return f"{none}, but a measured variant wins the gap back: " + "; ".join(others) + "."
+            return f"{none}; FIQ stays as it is."
         return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
-    layers = "1 layer" if n == 1 else f"{n} layers"
+    layers = _kept_words(rec)
     if fix.status == "failed":
-        return f"Keeping {layers} in float was chosen, but {fix.text}."
+        return f"Keeping {layers} was chosen, but {fix.text}."
     how = "The search keeps" if rec.method == "search" else "The rmse/scale rule keeps"
     cost = f" at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ" if fix.size_cost_bytes is not None else ""
     if fix.status == "measured":
-        text = f"{how} {layers} in float{cost}" + (
+        text = f"{how} {layers}{cost}" + (
             f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
             if fix.output_mse is not None and fix.fiq_output_mse is not None else (f"; {fix.text}" if fix.text else ""))
     else:
         metric = metric_of(report)[0]
-        text = f"{how} {layers} in float and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
+        text = f"{how} {layers} and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
                f" {metric} gap{cost} ({gap.reason})"
     if rec.method == "search" and search is not None and not search.target_met:
-        text += "; the search's target was not reached"
+        text += f"; the search's target was not reached on its {search.selection_data.num_samples:,} selection samples"
     if fix.status == "open":
         others = _variants_that_close(report)
         if others:
@@ -161,6 +161,32 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
         text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
                  f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
     return text + "."
+
+
+def _none_measurable(search) -> str:
+    """No float layer passed: said as what the selection data could show, not as "no layer helps"."""
+    if search is None:
+        return "No layer was kept in float"
+    sel = search.selection_data
+    limit = (f" (the smallest change {sel.num_samples:,} samples can show is {fmt_points(sel.detectable).lstrip('+')}"
+             f" points of agreement with float)" if sel.detectable is not None else "")
+    return f"No float layer changed FIQ measurably on {sel.num_samples:,} selection samples{limit}"
+
+
+def _kept_words(rec) -> str:
+    """What the recommended model keeps in float, forced layers and op types counted and named: "3 layers in float
+    (1 of them forced by --keep-float) and every MEAN op (--keep-float-ops)"."""
+    n = len(rec.denylisted_nodes)
+    forced = [node for node in rec.forced_nodes if node in rec.denylisted_nodes]
+    text = "no layer in float" if n == 0 and rec.denylisted_ops else \
+        ("1 layer in float" if n == 1 else f"{n} layers in float")
+    if forced:
+        text += f" ({'forced by --keep-float' if n == 1 else f'{len(forced)} of them forced by --keep-float'})"
+    if rec.denylisted_ops:
+        ops = list(rec.denylisted_ops)
+        names = ops[0] if len(ops) == 1 else ", ".join(ops[:-1]) + " and " + ops[-1]
+        text += f"{' beyond' if n == 0 else ' and'} every {names} op (--keep-float-ops)"
+    return text
 
 
 BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
@@ -710,9 +736,12 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
             unit = "pixels" if report.model.task == "segmentation" else "samples"
             text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of {unit}"
         lines.append(text + ".")
+    rec = report.recommendation
     if fix is not None and culprits:
         where = culprit_phrase(culprits)
         it = "it" if len(culprits) == 1 else "them"
+        if rec is not None and rec.denylisted_ops:  # forced op types are kept too: say so wherever "it" is
+            it += " and every " + " and ".join(rec.denylisted_ops) + " op (--keep-float-ops)"
         if fix.status in ("recovered", "open") and fix.accuracy is not None:
             metric, share = metric_of(report)
             won = (f"wins back {fmt_amount(fix.points_won_back, share, metric)} ({fmt_percent(fix.share_of_gap, 0)} of"
@@ -736,7 +765,7 @@ def _headline(report: "Report", variants, gap: GapFinding, culprits, fix: Option
             lines.append(f"Keeping {where} in float was chosen, but {fix.text}.")
         else:
             lines.append(f"The rmse/scale rule flags {where}; no model was built with {it} in float.")
-    elif fix is not None and fix.status == "not_built":
+    elif fix is not None and (fix.status == "not_built" or (rec is not None and rec.denylisted_ops)):
         lines.append(_recommendation_text(report, gap, fix))
     lines += _blames(variants)
     if fiq.slower:
@@ -779,6 +808,20 @@ def _warnings(report: "Report") -> list[Notice]:
                           f"Calibration used the first {ds.num_calibration:,} samples of the evaluation data (no"
                           " x_calib given): calibration and evaluation data overlap, so the quantized scores may"
                           " be optimistic."))
+    asked = report.settings.get("calibration_samples")
+    if isinstance(asked, int) and asked > ds.num_calibration:
+        where = "x_calib" if ds.calibration_source == "x_calib" else "the evaluation data"
+        out.append(Notice("calibration_short",
+                          f"Asked for {asked:,} calibration samples, but {where} holds {ds.num_calibration:,}: FIQ"
+                          f" and the debugger were calibrated on those {ds.num_calibration:,}."))
+    sel = report.recommendation.search.selection_data if report.recommendation and report.recommendation.search \
+        else None
+    if sel is not None and sel.overlaps_calibration:
+        out.append(Notice("selection_overlap",
+                          f"The search chose on {sel.num_samples:,} samples of x_calib that include the"
+                          f" {ds.num_calibration:,} calibration samples (too few remained beyond them): a layer"
+                          " judged on the data it was calibrated on may look better than it is. Give more x_calib"
+                          " samples, or fewer --calibration-samples."))
     if report.model.stateful and report.layers:
         out.append(Notice("stateful",
                           "This model keeps state between invokes (variable tensors, as fused LSTM ops have)."

@@ -378,6 +378,8 @@ class SelectionData:
     overlaps_evaluation: bool
     heldout_num: Optional[int] = None  # evaluation samples the search did not see (when it overlaps)
     heldout_accuracy: dict = field(default_factory=dict)  # float / fiq / selective accuracy on them
+    overlaps_calibration: bool = False  # x_calib held too few samples beyond the calibration samples
+    detectable: Optional[float] = None  # the smallest change in the selection score a paired test can show
 
 
 @dataclass(frozen=True)

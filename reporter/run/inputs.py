@@ -204,6 +204,7 @@ class traced_once:
         self._model, self._export, self._scratch = model, export, scratch
         self._folder: Optional[str] = None
         self._exported: Optional[bool] = None
+        self._elsewhere = None  # (folder, future): exported by another process (see `adopt`)
 
     def __call__(self):
         import tensorflow as tf
@@ -212,7 +213,24 @@ class traced_once:
             return tf.lite.TFLiteConverter.from_saved_model(self._folder)
         return tf.lite.TFLiteConverter.from_keras_model(self._model)
 
+    def adopt(self, folder: str, future) -> None:
+        """The export is being made by another process into `folder` (`future` gives the folder when done): the
+        first conversion waits for it, or exports here if that failed."""
+        if self._exported is None:
+            self._elsewhere = (folder, future)
+
     def _ensure_export(self) -> bool:
+        elsewhere = self._elsewhere
+        if self._exported is None and elsewhere is not None:
+            self._elsewhere = None
+            folder, future = elsewhere
+            try:
+                future.result()
+                self._folder, self._exported = folder, True
+                atexit.register(self.cleanup)
+            except Exception:  # noqa: BLE001 - export here instead, as if nobody had tried
+                traceback.print_exc()  # into run.log
+                shutil.rmtree(folder, ignore_errors=True)
         if self._exported is None:
             self._folder = tempfile.mkdtemp(prefix=".savedmodel-" if self._scratch else "quant-report-savedmodel-",
                                             dir=self._scratch)
@@ -233,6 +251,14 @@ class traced_once:
         if self._folder:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder, self._exported = None, None
+
+
+def export_saved_model(model_path: str, trust: bool, folder: str) -> str:
+    """Loads the Keras model (in safe mode unless `trust`, as the run does) and exports it into `folder`: run in
+    the side process (reporter.convert.side) while the run imports TensorFlow and loads the model itself."""
+    loaded = load_model(model_path, trust=trust)
+    loaded.make_converter._export(folder)
+    return folder
 
 
 def _load(path, loader, kind):

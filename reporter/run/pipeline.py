@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import functools
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -78,10 +79,13 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
 def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -> Report:
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
-    side_conv = None
+    side_conv, exporting = None, None
     if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in variants) \
             and side.worth_it(Path(s.model), s.side_converter):
         side_conv = side.SideConverter()
+        if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
+            target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
+            exporting = (target, side_conv.call(inputs.export_saved_model, str(s.model), s.trust_model, target))
     import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
     from reporter.run import preload
 
@@ -91,7 +95,12 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     try:
         with progress.stage("load", "model and data loaded"):
             model = inputs.load_model(s.model, trust=s.trust_model, scratch=folder)
+            if exporting is not None and hasattr(model.make_converter, "adopt"):
+                model.make_converter.adopt(*exporting)
             data = inputs.load_data(s.data, s.calibration_samples, s.code_dir)
+        if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
+            progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
+                         f" {len(data.x_calib):,}: calibrating on those")
         return _run_loaded(folder, s, variants, progress, model, data, tf, side_conv)
     finally:
         evaluate.set_timing_lock(previous_lock)
@@ -171,7 +180,7 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     score = _task_score(task, data.y)
     user = _user_score(s, raw_labels, heads, lead.name, len(data.x))
 
-    litert_models = litert.LiteRtModels(float_model, data.x_calib)
+    litert_models = litert.LiteRtModels(float_model, data.x_calib, side_conv.calibration if side_conv else None)
     quantizer, calibration_error = None, None
     if "fiq" in variants:
         try:
@@ -194,6 +203,8 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     for variant in variants:
         build, converter = _builder(variant, model, float_model, quantizer, litert_models, data.x_calib, side_conv)
         results[variant] = m.build_and_measure(variant, build, converter)
+    if side_conv is not None and not litert_models.has_calibration():  # after the variants' latencies, before
+        side_conv.submit_calibration(float_model, data.x_calib)      # the debugger and the search, which time none
     if m.score_error:  # the user's metric failed: the task's own metric is the main one for every model
         progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
                      f" {score.name if score else 'the output error'} instead")

@@ -79,14 +79,16 @@ def selection(data, calibration_samples: int, max_samples: int, classification: 
         "1 - output MSE / variance of the float model's output"
     if pool is not None and len(pool):
         fresh = pool[calibration_samples:]
-        x = fresh if len(fresh) >= min(max_samples, 100) else pool
-        x = x[:max_samples]
-        return Selection(x, SelectionData("x_calib", int(len(x)), score, False), None)
+        overlaps = len(fresh) < min(max_samples, 100)  # too few beyond calibration: the whole pool, said so
+        x = (pool if overlaps else fresh)[:max_samples]
+        return Selection(x, SelectionData("x_calib", int(len(x)), score, False, overlaps_calibration=overlaps,
+                                          detectable=judgement.detectable_share(len(x)) if classification else None), None)
     rng = np.random.default_rng(SELECTION_SEED)
     order = rng.permutation(len(data.x))
     n = max(1, min(max_samples, len(data.x) // 2))
     chosen, heldout = np.sort(order[:n]), np.sort(order[n:])
-    info = SelectionData("x", int(n), score, True, heldout_num=int(len(heldout)))
+    info = SelectionData("x", int(n), score, True, heldout_num=int(len(heldout)),
+                         detectable=judgement.detectable_share(n) if classification else None)
     return Selection(data.x[chosen], info, heldout)
 
 

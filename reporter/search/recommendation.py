@@ -48,6 +48,9 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
                                       summary="", **base)
 
     sel = recommend.selection(data, s.calibration_samples, s.selection_samples, classification)
+    if sel.info.overlaps_calibration:
+        progress.say(f"the search chooses on {sel.info.num_samples:,} x_calib samples that include the calibration"
+                     " samples (too few remain beyond them)")
     # Several outputs: the target holds for every labelled output, or for the one --primary-output names.
     targeted = [(h.key, h.task) for h in m.heads if (h.primary if s.primary_output else h.labelled)]
     float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
@@ -61,11 +64,12 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
             flow = structure.dataflow(quantizer.calibrated or float_model)
             trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
         chosen = recommend.in_model_order(trace.chosen.nodes, layers)
-        with progress.stage("search", f"searched {trace.evaluations} candidates in {trace.seconds:.1f} s:"
-                                      f" {len(chosen)} layer(s) in float"):
+        with progress.stage("search"):
             steps = recommend.steps_on_evaluation(trace, candidates, layers, data, outputs["float"],
                                                   max(3, s.latency_runs // 10) if s.latency_runs else 0,
                                                   _step_score(m) if m.score is not None else None)
+        progress.say(f"searched {trace.evaluations} candidates on {len(sel.x):,} selection samples:"
+                     f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
         search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)

@@ -180,12 +180,19 @@ class RecommendationView:
         if not search:
             return []
         sd = search.selection_data
-        where = ("x_calib (unlabelled; not evaluation samples)" if sd.source == "x_calib" else
-                 f"a seeded half of the evaluation data ({sd.heldout_num:,} samples held out)")
+        where = ("x_calib, the calibration samples among them (too few remained beyond them; not evaluation"
+                 " samples)" if sd.source == "x_calib" and sd.overlaps_calibration else
+                 "x_calib beyond the calibration samples (unlabelled; not evaluation samples)" if sd.source == "x_calib"
+                 else f"a seeded half of the evaluation data ({sd.heldout_num:,} samples held out)")
         facts = [
             ("Chosen on", f"{sd.num_samples:,} samples of {where}; score: {sd.score}"),
             ("Reported on", f"the {self.basis.report.dataset.num_eval:,} evaluation samples"),
-            ("Target", f"{search.target_text}: {'met' if search.target_met else 'NOT met'}"),
+            ("Can detect", f"a change of {sd.detectable * 100:.1f} points of agreement with float or more (the fewest"
+                           f" samples, all changing one way, an exact McNemar test calls significant among"
+                           f" {sd.num_samples:,}); smaller effects are not measurable here, so more selection samples"
+                           f" (--selection-samples, more x_calib) can reveal them" if sd.detectable is not None else
+             "the search compares candidates with a paired test on these samples"),
+            ("Target", f"{search.target_text}: {'met' if search.target_met else 'NOT met'} (on the selection samples)"),
             ("Stopped because", search.stop_reason or "–"),
             ("Cost", f"{search.evaluations} candidate models (budget {search.budget}) in {search.seconds:.2f} s,"
                      f" {search.seconds_per_candidate * 1000:.0f} ms each"),
