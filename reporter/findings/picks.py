@@ -4,8 +4,9 @@ and three named picks a reader can take without reading the table.
 - **most accurate**: the best main metric (the smaller model on a tie);
 - **smallest meeting the target**: the smallest model not worse than float beyond noise (or the allowed drop);
 - **balanced**: of the front's models that meet the target (all of the front when none does), the one closest
-  to the ideal of smallest, fastest and most accurate, each axis scaled to the range measured (size and
-  latency on a log scale, since a 4x smaller model matters as much whichever size it starts from).
+  to the ideal of smallest, fastest and most accurate: size and latency counted in doublings over the best
+  measured (a 2x bigger or slower model is one unit away, whichever size it starts from), the metric as a
+  share of the spread between the best and the worst model.
 
 Pure and typed: the points come from the findings (reporter.findings.derive), the judgement of "meets the
 target" too; this module only ranks.
@@ -61,12 +62,11 @@ def picks(points: list[Point]) -> dict[str, str]:
 
 
 def _distance(p: Point, points: list[Point]) -> float:
-    """Distance from the ideal corner, each axis scaled to [0, 1] over the points measured."""
-    axes = [(math.log(p.size_bytes), [math.log(q.size_bytes) for q in points]), (-p.score, [-q.score for q in points])]
+    """Distance from the ideal corner: size and latency as doublings over the smallest and fastest model measured
+    (2x bigger or slower counts 1), the metric as a share of the spread between the best and worst model."""
+    terms = [math.log2(p.size_bytes / min(q.size_bytes for q in points))]
     if all(q.latency_ms for q in points):
-        axes.append((math.log(p.latency_ms), [math.log(q.latency_ms) for q in points]))
-    total = 0.0
-    for value, values in axes:
-        lo, hi = min(values), max(values)
-        total += ((value - lo) / (hi - lo)) ** 2 if hi > lo else 0.0
-    return math.sqrt(total)
+        terms.append(math.log2(p.latency_ms / min(q.latency_ms for q in points)))
+    best, worst = max(q.score for q in points), min(q.score for q in points)
+    terms.append((best - p.score) / (best - worst) if best > worst else 0.0)
+    return math.sqrt(sum(t * t for t in terms))

@@ -253,6 +253,12 @@ class RecommendationView:
         metric = self.basis.metric[0]
         return metric[:1].upper() + metric[1:]
 
+    @property
+    def tradeoff_eval_label(self) -> str:
+        """The search table's quality column: measured on the evaluation data for the models the report shows
+        (the pick, the rule's, the lighter schemes), not for every candidate."""
+        return self.tradeoff_label + " (evaluation)"
+
     def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
         return TradeoffRow(
             float_layers=len(nodes), change=change, size=fmt_bytes(size),
