@@ -204,13 +204,17 @@ class Candidates:
 def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
                         float_eval_out: np.ndarray, latency_runs: int,
                         score: Optional[Callable] = None) -> list[SearchStep]:
-    """Every step of the search with its size and latency; the candidates are scored on the selection samples
-    only (the search's own score), and the chosen one on the evaluation data as well: the main metric (`score`:
+    """Every step of the search with its size (and, on the Pareto front, its latency); the candidates are scored
+    on the selection samples only (the search's own score), and the chosen one on the evaluation data as well: the main metric (`score`:
     accuracy, mean IoU or the user's metric of the outputs), or without one the output MSE against float. An
     evaluation set of 50,000 images is read once per model the report shows, not once per candidate."""
+    chosen = trace.chosen.nodes if trace.chosen is not None else None
+    # The Pareto front over size and selection score, known before anything is timed: only the front's
+    # candidates (and the pick) are timed, the ones the trade-off keeps everywhere (the PDF shows no other).
+    front = {step.evaluation.nodes for step, flag in zip(trace.steps, srch.pareto(
+        [(st.evaluation.size_bytes, st.evaluation.score) for st in trace.steps])) if flag}
     cache: dict[frozenset, tuple] = {}
     rows = []
-    chosen = trace.chosen.nodes if trace.chosen is not None else None
     for step in trace.steps:
         nodes = step.evaluation.nodes
         if nodes not in cache:
@@ -220,17 +224,17 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
                 out = candidates.primary(model, data.x)
                 acc = score(model, out) if score is not None else None
                 mse = None if score is not None else float(np.mean((out.astype(np.float64) - float_eval_out) ** 2))
-            latency = _step_latency(model, data.x[:1], latency_runs)
+            timed = nodes in front or nodes == chosen
+            latency = _step_latency(model, data.x[:1], latency_runs) if timed else None
             cache[nodes] = (acc, mse, latency)
         acc, mse, latency = cache[nodes]
         rows.append(SearchStep(
             denylisted_nodes=in_model_order(nodes, layers), size_bytes=step.evaluation.size_bytes,
             selection_score=step.evaluation.score, phase=step.phase, change=step.change,
             accepted=step.accepted, accuracy=acc, output_mse=mse, latency_ms=latency,
-            chosen=trace.chosen is not None and nodes == trace.chosen.nodes,
+            chosen=chosen is not None and nodes == chosen, pareto=nodes in front,
         ))
-    quality = [(r.size_bytes, r.selection_score) for r in rows]  # the score every candidate has
-    return [dataclasses.replace(r, pareto=flag) for r, flag in zip(rows, srch.pareto(quality))]
+    return rows
 
 
 def _step_latency(model: bytes, sample, runs: int) -> Optional[float]:
