@@ -89,7 +89,10 @@ def run(pending: list[Job], out: Path, display, jobs: int, address=None, cpus_pe
     try:
         refs = {}
         for job in pending:
-            refs[remote.remote(dataclasses.replace(job, remote=address is not None), shared_dir)] = job
+            # A second process for conversions only where the task has a second CPU of its own.
+            task_job = dataclasses.replace(job, remote=address is not None,
+                                           side_converter=job.side_converter and cpus_per_task >= 2)
+            refs[remote.remote(task_job, shared_dir)] = job
             display.stage(job.name, "queued on Ray")
         t_start = {job.name: time.perf_counter() for job in pending}
         while refs:

@@ -191,8 +191,8 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
     # With more than one worker, models are timed one at a time (a lock file the workers share).
     workers = min(max(1, jobs), len(pending))
     lock_path = out / TIMING_LOCK
-    if workers > 1:
-        pending = [dataclasses.replace(job, timing_lock=str(lock_path),
+    if workers > 1:  # the cores are taken by the workers: no second process for conversions either
+        pending = [dataclasses.replace(job, timing_lock=str(lock_path), side_converter=False,
                                        extra={"latency_timing": latency_timing_note(workers)}) for job in pending]
 
     if executor == "ray":

@@ -35,6 +35,7 @@ class Job:
     timing_lock: Optional[str] = None  # a lock file shared by workers so that one model is timed at a time
     extra: dict = field(default_factory=dict)  # recorded in the report's settings
     remote: bool = False  # a Ray task on a cluster
+    side_converter: bool = True  # may convert in a second process (reporter.convert.side): a core is free for it
 
 
 @dataclass
@@ -107,7 +108,7 @@ def work(job: Job, messages) -> None:
     try:
         run(RunSettings(model=job.model, data=job.data, out=job.out, name=name, quiet=True,
                         shown_paths=tuple(job.shown), listener=listener, failure_log=str(log_path), code_dir=job.config_dir,
-                        side_converter=job.timing_lock is None,  # one worker: the second core is free
+                        side_converter=job.side_converter,
                         extra={FINGERPRINT_KEY: job.fingerprint, **job.extra}, **job.options))
     except QuantReportError as exc:
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}
