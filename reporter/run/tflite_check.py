@@ -79,9 +79,11 @@ def _check(path: str, limit: int) -> str:
             shape = [max(1, int(d)) for d in detail["shape_signature"]] if len(detail["shape_signature"]) else []
             interpreter.resize_tensor_input(detail["index"], shape)
         interpreter.allocate_tensors()
-        for detail in interpreter.get_input_details():
-            interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
-        interpreter.invoke()
+        details = interpreter.get_input_details()
+        if all(np.issubdtype(d["dtype"], np.number) or d["dtype"] == np.bool_ for d in details):
+            for detail in details:  # zeros (id 0 for an integer input): a valid model runs on them
+                interpreter.set_tensor(detail["index"], np.zeros(detail["shape"], detail["dtype"]))
+            interpreter.invoke()
     except MemoryError:
         return f"running it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged shape)"
     except Exception as exc:  # noqa: BLE001 - the interpreter raises RuntimeError/ValueError for a bad model
