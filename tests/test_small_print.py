@@ -31,6 +31,12 @@ def test_when_no_layer_passes_the_report_states_what_the_selection_could_detect(
     text = changed(base, recommendation=nothing).findings.recommendation
     assert "on 200 selection samples" in text and "3.0 points" in text
     assert "helps" not in text  # not measurable is not "no layer helps"
+    small = changed(base, recommendation=nothing)
+    gap = dataclasses.replace(small.findings.gap, fiq_drop=0.028)
+    from reporter.findings.derive import _none_measurable
+
+    assert "below it" in _none_measurable(search, gap) and "2.8 points" in _none_measurable(search, gap)
+    assert "below it" not in text  # the fixture's 32-point loss is well above 3 points
 
 
 def test_forced_op_types_are_named_in_the_recommendation(base):

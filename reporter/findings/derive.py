@@ -130,7 +130,7 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
         if rec.method == "search" and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
         if rec.method == "search":
-            none = _none_measurable(search)
+            none = _none_measurable(search, gap if metric_of(report)[1] else None)
             others = _variants_that_close(report)
             if others:
                 return f"{none}, but a measured variant wins the gap back: " + "; ".join(others) + "."
@@ -163,14 +163,22 @@ def _recommendation_text(report: "Report", gap: GapFinding, fix: Optional[FixFin
     return text + "."
 
 
-def _none_measurable(search) -> str:
-    """No float layer passed: said as what the selection data could show, not as "no layer helps"."""
+def _none_measurable(search, gap: Optional[GapFinding] = None) -> str:
+    """No float layer passed: said as what the selection data could show, not as "no layer helps"; when FIQ's
+    whole loss is below that limit, said too (no layer could have shown it)."""
     if search is None:
         return "No layer was kept in float"
     sel = search.selection_data
-    limit = (f" (the smallest change {sel.num_samples:,} samples can show is {fmt_points(sel.detectable).lstrip('+')}"
-             f" points of agreement with float)" if sel.detectable is not None else "")
-    return f"No float layer changed FIQ measurably on {sel.num_samples:,} selection samples{limit}"
+    if sel.detectable is None:
+        return f"No float layer changed FIQ measurably on {sel.num_samples:,} selection samples"
+    text = (f"No float layer changed FIQ measurably on {sel.num_samples:,} selection samples (the smallest change"
+            f" {sel.num_samples:,} samples can show is {fmt_points(sel.detectable).lstrip('+')} points of agreement"
+            " with float")
+    lost = gap.fiq_drop if gap is not None else None
+    if lost is not None and 0 < lost < sel.detectable:
+        text += (f"; FIQ's whole loss, {fmt_points(lost).lstrip('+')} points, is below it: more x_calib samples"
+                 " (--selection-samples) are needed to find its cause")
+    return text + ")"
 
 
 def _kept_words(rec) -> str:
