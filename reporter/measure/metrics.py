@@ -6,6 +6,7 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.core.arrays import chunks
 from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired
 
 
@@ -237,7 +238,6 @@ def fingerprint(x, y: np.ndarray) -> str:
         arrays = [single] if single is not None else [x[k] for k in sorted(x.names)]
     for a in (*arrays, y):
         h.update(f"{a.shape}|{a.dtype.str}|".encode())
-        step = max(1, (64 << 20) // max(1, a[:1].nbytes))  # in parts: a memory-mapped array stays on disk
-        for start in range(0, len(a), step):
-            h.update(np.ascontiguousarray(a[start:start + step]).tobytes())
+        for part in chunks(a):  # a memory-mapped array stays on disk
+            h.update(np.ascontiguousarray(part).tobytes())
     return h.hexdigest()

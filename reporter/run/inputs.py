@@ -16,6 +16,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
+from reporter.core.arrays import all_finite, chunks
 from reporter.core.errors import InputError
 from reporter.measure.signature import Inputs, Port, Signature
 from reporter.measure.task import BINARY_THRESHOLD, Task, binary_sigmoid_labels, label_codes
@@ -440,20 +441,6 @@ def _cast(source, what: str, a: np.ndarray, port: Port, model_path) -> np.ndarra
 
 def _is_callable_spec(spec: str) -> bool:
     return ":" in spec and not Path(spec).exists() and not spec.endswith(".npz")
-
-
-CHUNK_BYTES = 64 * 1024 * 1024  # a check over an array larger than this reads it in parts (memory stays flat)
-
-
-def chunks(a: np.ndarray):
-    """`a` in parts along its first axis, each at most CHUNK_BYTES (a memory-mapped array stays on disk)."""
-    step = max(1, CHUNK_BYTES // max(1, a[:1].nbytes))
-    for start in range(0, len(a), step):
-        yield a[start:start + step]
-
-
-def all_finite(a: np.ndarray) -> bool:
-    return all(np.isfinite(part).all() for part in chunks(a))
 
 
 def _read_npy_folder(path: Path) -> dict:
