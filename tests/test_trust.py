@@ -195,12 +195,13 @@ def test_a_run_says_when_it_replaced_a_report_another_run_wrote_meanwhile(tmp_pa
 
 
 def test_leftovers_of_killed_runs_go_but_a_live_run_keeps_its_folder(tmp_path):
-    dead = [tmp_path / ".m.partial-dead1", tmp_path / ".m.old-dead2"]
-    live = tmp_path / ".m.partial-live"
-    other = tmp_path / ".other.partial-x"
+    dead = [tmp_path / ".m.partial-dead1xxx", tmp_path / ".m.old-dead2xxx"]
+    live = tmp_path / ".m.partial-livexxxx"
+    other = tmp_path / ".other.partial-xxxxxxxx"
     for folder in [*dead, live, other]:
         folder.mkdir()
         (folder / "report.json").write_text("{}")
+        (folder / files.MARKER).write_text("")  # a killed run's folder carries quant-report's marker
     held = os.open(live, os.O_RDONLY)
     fcntl.flock(held, fcntl.LOCK_EX)
     try:

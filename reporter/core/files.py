@@ -67,6 +67,32 @@ def check_writable(out_dir):
         raise QuantReportError(f"{out_dir}: cannot write reports to this folder: {exc.strerror}{where}") from None
 
 
+MARKER = ".quant-report-staging"  # inside each staging (.NAME.partial-*) and swap (.NAME.old-*) folder we made
+_LEFTOVER = re.compile(r"^\.(.+)\.(partial|old)-[a-z0-9_]{8}$")  # tempfile.mkdtemp's 8 characters
+
+
+def _our_folder(out_dir: Path, prefix: str) -> tuple[Path, int]:
+    """A new folder `out_dir/PREFIXxxxxxxxx`, held locked (the descriptor returned), then marked as ours.
+
+    Locked before it is marked, so that a marked folder nobody holds is always a dead run's. The marker is
+    only ever written here, into a folder mkdtemp has just created for us (O_EXCL, no symlink followed)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=out_dir))
+    try:
+        held = _hold(folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    try:
+        fd = os.open(folder / MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write("made by quant-report for one run; removed with its folder\n")
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.close(held)
+        raise
+    return folder, held
+
+
 @contextlib.contextmanager
 def staged_folder(out_dir, name: str, on_replace=None):
     """Yields a temporary folder beside `out_dir/name`; on success it replaces `out_dir/name`.
@@ -75,16 +101,18 @@ def staged_folder(out_dir, name: str, on_replace=None):
     several runs write the same name at once: each stages in its own folder, which it holds locked while it
     lives, and the swaps take turns under a lock on `out_dir`; the last to finish wins, and it is told
     (`on_replace(message)`) when it replaced a report another run wrote meanwhile. Leftovers of earlier runs
-    of this name that were killed (their staging folder no longer locked) are removed first.
+    of this name that were killed (their staging folder marked as ours and no longer locked) are removed
+    first. When the earlier report cannot be moved aside (permission, immutable, another device), it is left
+    as it was, our folders are removed and QuantReportError says why.
     """
     out_dir = Path(out_dir)
     created = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     final = out_dir / folder_name(name)
-    with _locked(out_dir):
+    with _locked(out_dir):  # swaps take this lock too: `final` is not half-swapped while it is checked
+        _check_replaceable(final)  # `final` exists then, so `out_dir` was not created by this run
         clean_leftovers(out_dir, final.name)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.partial-", dir=out_dir))
-        held = _hold(tmp)
+        tmp, held = _our_folder(out_dir, f".{final.name}.partial-")
     before = _identity(final)
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; the report folder should not be
@@ -96,50 +124,112 @@ def staged_folder(out_dir, name: str, on_replace=None):
             with contextlib.suppress(OSError):
                 out_dir.rmdir()
         raise
-    old = None
-    with _locked(out_dir):
-        now = _identity(final)
-        if now is not None:
-            old = Path(tempfile.mkdtemp(prefix=f".{final.name}.old-", dir=out_dir))
-            os.replace(final, old / "previous")
-        os.replace(tmp, final)
+    try:
+        with _locked(out_dir):
+            now = _identity(final)
+            _swap(tmp, final, now is not None)
+    finally:
         os.close(held)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
     if now is not None and now != before and on_replace is not None:
         on_replace(f"another run wrote {final} while this one ran; this run finished last, so its report is"
                    " the one kept there")
 
 
+REPORT_FILES = ("run.log", "report.json")  # every report folder quant-report writes holds one of these
+
+
+def _check_replaceable(final: Path):
+    """Refuses, before any work, to replace `final` unless it is a report folder quant-report wrote (or an
+    empty folder): a user's own folder or file of that name is never deleted."""
+    from reporter.core.errors import QuantReportError
+
+    if not os.path.lexists(final):
+        return
+    if final.is_symlink() or not final.is_dir():
+        raise QuantReportError(f"{final}: exists and is not a report folder quant-report wrote; it is left as it"
+                               " is: choose another --name or --out")
+    entries = {p.name for p in final.iterdir()}
+    if entries and not entries & set(REPORT_FILES):
+        raise QuantReportError(f"{final}: a folder that holds no report quant-report wrote (no run.log or"
+                               " report.json); it is left as it is: choose another --name or --out")
+
+
+def _swap(tmp: Path, final: Path, earlier: bool):
+    """Puts `tmp` in the place of `final` (the earlier report, if `earlier`, moved aside into a marked
+    `.NAME.old-*` folder, then removed). On failure the earlier report stays (or is moved back) where it was,
+    our folders go, and QuantReportError names `final` and the OS reason."""
+    from reporter.core.errors import QuantReportError
+
+    old = old_held = None
+    try:
+        if earlier:
+            try:
+                old, old_held = _our_folder(final.parent, f".{final.name}.old-")
+                os.replace(final, old / "previous")
+            except OSError as exc:
+                raise _replace_error(final, exc, "the earlier report there is left as it was") from None
+        try:
+            os.replace(tmp, final)
+        except OSError as exc:
+            if old is None:
+                raise QuantReportError(f"cannot write {final}: {exc.strerror or exc}") from None
+            try:
+                os.replace(old / "previous", final)
+            except OSError:
+                kept, old = old, None  # never remove the only copy of the earlier report, nor let a clean-up
+                with contextlib.suppress(OSError):
+                    (kept / MARKER).unlink()
+                raise _replace_error(final, exc, f"the earlier report could not be put back and is in"
+                                                  f" {kept / 'previous'}") from None
+            raise _replace_error(final, exc, "the earlier report there is left as it was") from None
+        with contextlib.suppress(OSError):
+            (final / MARKER).unlink()  # the report folder is no staging folder any more
+    except QuantReportError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        if old_held is not None:
+            os.close(old_held)
+
+
+def _replace_error(final: Path, exc: OSError, what: str):
+    from reporter.core.errors import QuantReportError
+
+    return QuantReportError(f"cannot replace {final}: {exc.strerror or exc}; {what}")
+
+
 def clean_leftovers(out_dir, name: Optional[str] = None) -> list[Path]:
     """Removes the staging and swap folders (`.NAME.partial-*`, `.NAME.old-*`; every name when `name` is None)
-    that runs killed earlier left in `out_dir`: those no live run holds locked."""
+    that runs killed earlier left in `out_dir`: only folders quant-report made (they hold its marker file, a
+    regular file) that no live run holds locked. Anything else, however it is named, is never touched."""
     import fcntl
+    import stat
 
     removed = []
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         return removed
-    prefixes = (f".{name}.partial-", f".{name}.old-") if name else None
     for p in out_dir.iterdir():
-        if not p.name.startswith(".") or not p.is_dir():
+        match = _LEFTOVER.match(p.name)
+        if match is None or (name and match.group(1) != name):
             continue
-        if prefixes and not p.name.startswith(prefixes):
-            continue
-        if not prefixes and ".partial-" not in p.name and ".old-" not in p.name:
-            continue
-        try:
-            fd = os.open(p, os.O_RDONLY)
+        try:  # the folder itself, never a symlink to one
+            fd = os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         except OSError:
             continue
         try:
+            if not stat.S_ISREG(os.stat(MARKER, dir_fd=fd, follow_symlinks=False).st_mode):
+                continue  # not made by quant-report
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a live run holds its own staging folder
         except OSError:
-            os.close(fd)
             continue
-        shutil.rmtree(p, ignore_errors=True)
-        os.close(fd)
-        removed.append(p)
+        else:
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+        finally:
+            os.close(fd)
     return removed
 
 
@@ -187,6 +277,11 @@ def write_atomic(path, data):
             f.write(data)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        if exc.filename is None:  # a failed write names no file: name the one being written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
