@@ -1,5 +1,12 @@
 """Errors the user can fix: each carries one line that names the file and the problem."""
 
+from __future__ import annotations
+
+import errno
+import os
+import re
+from typing import Optional
+
 
 class QuantReportError(Exception):
     """A problem with the user's input or settings, shown as one line without a traceback."""
@@ -43,3 +50,39 @@ def one_line(exc: BaseException) -> str:
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
+
+
+# What the disk said, in a user's words: a full disk or a file-size limit must not read as a broken model.
+_STORAGE = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EFBIG: "file too large (a file-size limit such as `ulimit -f`, or the file system's largest file)",
+    errno.EDQUOT: "disk quota exceeded",
+    errno.EROFS: "read-only file system",
+    errno.EACCES: "permission denied",
+}
+
+
+class StorageError(QuantReportError):
+    """The disk refused a write (no space, a file-size limit, a quota, a read-only file system, permissions):
+    the path and the reason, whatever library was writing."""
+
+    def __init__(self, path: str, reason: str):
+        self.path, self.reason = path, reason
+        super().__init__(f"{path}: cannot write: {reason}")
+
+
+def storage_problem(exc: BaseException) -> Optional[StorageError]:
+    """The storage failure behind `exc` (an OSError with such an errno anywhere in its chain, or TensorFlow's
+    error text "PATH; File too large"), or None when `exc` is something else."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _STORAGE:
+            return StorageError(str(exc.filename or "the output folder"), _STORAGE[exc.errno])
+        text = str(exc)
+        for code, reason in _STORAGE.items():
+            found = re.search(r"(\S+); " + re.escape(os.strerror(code)), text)
+            if found:
+                return StorageError(found.group(1), reason)
+        exc = exc.__cause__ or exc.__context__
+    return None
