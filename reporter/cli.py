@@ -150,19 +150,25 @@ def main(argv=None) -> int:
         return int(ExitCode.USAGE)
     except SystemExit as exc:  # --help and --version print and exit 0
         return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
+    from reporter.core.lifetime import TERMINATED_EXIT, Terminated, terminate_raises
+
     try:
-        if args.command == "run":
-            return _run(args)
-        if args.command == "demo":
-            return _demo(args)
-        if args.command == "render":
-            return _render(args)
-        if args.command == "diff":
-            return _diff(args)
-        return _batch(args)
+        with terminate_raises():  # SIGTERM cleans up as Ctrl-C does: staging folder removed, side process stopped
+            if args.command == "run":
+                return _run(args)
+            if args.command == "demo":
+                return _demo(args)
+            if args.command == "render":
+                return _render(args)
+            if args.command == "diff":
+                return _diff(args)
+            return _batch(args)
     except KeyboardInterrupt:
         print("quant-report: interrupted", file=sys.stderr)
         return int(ExitCode.FAILED)
+    except Terminated:
+        print("quant-report: terminated", file=sys.stderr)
+        return TERMINATED_EXIT
 
 
 def entry():
@@ -174,6 +180,9 @@ def entry():
     if "tensorflow" in sys.modules:  # nothing to tear down otherwise: a normal exit
         import os
 
+        from reporter.core.lifetime import remove_autograph_files
+
+        remove_autograph_files()  # what TensorFlow's atexit hook would have deleted
         os._exit(code)
     sys.exit(code)
 
@@ -218,8 +227,14 @@ def _run_one(settings, debug: bool):
             traceback.print_exc()
         _error(str(exc))
     except Exception as exc:  # noqa: BLE001 - an unexpected failure still gets one line
+        from reporter.core.errors import storage_problem
+
         if debug:
             traceback.print_exc()
+        full = storage_problem(exc)
+        if full is not None:  # a full disk or a file-size limit is named as such, with the file
+            _error(str(full))
+            return None, ExitCode.FAILED
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _error(f"{settings.model}: unexpected {type(exc).__name__}: {text} (rerun with --debug)")
     return None, ExitCode.FAILED
@@ -290,10 +305,14 @@ def _diff(args) -> int:
 
     try:
         result = qdiff.compare(args.base, args.new, args.max_accuracy_drop)
+        data = render_diff(result, args.format)
     except qdiff.DiffError as exc:
         _error(str(exc))
         return int(ExitCode.FAILED)
-    data = render_diff(result, args.format)
+    except Exception as exc:  # noqa: BLE001 - whatever damaged reports still cause: one line, never a traceback
+        _error(f"{args.base} against {args.new}: cannot be compared: {type(exc).__name__}: "
+               f"{(str(exc).strip().splitlines() or [''])[0][:200]}")
+        return int(ExitCode.FAILED)
     if args.out:
         out = Path(args.out)
         if out.is_dir():  # --out a folder: diff.md or diff.html in it
@@ -350,6 +369,7 @@ def _render(args) -> int:
 
     from reporter.render import formats as render
     from reporter.findings import load_report
+    from reporter.model.decode import JSONLimitError
 
     src = Path(args.report)
     if src.is_dir():  # a report folder: its report.json
@@ -366,6 +386,9 @@ def _render(args) -> int:
     except FileNotFoundError as exc:
         _error(f"{exc.filename or src}: no such file or folder")
         return int(ExitCode.FAILED)
+    except JSONLimitError as exc:  # nested too deep, a number too large: refused before it is decoded
+        _error(f"{src}: {exc}")
+        return int(ExitCode.FAILED)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         _error(f"{src}: not a JSON file ({exc})")
         return int(ExitCode.FAILED)
@@ -376,6 +399,12 @@ def _render(args) -> int:
         return int(ExitCode.FAILED)
     except OSError as exc:
         _error(f"{exc.filename or out}: cannot write ({exc.strerror})")
+        return int(ExitCode.FAILED)
+    except Exception as exc:  # noqa: BLE001 - whatever a damaged report.json still causes: one line
+        if args.debug:
+            traceback.print_exc()
+        _error(f"{src}: cannot be rendered as {args.format}: {type(exc).__name__}: "
+               f"{(str(exc).strip().splitlines() or [''])[0][:200]} (rerun with --debug)")
         return int(ExitCode.FAILED)
     print(out)
     return int(ExitCode.OK)
@@ -417,6 +446,13 @@ def _batch(args) -> int:
     result = run_batch(config, args.out, args.jobs, args.resume, display, executor, address, cpus, args.shared_dir)
     idx = index.build(config, args.out, result)
     written = index.write(idx, args.out)
+    if result.interrupted:  # stopped by SIGTERM or Ctrl-C: the index of what finished is written, no baseline
+        from reporter.core.lifetime import TERMINATED_EXIT
+
+        done = len(result.outcomes) - len(result.unfinished)
+        print(f"quant-report: {'terminated' if result.interrupted == 'SIGTERM' else 'interrupted'}:"
+              f" {done} of {len(result.outcomes)} models finished; index: {written[1]}", file=sys.stderr)
+        return TERMINATED_EXIT if result.interrupted == "SIGTERM" else int(ExitCode.FAILED)
     for row in idx.failed:
         print(f"quant-report: {row.name} failed at {row.stage}: {row.error}", file=sys.stderr)
     for row in idx.gate_failures:

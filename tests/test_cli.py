@@ -30,7 +30,7 @@ def test_exit_codes_are_documented_in_help_and_readme(capfd):
         assert re.search(rf"^\s+{int(code)}\s+\S", help_text, re.M), code
         assert re.search(rf"^\|\s*`{int(code)}`\s*\|", readme, re.M), f"README lists no exit code {int(code)}"
     assert main(["--version"]) == ExitCode.OK
-    assert [c.value for c in ExitCode] == [0, 1, 2, 3]
+    assert [c.value for c in ExitCode] == [0, 1, 2, 3, 143]
 
 
 def test_flag_typo_shows_the_subcommand_usage_and_the_closest_flag(capfd):

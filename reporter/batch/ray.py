@@ -13,6 +13,7 @@ dies (killed, out of memory, a node lost) is not retried and becomes a failure e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import tempfile
@@ -77,17 +78,18 @@ def _task(job: Job, shared_dir: bool) -> dict:
 
 
 def run(pending: list[Job], out: Path, display, jobs: int, address=None, cpus_per_task: int = 1,
-        shared_dir: bool = False) -> dict:
-    """Runs `pending` jobs as Ray tasks; returns name -> Outcome, as the local pool does."""
+        shared_dir: bool = False):
+    """Runs `pending` jobs as Ray tasks; yields (name, Outcome) as each finishes, as the local pool records
+    them. Interrupted (SIGTERM, Ctrl-C) or closed early, it cancels the tasks still running and shuts down the
+    Ray instance it started: close it (`contextlib.closing`) so that this happens at once."""
     ray = require_ray()
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, num_cpus=None if address else max(1, jobs) * cpus_per_task,
                  include_dashboard=False, log_to_driver=False, configure_logging=False)
     remote = ray.remote(num_cpus=cpus_per_task, max_calls=1, max_retries=0)(_task)
-    outcomes = {}
+    refs = {}
     try:
-        refs = {}
         for job in pending:
             # A second process for conversions only where the task has a second CPU of its own.
             task_job = dataclasses.replace(job, remote=address is not None,
@@ -101,12 +103,14 @@ def run(pending: list[Job], out: Path, display, jobs: int, address=None, cpus_pe
             for ref in ready:
                 job = refs.pop(ref)
                 outcome = _collect(ray, ref, job, out, shared_dir, time.perf_counter() - t_start[job.name])
-                outcomes[job.name] = outcome
                 display.finish(outcome)
+                yield job.name, outcome
     finally:
+        for ref in refs:  # stopped early: on a cluster the tasks would otherwise run on without us
+            with contextlib.suppress(Exception):
+                ray.cancel(ref, force=True)
         if started:
             ray.shutdown()
-    return outcomes
 
 
 def _collect(ray, ref, job, out: Path, shared_dir: bool, seconds: float):

@@ -2,14 +2,18 @@
 
 A worker that crashes or runs out of memory takes down only its own model. Reports are written
 atomically by the pipeline, so an interrupted batch leaves complete reports only; `resume` skips
-the models whose report is complete and whose inputs have not changed.
+the models whose report is complete and whose inputs have not changed. Workers die with the driver
+(reporter.core.lifetime); a driver stopped by SIGTERM or Ctrl-C stops its workers and still returns
+every model's outcome (interrupted, not started), so that the index is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import multiprocessing
+import os
 import queue as queue_mod
 import shutil
 import sys
@@ -22,7 +26,8 @@ from reporter import __version__
 from reporter.run import settings
 from reporter.batch.config import BatchConfig, ModelEntry
 from reporter.core.files import clean_leftovers, folder_name
-from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome, outcome as worker_outcome, work
+from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome, child, outcome as worker_outcome
+from reporter.core.lifetime import Terminated
 
 
 
@@ -55,11 +60,14 @@ def _file_digest(path: Path) -> bytes:
 def is_complete(out: Path, entry: ModelEntry, fp: str) -> bool:
     """True when out/NAME/ holds a report made from exactly these inputs."""
     report = out / folder_name(entry.name) / "report.json"
+    from reporter.model.decode import loads as bounded_loads  # depth and number size bounded
+
     try:
-        settings = json.loads(report.read_text(encoding="utf-8")).get("settings", {})
+        data = bounded_loads(report.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    return settings.get(FINGERPRINT_KEY) == fp
+    found = data.get("settings") if isinstance(data, dict) else None  # anything else: not a complete report
+    return isinstance(found, dict) and found.get(FINGERPRINT_KEY) == fp
 
 
 def clean_stale(out: Path) -> list[Path]:
@@ -155,18 +163,64 @@ class Display:
 class BatchResult:
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
+    interrupted: str = ""  # "SIGTERM" or "SIGINT" when the batch was stopped before every model ran
+    unfinished: tuple = ()  # the names of the models it stopped or never started
+
+
+STOP_SECONDS = 15.0  # a stopped batch waits this long for its workers to clean up, then kills them
 
 
 def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Display, executor: str = "local",
               address=None, cpus_per_task: int = 1, shared_dir: bool = False) -> BatchResult:
     """Runs every model of `config` with at most `jobs` worker processes at once, or as Ray tasks
-    (`executor="ray"`, reporter/batch/ray.py): the same worker function, outcomes and index either way."""
+    (`executor="ray"`, reporter/batch/ray.py): the same worker function, outcomes and index either way.
+
+    SIGTERM (`Terminated`) or Ctrl-C stops the workers (each removes its staging folder; one still busy after
+    STOP_SECONDS is killed) and returns what finished, the other models marked as interrupted or not
+    started, with `interrupted` set: the caller still writes the index."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     clean_stale(out)
     logs = out / "logs"
     t0 = time.perf_counter()
     outcomes: dict[str, Outcome] = {}
+    lock_path = out / TIMING_LOCK
+    interrupted = ""
+    try:
+        pending = _pending_jobs(config, out, resume, display, outcomes)
+        # With more than one worker, models are timed one at a time (a lock file the workers share).
+        workers = min(max(1, jobs), len(pending))
+        if workers > 1:  # the cores are taken by the workers: no second process for conversions either
+            pending = [dataclasses.replace(job, timing_lock=str(lock_path), side_converter=False,
+                                           extra={"latency_timing": latency_timing_note(workers)})
+                       for job in pending]
+        if executor == "ray":
+            from reporter.batch import ray as ray_batch
+
+            with contextlib.closing(ray_batch.run(pending, out, display, jobs, address, cpus_per_task,
+                                                  shared_dir)) as finished:
+                for name, outcome in finished:
+                    outcomes[name] = outcome
+        else:
+            _run_local(pending, outcomes, jobs, display, out)
+    except (KeyboardInterrupt, Terminated) as exc:
+        interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
+        clean_stale(out)  # the staging folders of workers that had to be killed
+    finally:
+        lock_path.unlink(missing_ok=True)
+        display.close()
+    unfinished = tuple(e.name for e in config.models if e.name not in outcomes)
+    for name in unfinished:
+        outcomes[name] = _not_finished(name, interrupted or "stopped", display, out)
+    if logs.is_dir() and not any(logs.iterdir()):
+        logs.rmdir()
+    return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2),
+                       interrupted, unfinished)
+
+
+def _pending_jobs(config: BatchConfig, out: Path, resume: bool, display: Display, outcomes: dict) -> list[Job]:
+    """The jobs to run; the models skipped by --resume go straight into `outcomes`."""
+    logs = out / "logs"
     pending = []
     for entry in config.models:
         fp = fingerprint(entry, config.gate.max_accuracy_drop if config.gate else None)
@@ -187,43 +241,62 @@ def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Displa
                          "gate_variant": config.gate.variant} if config.gate else {})},
             fingerprint=fp, log=str(log), config_dir=str(config.path.parent.resolve()),
         ))
+    return pending
 
-    # With more than one worker, models are timed one at a time (a lock file the workers share).
-    workers = min(max(1, jobs), len(pending))
-    lock_path = out / TIMING_LOCK
-    if workers > 1:  # the cores are taken by the workers: no second process for conversions either
-        pending = [dataclasses.replace(job, timing_lock=str(lock_path), side_converter=False,
-                                       extra={"latency_timing": latency_timing_note(workers)}) for job in pending]
 
-    if executor == "ray":
-        from reporter.batch import ray as ray_batch
+def _not_finished(name: str, how: str, display: Display, out: Path) -> Outcome:
+    """The index entry of a model a stopped batch did not finish: interrupted while it ran, or not started."""
+    folder = folder_name(name)
+    log = out / "logs" / f"{folder}.log"
+    rel_log = str(log.relative_to(out)) if log.is_file() else ""
+    if name in display.stages:  # started (or queued on Ray) and not finished
+        return Outcome(name, "failed", folder, stage=display.stages[name],
+                       error=f"interrupted: the batch was stopped ({how}) while this model ran", log=rel_log)
+    return Outcome(name, "failed", folder, stage="not started",
+                   error=f"not run: the batch was stopped ({how}) before this model started")
 
-        try:
-            outcomes.update(ray_batch.run(pending, out, display, jobs, address, cpus_per_task, shared_dir))
-        finally:
-            lock_path.unlink(missing_ok=True)
-        display.close()
-    else:
-        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
-        messages = ctx.Queue()
-        running: dict[str, tuple] = {}
-        results: dict[str, dict] = {}
-        try:
-            _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out)
-        finally:
-            lock_path.unlink(missing_ok=True)
-        display.close()
+
+def _run_local(pending: list[Job], outcomes: dict, jobs: int, display: Display, out: Path):
+    """The local pool: one spawned worker process per model, at most `jobs` at once. Interrupted, it stops
+    the workers it started before the interruption goes on."""
+    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
+    messages = ctx.Queue()
+    running: dict[str, tuple] = {}
+    results: dict[str, dict] = {}
+    try:
+        _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out)
+    except BaseException:
+        _stop_workers(messages, running, results, outcomes, display, out)
+        raise
+    finally:
         messages.close()
-    if logs.is_dir() and not any(logs.iterdir()):
-        logs.rmdir()
-    return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2))
+
+
+def _stop_workers(messages, running, results, outcomes, display, out):
+    """Sends every running worker SIGTERM (it removes its staging folder and ends), kills one that has not
+    ended after STOP_SECONDS, and records the outcome of any that finished meanwhile."""
+    for proc, _ in running.values():
+        with contextlib.suppress(Exception):
+            proc.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    while any(proc.is_alive() for proc, _ in running.values()) and time.monotonic() < deadline:
+        _drain(messages, results, display, timeout=0.2)  # a worker must not block on a full queue
+    for name, (proc, job) in list(running.items()):
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        _drain(messages, results, display, timeout=0.0)
+        if name in results:  # it finished just before it was told to stop
+            outcomes[name] = worker_outcome(job, results[name], proc.exitcode, display.stages.get(name, "start"),
+                                            out)
+            display.stages.pop(name, None)
 
 
 def _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out):
     while pending or running:
         while pending and len(running) < max(1, jobs):
             job = pending.pop(0)
-            proc = ctx.Process(target=work, args=(job, messages), name=f"quant-report:{job.name}")
+            proc = ctx.Process(target=child, args=(os.getpid(), job, messages), name=f"quant-report:{job.name}")
             proc.start()
             running[job.name] = (proc, job)
             display.stage(job.name, "starting")

@@ -77,6 +77,21 @@ class FileLock:
         return False
 
 
+def child(parent: int, job: Job, messages) -> None:
+    """A local batch worker process: it dies with the batch driver (`parent`), and SIGTERM (the driver
+    stopping it) or Ctrl-C removes the model's staging folder before it ends."""
+    from reporter.core.lifetime import TERMINATED_EXIT, Terminated, die_with_parent, terminate_raises
+
+    die_with_parent(parent)
+    try:
+        with terminate_raises():
+            work(job, messages)
+    except Terminated:
+        sys.exit(TERMINATED_EXIT)
+    except KeyboardInterrupt:
+        sys.exit(128 + signal.SIGINT)
+
+
 def work(job: Job, messages) -> None:
     """Runs one model in a fresh process; reports stages and the outcome through `messages`."""
     import resource
@@ -114,8 +129,12 @@ def work(job: Job, messages) -> None:
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}
         print(f"error: {exc}")
     except Exception as exc:  # noqa: BLE001 - every failure becomes an entry, not a crash
+        from reporter.core.errors import storage_problem
+
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        outcome = {"status": "failed", "stage": last["stage"], "error": f"{type(exc).__name__}: {text}"[:300]}
+        full = storage_problem(exc)  # a full disk or a file-size limit, named as such
+        error = str(full) if full is not None else f"{type(exc).__name__}: {text}"
+        outcome = {"status": "failed", "stage": last["stage"], "error": error[:300]}
         traceback.print_exc()
     outcome["seconds"] = round(time.perf_counter() - t0, 2)
     outcome["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)

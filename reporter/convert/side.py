@@ -41,7 +41,10 @@ class SideConverter:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        # The worker dies with this process (a run killed by SIGKILL leaves no converter writing into its
+        # staging folder) and, stopped by `close`, removes its autograph temp files first.
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                         initializer=_start, initargs=(os.getpid(),))
         self._futures: dict[str, Future] = {}
         self._warm = self._pool.submit(_warm_up)  # TensorFlow imports there while it imports here
 
@@ -92,6 +95,24 @@ class SideConverter:
             with contextlib.suppress(Exception):
                 process.terminate()
                 process.join(5)
+                if process.is_alive():  # busy in TensorFlow's C++ for longer: nothing of it is needed
+                    process.kill()
+                    process.join(5)
+
+
+def _start(parent: int):
+    """The worker's initializer: it dies with the run, and SIGTERM (from `close`) ends it at once, without
+    TensorFlow's teardown but with its autograph temp files removed."""
+    import signal
+
+    from reporter.core.lifetime import TERMINATED_EXIT, die_with_parent, remove_autograph_files
+
+    def stop(signum, frame):
+        remove_autograph_files()
+        os._exit(TERMINATED_EXIT)
+
+    signal.signal(signal.SIGTERM, stop)
+    die_with_parent(parent)
 
 
 def _warm_up() -> bool:

@@ -10,6 +10,7 @@ class ExitCode(IntEnum):
     FAILED = 1  # a model, its input or a report format failed
     USAGE = 2  # the command line or the config file is wrong; nothing ran
     GATE_FAILED = 3  # every model reported, but one lost more accuracy than the gate allows
+    TERMINATED = 143  # stopped by SIGTERM (128 + 15, as a shell reports it): cleaned up; a batch wrote its index
 
 
 MEANING = {
@@ -17,6 +18,7 @@ MEANING = {
     ExitCode.FAILED: "a model, its input or a report format failed",
     ExitCode.USAGE: "usage error: a bad flag, value or config file; nothing ran",
     ExitCode.GATE_FAILED: "the gate failed: a model lost more accuracy than --max-accuracy-drop allows",
+    ExitCode.TERMINATED: "stopped by SIGTERM: staging folders removed, children stopped; a batch wrote its index",
 }
 
 

@@ -30,8 +30,8 @@ def problem(path: Path) -> Optional[str]:
     limit = BASE_MEMORY + PER_MODEL_BYTE * size
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        run = subprocess.run([sys.executable, "-m", "reporter.run.tflite_check", str(path), str(limit)],
-                             capture_output=True, text=True, timeout=BASE_SECONDS + size / 1e6, env=env)
+        args = [sys.executable, "-m", "reporter.run.tflite_check", str(path), str(limit), str(os.getpid())]
+        run = subprocess.run(args, capture_output=True, text=True, timeout=BASE_SECONDS + size / 1e6, env=env)
     except subprocess.TimeoutExpired:
         return f"the TFLite interpreter did not finish loading and running it once in {BASE_SECONDS} s"
     last = (run.stdout.strip().splitlines() or [""])[-1]
@@ -109,5 +109,8 @@ def _names(model):
 
 
 if __name__ == "__main__":
+    from reporter.core.lifetime import die_with_parent
+
+    die_with_parent(int(sys.argv[3]))  # a run killed by SIGKILL leaves no check behind
     result = _check(sys.argv[1], int(sys.argv[2]))
     print(result if result == OK else f"error: {result}", flush=True)
