@@ -17,9 +17,10 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.core.arrays import all_finite, chunks
-from reporter.core.errors import InputError
+from reporter.core.errors import InputError, storage_problem
 from reporter.measure.signature import Inputs, Port, Signature
 from reporter.measure.task import BINARY_THRESHOLD, Task, binary_sigmoid_labels, label_codes
+from reporter.run import headers
 
 KERAS3_RNN_HINT = (
     "Keras 3 recurrent layers ({names}) do not convert to TFLite (TensorListReserve / READ_VARIABLE);"
@@ -83,6 +84,8 @@ def preflight(model, data):
     path = Path(model)
     if not path.exists():
         raise InputError(path, f"no such file or folder (MODEL must be {MODEL_KINDS})")
+    if not path.is_dir():
+        headers.regular_file(path, "a model")  # a FIFO or a device would block the first read
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb inside)")
@@ -102,7 +105,10 @@ def preflight(model, data):
     if data_path.is_dir():
         if not any(data_path.glob("x*.npy")):
             raise InputError(data_path, f"a folder without x.npy or x_<input name>.npy (DATA must be {DATA_KINDS})")
+        for file in data_path.glob("*.npy"):
+            headers.regular_file(file)
         return
+    headers.regular_file(data_path)
     with open(data_path, "rb") as f:
         magic = f.read(4)
     if magic != b"PK\x03\x04" and magic != b"PK\x05\x06":  # an .npz is a zip archive (empty: end record only)
@@ -140,8 +146,10 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None) -> Loa
     if suffix == ".keras":
         import zipfile
 
+        headers.regular_file(path, "a model")
         if not zipfile.is_zipfile(path):
             raise InputError(path, "not a Keras 3 .keras file (a .keras file is a zip archive; this one is not)")
+        headers.check_keras_archive(path)  # a huge config.json or a bomb, before Keras reads a byte of it
         import keras
 
         model = _load(path, lambda: keras.saving.load_model(str(path), compile=False, safe_mode=not trust),
@@ -239,8 +247,11 @@ class traced_once:
             try:
                 self._export(self._folder)
                 self._exported = True
-            except Exception:  # noqa: BLE001 - fall back to the slower path, which is what the user would do
+            except Exception as exc:  # noqa: BLE001 - fall back to the slower path, which is what the user would do
                 traceback.print_exc()  # into run.log
+                full = storage_problem(exc)
+                if full is not None:  # a full disk or a file-size limit: no other path would write either
+                    raise full from exc
                 self._exported = False
         return self._exported
 
@@ -283,17 +294,29 @@ def _keras3_rnn_layers(model, keras) -> list[str]:
     return found
 
 
-def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = None) -> Dataset:
+def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = None,
+              say: Optional[Callable[[str], None]] = None, model: Optional[LoadedModel] = None) -> Dataset:
     """Reads the evaluation inputs, labels `y` and optional calibration inputs from an .npz file or a
     `package.module:function`: `x` (and `x_calib`) for a one-input model; `x_<input name>` (and
     `x_calib_<input name>`) for several inputs, or from a function `x` (and `x_calib`) as a dict keyed by
-    input name. Arrays keep their types until `bind` matches them to the model's inputs."""
+    input name. Arrays keep their types until `bind` matches them to the model's inputs.
+    An .npz's or a folder's .npy headers are checked before any array is read (reporter.run.headers): against
+    each other, the memory budget and, given the loaded `model`, its inputs. `say` prints a progress line
+    (a data function is announced before it is called, so that one that never returns is seen waiting)."""
+    try:
+        return _load_data(spec, calibration_samples, code_dir, say, model)
+    except MemoryError:
+        raise InputError(spec, "ran out of memory while reading the data; save the arrays as a folder of .npy"
+                               " files, which are memory-mapped") from None
+
+
+def _load_data(spec: str, calibration_samples: int, code_dir, say, model) -> Dataset:
     if _is_callable_spec(spec):
-        arrays = _call_data_function(spec, code_dir)
+        arrays = _call_data_function(spec, code_dir, say)
     elif Path(spec).is_dir():
-        arrays = _read_npy_folder(Path(spec))
+        arrays = headers.read_npy_folder(Path(spec), _model_inputs(model))
     else:
-        arrays = _read_npz(Path(spec))
+        arrays = headers.read_npz(Path(spec), _model_inputs(model))
     x = _inputs(spec, arrays, "x")
     if x is None:
         raise InputError(spec, f"no array 'x' or 'x_<input name>' (found: {', '.join(sorted(arrays)) or 'nothing'})")
@@ -443,61 +466,55 @@ def _is_callable_spec(spec: str) -> bool:
     return ":" in spec and not Path(spec).exists() and not spec.endswith(".npz")
 
 
-def _read_npy_folder(path: Path) -> dict:
-    """The .npy files of a folder (x.npy, y.npy, x_calib.npy, x_<input>.npy, y_<output>.npy), memory-mapped:
-    evaluation reads them in batches, so a data set larger than memory works."""
-    arrays = {}
-    for file in sorted(path.glob("*.npy")):
-        try:
-            arrays[file.stem] = np.load(file, mmap_mode="r", allow_pickle=False)
-        except ValueError as exc:  # object arrays need pickle, which quant-report never loads
-            raise InputError(file, "holds Python objects (saved with pickle); save numeric arrays with np.save") from exc
-        except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad file
-            raise InputError(file, f"not a readable .npy array: {_first_line(exc)}") from exc
-    return arrays
-
-
-def _read_npz(path: Path) -> dict:
-    if not path.is_file():
-        raise InputError(path, f"no such file (DATA must be {DATA_KINDS})")
+def _model_inputs(model: Optional[LoadedModel]) -> Optional[headers.ModelInputs]:
+    """The loaded Keras model's inputs (per-sample shapes by name), for the data's headers to be checked against
+    before they are read; None when unknown (a SavedModel folder or a .tflite: their signature comes later)."""
+    keras_model = getattr(model, "keras_model", None)
     try:
-        npz = np.load(path, allow_pickle=False)
-    except Exception as exc:  # noqa: BLE001 - numpy raises several kinds for a bad archive
-        raise InputError(path, f"not a readable .npz archive (DATA must be {DATA_KINDS})") from exc
-    if not hasattr(npz, "files"):  # a bare .npy array
-        raise InputError(path, f"a single .npy array, not an .npz archive: DATA must be {DATA_KINDS}")
-    with npz:
-        arrays = {}
-        for key in npz.files:
-            try:
-                arrays[key] = npz[key]
-            except ValueError as exc:  # object arrays need pickle, which quant-report never loads
-                raise InputError(path, f"array '{key}' holds Python objects (saved with pickle); save numeric"
-                                       " arrays, e.g. np.savez(path, x=x.astype('float32'), y=y)") from exc
-        return arrays
+        found = list(getattr(keras_model, "inputs", None) or [])
+        shapes = {str(getattr(t, "name", "")).split(":")[0]: tuple(None if d is None else int(d) for d in t.shape[1:])
+                  for t in found}
+    except Exception:  # noqa: BLE001 - a model whose inputs cannot be read this way is checked later, by `bind`
+        return None
+    if not found or len(shapes) != len(found):
+        return None
+    return headers.ModelInputs(Path(model.path).name, shapes)
 
 
-def _call_data_function(spec: str, code_dir: Optional[str] = None) -> dict:
+def _call_data_function(spec: str, code_dir: Optional[str] = None, say: Optional[Callable[[str], None]] = None) -> dict:
     """Calls `package.module:function`. The module is looked for among installed packages first, then in
     `code_dir` (a batch file's folder) or the current folder, loaded from there without adding the folder to
-    sys.path: a file beside a config can shadow nothing."""
+    sys.path: a file beside a config can shadow nothing. Loading and calling it run behind a wall
+    (usercode.wall): its sys.exit or KeyboardInterrupt is one error naming it, not the end of quant-report."""
     from reporter.run import usercode
 
     module_name, _, func_name = spec.partition(":")
     folders = [Path(code_dir)] if code_dir else [Path.cwd()]
+    must = "a data function must return its arrays (a mapping with 'x' and 'y')"
     try:
-        func = getattr(usercode.import_module(module_name, folders, installed_first=True), func_name)
+        with usercode.wall(spec, "the data module", must):
+            func = getattr(usercode.import_module(module_name, folders, installed_first=True), func_name)
     except (ImportError, AttributeError) as exc:
         raise InputError(spec, f"cannot import data function: {_first_line(exc)}") from exc
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
         raise InputError(spec, f"data module failed to load: {type(exc).__name__}: {_first_line(exc)}") from exc
+    if say is not None:
+        say(f"calling the data function {spec} (quant-report waits until it returns)")
     try:
-        result = func()
+        with usercode.wall(spec, "the data function", must):
+            result = func()
+            if not hasattr(result, "keys"):
+                raise InputError(spec, "data function must return a mapping with 'x' and 'y', got"
+                                       f" {type(result).__name__}")
+            return dict(result)
+    except InputError:
+        raise
+    except MemoryError:
+        raise InputError(spec, "the data function ran out of memory") from None
     except Exception as exc:  # noqa: BLE001 - the user's function may raise anything
         raise InputError(spec, f"data function failed: {type(exc).__name__}: {_first_line(exc)}") from exc
-    if not hasattr(result, "keys"):
-        raise InputError(spec, f"data function must return a mapping with 'x' and 'y', got {type(result).__name__}")
-    return dict(result)
 
 
 def _labels(spec, y_raw: np.ndarray, what: str = "y") -> tuple[np.ndarray, bool]:

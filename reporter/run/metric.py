@@ -3,7 +3,8 @@
 `FILE.py:FUNCTION` loads that file; `MODULE:FUNCTION` loads MODULE.py (or MODULE/__init__.py) from the data
 file's folder, then the current folder, and only then an installed module of that name. The file is loaded
 under a private name and nothing is added to sys.path, so a metric module can shadow no installed package.
-Loading it runs its code: it is code the user asked to run, as a conftest.py is.
+Loading it runs its code: it is code the user asked to run, as a conftest.py is; it runs behind
+usercode.wall, so that a sys.exit in it is one error naming the module, not the end of quant-report.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ from typing import Callable, Optional
 from reporter.core.errors import InputError
 
 
-
 def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]:
     """(the metric's name, the function) for `spec`; InputError naming the spec when it cannot be loaded."""
     target, _, func_name = spec.rpartition(":")
     if not target or not func_name:
         raise InputError(spec, "--metric must be FILE.py:FUNCTION or MODULE:FUNCTION")
-    module = _module(spec, target, beside)
+    from reporter.run import usercode
+
+    must = f"loading a metric module must only define {func_name}(y_true, y_pred)"
+    with usercode.wall(spec, f"the metric module {target}", must):
+        module = _module(spec, target, beside)
     fn = getattr(module, func_name, None)
     if fn is None or not callable(fn):
         raise InputError(spec, f"no function {func_name} in {getattr(module, '__file__', target)}")

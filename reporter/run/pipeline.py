@@ -16,7 +16,7 @@ from reporter.convert import converter as conv
 from reporter.convert import litert, side
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import variants
-from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line
+from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line, storage_problem
 from reporter.core.files import folder_name, staged_folder
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
@@ -80,16 +80,21 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
     side_conv, exporting = None, None
-    if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in variants) \
-            and side.worth_it(Path(s.model), s.side_converter):
-        side_conv = side.SideConverter()
-        if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
-            target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
-            exporting = (target, side_conv.call(inputs.export_saved_model, str(s.model), s.trust_model, target))
-    import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
-    from reporter.run import preload
+    try:
+        if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in variants) \
+                and side.worth_it(Path(s.model), s.side_converter):
+            side_conv = side.SideConverter()
+            if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
+                target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
+                exporting = (target, side_conv.call(inputs.export_saved_model, str(s.model), s.trust_model, target))
+        import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
+        from reporter.run import preload
 
-    preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
+        preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
+    except BaseException:  # SIGTERM or Ctrl-C while TensorFlow imports: the side process stops (and writes no
+        if side_conv is not None:  # more into the staging folder) before that folder is removed
+            side_conv.close()
+        raise
     previous_lock = evaluate.set_timing_lock(_quiet_lock(side_conv, evaluate.set_timing_lock(None)))
     model = None
     try:
@@ -97,7 +102,7 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
             model = inputs.load_model(s.model, trust=s.trust_model, scratch=folder)
             if exporting is not None and hasattr(model.make_converter, "adopt"):
                 model.make_converter.adopt(*exporting)
-            data = inputs.load_data(s.data, s.calibration_samples, s.code_dir)
+            data = inputs.load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model)
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
@@ -266,7 +271,10 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
     )
 
 
-def _conversion_error(path, exc) -> InputError:
+def _conversion_error(path, exc) -> Exception:
+    full = storage_problem(exc)
+    if full is not None:  # the disk, not the model
+        return full
     text = str(exc)
     if "TensorListReserve" in text or "read_variable" in text.lower():
         return InputError(path, inputs.KERAS3_RNN_HINT.format(names="LSTM/GRU"))

@@ -7,6 +7,10 @@ Loading it runs its code: it is code the user asked to run, as a conftest.py is.
 
 `installed_first` says whether an installed module of the same name wins (data functions: a config folder
 must not shadow anything) or the file in the folders does (a metric beside the data).
+
+The user's code runs behind `wall`: a `sys.exit` or a KeyboardInterrupt it raises itself becomes one
+InputError naming it, instead of ending quant-report with the user's exit code (exit 3 reads as a failed gate,
+exit 0 as success with nothing written). A real Ctrl-C or SIGTERM arriving meanwhile still goes through.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import itertools
 import sys
 from pathlib import Path
 from typing import Iterable
+
+from reporter.core.wall import wall  # noqa: F401 - where the run's callers find it
 
 _loaded = itertools.count()
 
