@@ -39,7 +39,7 @@ def layer_errors(float_model: bytes, model: bytes, x) -> LayerErrors:
     rows = [
         LayerError(
             index=e.index, op_name=e.op_name, tensor_name=e.tensor_name, float_tensor_name=e.float_tensor_name,
-            matched_by=e.matched_by, mse=_finite(e.mse), snr_db=_snr(e.snr_db), cosine=float(e.cosine),
+            matched_by=e.matched_by, mse=_finite(e.mse), snr_db=_snr(e.snr_db), cosine=_finite(e.cosine),
             snr_drop_db=_finite(e.snr_drop_db),
             error_starts_here=e.snr_drop_db == math.inf and math.isfinite(e.snr_db),
             weight_snr_db=_finite(e.weight_snr_db),

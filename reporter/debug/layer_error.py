@@ -46,6 +46,11 @@ among the ops quantization changed; see its docstring for why.
 Infinities: an error-free tensor has snr_db = +inf (stored as float('inf')); snr_drop_db is +inf for an
 op whose inputs are exact but whose output is not, 0.0 when both are exact, None when the op has no
 matched activation input. Callers that need finite numbers (JSON) must map them.
+
+NaN or inf in the float model (it overflows on some samples): a sample on which a float tensor is not finite
+is left out of that tensor's error (there is nothing to measure against; the note says on how many), and a
+tensor that is never finite is unmatched. NaN or inf in the quantized tensor only (an overflow quantization
+caused) is kept: its error is infinite (or NaN), which is what blames it.
 """
 
 from __future__ import annotations
@@ -319,8 +324,12 @@ class _Acc:
     e2: float = 0.0
     n: int = 0
     ok: bool = True
+    left_out: int = 0  # samples on which the float tensor held NaN or inf: no reference to measure against
 
     def add(self, f: np.ndarray, q: np.ndarray):
+        if not np.isfinite(f).all():  # the float model's own NaN/inf; a quantized overflow still counts
+            self.left_out += 1
+            return
         e = q - f
         self.f2 += float(np.dot(f, f))
         self.q2 += float(np.dot(q, q))
@@ -345,6 +354,7 @@ def _snr(f2: float, e2: float) -> float:
 
 
 def _cosine(a: _Acc) -> float:
+    """Cosine similarity of the float and quantized tensors; NaN when either holds NaN or inf."""
     if not all(math.isfinite(v) for v in (a.f2, a.q2, a.fq)):
         return math.nan
     if a.f2 <= 0.0 and a.q2 <= 0.0:
@@ -511,7 +521,8 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
                 continue
             acc.add(fv, deq.ravel())
 
-    snr = {t: _snr(a.f2, a.e2) for t, a in accs.items() if a.ok}
+    # A tensor the float model filled with NaN or inf on every sample has nothing to be measured against.
+    snr = {t: _snr(a.f2, a.e2) for t, a in accs.items() if a.ok and (a.n or not a.left_out)}
     layers, unmatched, renamed, multi = [], 0, 0, 0
     for k, op in enumerate(qm.ops):
         if op["op_name"] in QDQ_OPS:
@@ -559,6 +570,10 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
         notes.append(f"only the main subgraph is compared ({extra} other subgraphs, e.g. WHILE bodies, are not)")
     if has_vars:
         notes.append("variable tensors (recurrent state) reset before every sample")
+    left_out = max((accs[t].left_out for t in snr), default=0)
+    if left_out:
+        notes.append(f"the float model's own tensors held NaN or inf on up to {left_out} of the {n} samples:"
+                     " each op's error leaves those samples out")
     return Comparison(layers=layers, unmatched=unmatched, samples=n, note="; ".join(notes))
 
 

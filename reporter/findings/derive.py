@@ -37,7 +37,9 @@ def derive(report: "Report") -> Findings:
     limit = report.settings.get("max_accuracy_drop")
     gate = gate_finding(report, variants, report.settings.get("gate_variant", "fiq"), limit, heads) \
         if limit is not None else None
-    return Findings(task=task, headline=_headline(report, variants, gap, culprits, fix) + _head_lines(report, heads),
+    headline = [_nonfinite_text(report)] if _nonfinite_text(report) else []  # first: it changes every figure
+    headline += _headline(report, variants, gap, culprits, fix) + _head_lines(report, heads)
+    return Findings(task=task, headline=headline,
                     variants=variants, gap=gap, culprits=culprits, fix=fix, warnings=_warnings(report),
                     hints=_hints(report, gap) + _head_hints(report), gate=gate,
                     recommendation=_recommendation_text(report, gap, fix), alternatives=_alternatives(report),
@@ -840,7 +842,8 @@ def _warnings(report: "Report") -> list[Notice]:
     k = report.model.num_classes
     flt = report.variant("float")
     if k and flt is not None and flt.ok and flt.metrics and flt.metrics.classes_present is not None:
-        missing = [c for c in range(k) if c not in set(flt.metrics.classes_present)]
+        present = set(flt.metrics.classes_present)  # once: k may be large
+        missing = [c for c in range(k) if c not in present]
         if missing:
             shown = ", ".join(map(str, missing[:10])) + (" …" if len(missing) > 10 else "")
             out.append(Notice("classes_missing",
@@ -854,6 +857,10 @@ def _warnings(report: "Report") -> list[Notice]:
         for measurement, error in (v.measurement_errors.items() if v.ok else ()):
             out.append(Notice("measurement_failed", f"{short(v.name)}: {_measurement_words(measurement)}"
                                                     f" not measured: {error}"))
+    if _nonfinite_text(report):
+        how = ("Those samples count as wrong (they predict no class); errors against float leave them out."
+               if report.model.num_classes else "Errors against float leave those samples out.")
+        out.append(Notice("nonfinite_outputs", f"{_nonfinite_text(report)} {how}"))
     if report.debugger_error:
         out.append(Notice("debugger_failed", f"The quantization debugger failed: {report.debugger_error}"))
     rec = report.recommendation
@@ -861,6 +868,19 @@ def _warnings(report: "Report") -> list[Notice]:
         out.append(Notice("target_not_met", f"The search stopped before its target ({rec.search.target_text}):"
                                             f" {rec.search.stop_reason}."))
     return out
+
+
+def _nonfinite_text(report: "Report") -> str:
+    """"The float model produced NaN or inf on 10 of 200 evaluation samples; DRQ on 10.", or "" when every
+    model's outputs were finite (the data are checked finite when read: the models made these values)."""
+    found = [v for v in _columns(report) if v.ok and v.nonfinite_outputs]
+    if not found:
+        return ""
+    n = report.dataset.num_eval
+    named = ["the float model" if v.name == "float" else short(v.name) for v in found]
+    text = f"{named[0][0].upper()}{named[0][1:]} produced NaN or inf on {found[0].nonfinite_outputs:,} of {n:,}" \
+           f" evaluation samples"
+    return text + "".join(f"; {w} on {v.nonfinite_outputs:,}" for w, v in zip(named[1:], found[1:])) + "."
 
 
 def _measurement_words(measurement: str) -> str:

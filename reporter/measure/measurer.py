@@ -22,7 +22,7 @@ from reporter.core.variants import FIXES_FIQ
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.scoring import Score, Scored
-from reporter.measure.task import Task
+from reporter.measure.task import Task, nonfinite_rows
 from reporter.model.report import HeadResult, Latency, Metrics, VariantResult
 
 
@@ -115,6 +115,9 @@ class Measurer:
         measurement on its own: one that fails leaves its field empty and its error in measurement_errors."""
         folder, data, task, progress = self.folder, self.data, self.task, self.progress
         (folder / f"{name}.tflite").write_bytes(tflite)
+        bad = structure.bad_scale(tflite)
+        if bad:  # LiteRT would crash the process allocating it: the variant fails, the run goes on
+            raise ValueError(f"the model cannot run: {bad}")
         t0 = time.perf_counter()
         errors: dict[str, str] = {}
 
@@ -149,6 +152,11 @@ class Measurer:
             else:
                 out = evaluate.predict(tflite, data.x)
             self.outputs[name] = out
+            nonfinite = int(nonfinite_rows(self.head_outputs[name] if self.heads else out).sum())
+            if nonfinite:
+                progress.say(f"{name}: produced NaN or inf on {nonfinite:,} of {len(out):,} samples ("
+                             + ("they count as wrong; " if task.classification else "")
+                             + "errors against float leave them out)")
             metrics = output_error = None
             if task.classification:
                 metrics = attempt("metrics", lambda: self._classification_metrics(name, out))
@@ -181,6 +189,7 @@ class Measurer:
             analyzer_text=analyzer or "",
             measurement_errors=errors,
             heads=heads,
+            nonfinite_outputs=nonfinite,
         )
 
     def references(self, name: str) -> tuple:

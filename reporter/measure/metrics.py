@@ -1,4 +1,10 @@
-"""Quality metrics of a variant's predictions, computed with scikit-learn."""
+"""Quality metrics of a variant's predictions, computed with scikit-learn.
+
+Outputs holding NaN or inf (a model that overflows, or divides by zero, on some samples) never make a metric
+raise: such a sample predicts no class (reporter.measure.task.NO_CLASS), so it is wrong in accuracy, top-5
+accuracy and kappa and ranks last in ROC AUC; errors against float are taken over the samples where both
+outputs are finite; the run records how many samples were not (`VariantResult.nonfinite_outputs`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ from typing import Optional
 import numpy as np
 
 from reporter.core.arrays import chunks
+from reporter.measure.task import NO_CLASS
 from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired
 
 
@@ -42,7 +49,10 @@ def classification(
     ]
     present = [i for i in labels if s[i] > 0]
     macro = _skm().precision_recall_fscore_support(y_true, y_pred, labels=present, average="macro", zero_division=0)
-    kappa = _skm().cohen_kappa_score(y_true, y_pred, labels=labels)
+    # A sample with NaN or inf outputs predicts NO_CLASS: a category of its own for kappa (a disagreement),
+    # outside `labels` everywhere else (wrong for its true class, counted for no other).
+    unscored = [NO_CLASS] if (y_pred == NO_CLASS).any() else []
+    kappa = _skm().cohen_kappa_score(y_true, y_pred, labels=labels + unscored)
     return Metrics(
         accuracy=float(_skm().accuracy_score(y_true, y_pred)),
         precision=float(macro[0]),
@@ -73,7 +83,7 @@ def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[n
     auc = None
     if scores is not None:
         try:
-            auc = float(_skm().roc_auc_score(y, scores, average="macro"))
+            auc = float(_skm().roc_auc_score(y, _ranked_last(y, scores), average="macro"))
         except ValueError:  # a label with one value only in the evaluation data
             auc = None
     return Metrics(
@@ -138,6 +148,8 @@ def per_sample_confusion(y: np.ndarray, pred: np.ndarray, num_classes: int) -> n
     flattened, so that a bootstrap over samples only sums rows."""
     y, pred = np.asarray(y).reshape(len(y), -1), np.asarray(pred).reshape(len(pred), -1)
     k = num_classes
+    # A position whose outputs hold NaN or inf (NO_CLASS) is wrong: counted as the next class, not its own.
+    pred = np.where(pred == NO_CLASS, (y.astype(np.int64) + 1) % k, pred)
     codes = y.astype(np.int64) * k + pred.astype(np.int64) + (np.arange(len(y)) * k * k)[:, None]
     return np.bincount(codes.ravel(), minlength=len(y) * k * k).reshape(len(y), k * k)
 
@@ -173,14 +185,32 @@ def top_k_accuracy(y_true: np.ndarray, scores: np.ndarray, num_classes: int, k: 
     """Share of samples whose true label is among the k highest scores; None for k classes or fewer."""
     if num_classes <= k:
         return None
-    return float(_skm().top_k_accuracy_score(y_true, scores, k=k, labels=list(range(num_classes))))
+    finite = np.isfinite(scores).all(axis=1)  # a sample with NaN or inf scores is wrong
+    if not finite.any():
+        return 0.0
+    right = _skm().top_k_accuracy_score(np.asarray(y_true)[finite], scores[finite], k=k,
+                                        labels=list(range(num_classes)), normalize=False)
+    return float(right / len(finite))
 
 
 def roc_auc(y_true: np.ndarray, positive_score: np.ndarray) -> Optional[float]:
     """ROC AUC of the class-1 score; None when the labels hold one class only (AUC is undefined)."""
     if len(np.unique(y_true)) < 2:
         return None
-    return float(_skm().roc_auc_score(y_true, positive_score))
+    return float(_skm().roc_auc_score(y_true, _ranked_last(y_true, positive_score)))
+
+
+def _ranked_last(y_true: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """`scores` (N,) or (N, labels) with each NaN or inf score replaced by the worst it could be for its sample
+    (below every finite score for a positive, above for a negative), so that ROC AUC counts it wrong."""
+    scores = np.asarray(scores, np.float64)
+    finite = np.isfinite(scores)
+    if finite.all():
+        return scores
+    low = scores[finite].min() - 1.0 if finite.any() else 0.0
+    high = scores[finite].max() + 1.0 if finite.any() else 1.0
+    positive = np.asarray(y_true).reshape(scores.shape) == 1
+    return np.where(finite, scores, np.where(positive, low, high))
 
 
 def paired(y_true: np.ndarray, reference_pred: np.ndarray, pred: np.ndarray) -> Paired:
@@ -199,10 +229,16 @@ def _balanced_accuracy(y_true, y_pred) -> float:
 
 
 def output_error(outputs: np.ndarray, float_outputs: np.ndarray) -> OutputError:
-    """Error of a variant's raw output against the float variant's output."""
-    diff = outputs.astype(np.float64) - float_outputs.astype(np.float64)
+    """Error of a variant's raw output against the float variant's output, over the samples where both outputs
+    are finite (the others are counted in `VariantResult.nonfinite_outputs`); a ValueError when there is none."""
+    mine, ref = np.asarray(outputs, np.float64), np.asarray(float_outputs, np.float64)
+    mine, ref = mine.reshape(len(mine), -1), ref.reshape(len(ref), -1)
+    both = np.isfinite(mine).all(axis=1) & np.isfinite(ref).all(axis=1)
+    if not both.any():
+        raise ValueError(f"none of the {len(both):,} samples has finite outputs in both this model and float")
+    diff = mine[both] - ref[both]
     return OutputError(mse=float(np.mean(diff**2)), max_abs_error=float(np.max(np.abs(diff))),
-                       float_variance=float(np.var(float_outputs.astype(np.float64))))
+                       float_variance=float(np.var(ref[both])))
 
 
 def pack_correct(correct: np.ndarray) -> str:

@@ -20,6 +20,8 @@ import numpy as np
 from reporter.core import judgement as jd
 from reporter.measure.task import Task
 from reporter.model.report import MainMetric, PairedScore
+from reporter.core.errors import InputError
+from reporter.core.wall import wall
 
 BOOTSTRAP_SEED = 20240601
 BOOTSTRAP_DENSE = 1000  # resamples for mean IoU (vectorized: cheap)
@@ -132,11 +134,19 @@ class UserScore(Score):
         self.indices = [np.repeat(np.arange(n), w) for w in resample_weights(n, BOOTSTRAP_USER)]
 
     def values(self, out, idx: Optional[np.ndarray] = None) -> dict[str, float]:
-        """The function's result on every sample (or on the samples `idx`), as {name: value}."""
-        pick = (lambda a: a) if idx is None else (lambda a: None if a is None else np.asarray(a)[idx])
+        """The function's result on every sample (or on the samples `idx`), as {name: value}. The function gets
+        read-only copies of the labels and outputs: one that writes into them raises (the run then says the
+        metric failed), and none can change what the run measures after it."""
+        def pick(a):
+            return None if a is None else _read_only(a if idx is None else np.asarray(a)[idx])
+
         y = {k: pick(v) for k, v in self.y_true.items()} if isinstance(self.y_true, dict) else pick(self.y_true)
         pred = {k: pick(v) for k, v in out.items()} if isinstance(out, dict) else pick(out)
-        result = self.fn(y, pred)
+        try:
+            with wall(self.name, "the metric function", "a metric must return a number or a dict of numbers"):
+                result = self.fn(y, pred)
+        except InputError as exc:  # a metric's sys.exit is a failing metric: the run falls back, as for any error
+            raise RuntimeError(exc.problem) from None
         if isinstance(result, dict):
             if not result:
                 raise ValueError(f"metric {self.name} returned an empty dict")
@@ -162,6 +172,16 @@ class UserScore(Score):
         values = self.values(out)
         boot = np.array([self.main_value(self.values(out, idx)) for idx in self.indices])
         return Scored(self.main_value(values), boot=boot, values=values)
+
+
+def _read_only(a) -> np.ndarray:
+    """A copy of `a` that cannot be written: a read-only view of a read-only copy, so that even setting
+    `flags.writeable` back to True fails (and would change only the copy)."""
+    copy = np.array(a, copy=True)
+    copy.flags.writeable = False
+    view = copy.view()
+    view.flags.writeable = False
+    return view
 
 
 def _number(name: str, key, value) -> float:

@@ -152,3 +152,23 @@ def producers(model: bytes) -> dict[int, str]:
             if i >= 0:
                 found[int(i)] = op["op_name"]
     return found
+
+
+def bad_scale(model: bytes) -> str:
+    """"" when every quantization scale of the model is a finite float32; else which tensor's is not.
+    A converter calibrated on data that drive a tensor to inf or NaN writes such a scale (and says "scale out
+    of expressed type range" in run.log); LiteRT then crashes the whole process when it allocates the model,
+    so it is refused before it runs."""
+    import numpy as np
+
+    for sg in _model_object(model).subgraphs or []:
+        for t in sg.tensors or []:
+            q = t.quantization
+            if q is None or q.scale is None or len(q.scale) == 0:
+                continue
+            scales = np.asarray(q.scale, np.float64)
+            wrong = ~np.isfinite(scales) | (scales > np.finfo(np.float32).max)  # tiny or zero: left to LiteRT
+            if wrong.any():
+                return (f"tensor {_name(t)} has quantization scale {float(scales[wrong][0])!r} (not a finite float32:"
+                        " its calibration range was NaN or infinite, e.g. the model overflows on the calibration data)")
+    return ""

@@ -12,6 +12,9 @@ from typing import Optional
 import numpy as np
 
 BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least this
+# The class predicted by an output that holds NaN or inf (a row, or a dense position): no class, so that it
+# is never right and never agrees with a finite prediction (the model "produced NaN or inf" on that sample).
+NO_CLASS = -1
 TASK_KINDS = ("classification", "binary", "multilabel", "segmentation", "regression")  # what --task may name
 
 
@@ -44,10 +47,15 @@ class Task:
     def classes(self, out: np.ndarray) -> np.ndarray:
         """One comparable value per sample: the class id, or for multi-label the whole set of labels as one
         code, so that `classes(out) == y` is exact-match correctness and agreement with float everywhere. Dense:
-        (N, positions) class ids, the top score at each position (compared position by position)."""
+        (N, positions) class ids, the top score at each position (compared position by position). An output
+        holding NaN or inf predicts NO_CLASS (a dense model: at that position); multi-label thresholds each
+        output, so a NaN output predicts its label absent."""
         if self.dense:
             out = np.asarray(out)  # rows of (positions * classes), the classes last
-            return out.reshape(len(out), -1, self.num_classes).argmax(axis=-1).astype(np.int64)
+            scores = out.reshape(len(out), -1, self.num_classes)
+            found = scores.argmax(axis=-1).astype(np.int64)
+            found[~np.isfinite(scores).all(axis=-1)] = NO_CLASS
+            return found
         if self.multilabel:
             return label_codes(self.bits(out))
         return predicted_classes(out, self.binary_sigmoid, self.threshold)
@@ -86,11 +94,23 @@ def _columns(out: np.ndarray) -> np.ndarray:
 
 
 def predicted_classes(out: np.ndarray, binary_sigmoid: bool, threshold: float = BINARY_THRESHOLD) -> np.ndarray:
-    """Class ids (int64) from raw outputs (N, k): the top score, or output >= threshold for one sigmoid unit."""
+    """Class ids (int64) from raw outputs (N, k): the top score, or output >= threshold for one sigmoid unit;
+    NO_CLASS for a row holding NaN or inf (argmax would pick the NaN's column, a class by accident)."""
     out = _columns(out)
-    if binary_sigmoid:
-        return (out[:, 0] >= threshold).astype(np.int64)
-    return out.argmax(axis=1).astype(np.int64)
+    found = (out[:, 0] >= threshold).astype(np.int64) if binary_sigmoid else out.argmax(axis=1).astype(np.int64)
+    found[~np.isfinite(out).all(axis=1)] = NO_CLASS
+    return found
+
+
+def nonfinite_rows(out) -> np.ndarray:
+    """(N,) bool: the samples whose output (one array, or a dict of outputs by name) holds NaN or inf."""
+    arrays = list(out.values()) if isinstance(out, dict) else [out]
+    bad = None
+    for a in arrays:
+        a = np.asarray(a)
+        rows = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1) if a.dtype.kind in "fc" else np.zeros(len(a), bool)
+        bad = rows if bad is None else bad | rows
+    return bad if bad is not None else np.zeros(0, bool)
 
 
 def class_scores(out: np.ndarray, binary_sigmoid: bool) -> np.ndarray:

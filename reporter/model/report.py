@@ -41,17 +41,22 @@ Format history (SCHEMA_VERSION):
      per-pixel or per-timestep classes: `metrics.accuracy` is pixel accuracy, `metrics.mean_iou`,
      `.iou_per_class`, a pixel confusion matrix) and `metrics.main` (the metric the verdicts read when it is
      not accuracy: mean IoU, or the user's `--metric`, with its interval and paired tests over samples);
-     `metrics.user` (the user's metric values); `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`.
+     `metrics.user` (the user's metric values); `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`;
+     `variants[].nonfinite_outputs` (evaluation samples on which the model output NaN or inf; 0 in older files).
+     report.json is standard JSON: a number that is not finite (NaN, inf) is written as null (`to_json`), and
+     `variants[].layer_errors.layers[].cosine` may be null (not finite: an op's output overflowed).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from reporter.model.decode import DecodeError, decode, got, kind
+from reporter.model.decode import loads as bounded_loads
 from reporter.model.findings import Findings
 
 SCHEMA_VERSION = 5
@@ -270,6 +275,9 @@ class VariantResult:
     fix: Optional[SchemeFix] = None
     overlays: list[str] = field(default_factory=list)  # Model Explorer node-data files beside <name>.tflite
     heads: dict[str, HeadResult] = field(default_factory=dict)  # several outputs: each one by name (schema 5)
+    # Evaluation samples on which the model output NaN or inf (any output): they predict no class (wrong), and
+    # errors against float leave them out. Counted on every model that ran; 0 in reports written before.
+    nonfinite_outputs: int = 0
 
     @property
     def ok(self) -> bool:
@@ -292,7 +300,7 @@ class LayerError:
     matched_by: str  # "name" or "position"
     mse: Optional[float]  # None: not finite (the quantized op overflowed)
     snr_db: Optional[float]  # None: no error at all (infinite SNR)
-    cosine: float
+    cosine: Optional[float]  # None: not finite (an output overflowed to inf or held NaN)
     snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs (None: see next)
     error_starts_here: bool = False  # its inputs are exact and its output is not: all its error is its own
     weight_snr_db: Optional[float] = None  # its quantized weights against the float weights
@@ -474,7 +482,9 @@ class Report:
         return dataclasses.asdict(self)
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n"
+        """Standard JSON: every number that is not finite (NaN, inf) is written as null, so that every JSON
+        reader (and this tool's `render`, `diff`, `--resume`, batch index) reads the file."""
+        return json.dumps(finite(self.to_dict()), indent=2, sort_keys=False, allow_nan=False) + "\n"
 
     @classmethod
     def from_dict(cls, data: dict) -> "Report":
@@ -500,10 +510,24 @@ class Report:
     @classmethod
     def from_json(cls, text: str) -> "Report":
         try:
-            data = json.loads(text)
+            data = bounded_loads(text)  # depth and number size bounded: a hostile file is one line
         except RecursionError:
             raise ValueError("report.json is nested too deeply to be a report") from None
         return cls.from_dict(data)
+
+
+def finite(value):
+    """`value` (JSON data: dicts, lists, numbers, ...) with every float that is NaN or infinite replaced by
+    None; the rest as it is (a new container only where something changed)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        new = {k: finite(v) for k, v in value.items()}
+        return value if all(new[k] is value[k] for k in value) else new
+    if isinstance(value, (list, tuple)):
+        new = [finite(v) for v in value]
+        return value if all(a is b for a, b in zip(new, value)) else new
+    return value
 
 
 def check_version(data) -> int:

@@ -148,7 +148,8 @@ class LayersView:
                 snr="no error" if e.snr_db is None else f"{e.snr_db:.1f}",
                 snr_drop="all of it" if e.error_starts_here else
                 ("–" if e.snr_drop_db is None else f"{e.snr_drop_db:+.1f}".replace("-", "−")),
-                cosine=f"{e.cosine:.4f}", weight_snr="–" if e.weight_snr_db is None else f"{e.weight_snr_db:.1f}",
+                cosine="not finite" if e.cosine is None else f"{e.cosine:.4f}",
+                weight_snr="–" if e.weight_snr_db is None else f"{e.weight_snr_db:.1f}",
                 blamed=e.tensor_name == errors.culprit and blames) for e in order[: self.SCHEME_ROWS]]
             covered = (errors.note.rstrip(".") + ".") if errors.note else (
                 f"{len(errors.layers)} op outputs compared on {errors.samples} calibration samples"
