@@ -7,6 +7,10 @@ report.json is refused when it is read, not by a renderer later. No TensorFlow h
 Types understood: int (not true/false), float (an integer too; not NaN or infinite), str, bool, Any,
 Optional[X] (and X | None), list / list[X], dict / dict[str, X], and dataclasses (their fields by name: no
 unknown key, every field without a default present).
+
+`loads` is the one way the tool parses JSON it did not just write (report.json, index.json): bounded in
+nesting depth and number size, so a hostile file fails in one line (`JSONLimitError`), never with a
+RecursionError or an OverflowError later.
 """
 
 from __future__ import annotations
@@ -27,6 +31,17 @@ SHOWN_KEYS = 5
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# Bounds of every JSON file the tool reads (a report nests about 8 levels; sizes and counts fit in 63 bits).
+MAX_DEPTH = 100
+MAX_INT = 2**63 - 1
+_INT_DIGITS = len(str(MAX_INT))
+# Integer fields that size loops and charts when a report is rendered, by field name: a claim beyond any
+# model the tool can measure is refused (a report's 2**62 classes would hang the render).
+COUNT_LIMITS = {"num_classes": 1_000_000}
+# A JSON string (its escapes included), then the brackets outside strings: what the depth scan reads.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
+
 
 class DecodeError(ValueError):
     """A report.json value that does not have the declared type; `path` is where ("" for the whole file)."""
@@ -39,6 +54,7 @@ class DecodeError(ValueError):
 def decode(tp, value, path: str = ""):
     """`value` (parsed JSON) as type `tp`, dataclasses built; DecodeError names the first value that is not."""
     if tp is Any or tp is object:
+        _check_finite(value, path)  # untyped values (settings, shapes) are written back: standard JSON only
         return value
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -73,6 +89,9 @@ def decode(tp, value, path: str = ""):
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise DecodeError(path, f"expected an integer, got {got(value)}")
+        limit = COUNT_LIMITS.get(path.rsplit(".", 1)[-1])
+        if limit is not None and not 0 <= value <= limit:
+            raise DecodeError(path, f"{value:,} is not a count this tool reads (0 to {limit:,})")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -85,6 +104,19 @@ def decode(tp, value, path: str = ""):
             raise DecodeError(path, f"expected a string, got {got(value)}")
         return value
     return value  # a type these reports do not declare: taken as it is
+
+
+def _check_finite(value, path: str):
+    """DecodeError at the first NaN or infinite number anywhere in `value` (walked without recursion)."""
+    stack = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise DecodeError(where, f"expected a finite number, got {kind(item)}")
+        if isinstance(item, dict):
+            stack.extend((v, key_path(where, str(k))) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
 
 
 def _dataclass(tp, value, path: str):
@@ -166,3 +198,61 @@ def show_string(text: str) -> str:
     # json.dumps escapes control characters; other line or paragraph separators too, so the message stays one line
     quoted = "".join(c if c.isprintable() or c == " " else f"\\u{ord(c):04x}" for c in quoted)
     return quoted[:-1] + '…"' if len(text) > SHOWN_CHARS else quoted
+
+
+# --- bounded JSON ---------------------------------------------------------------------------------------
+class JSONLimitError(ValueError):
+    """JSON text beyond what the tool reads: nested too deep, or a number too large. The message is one line,
+    says where (line and column) and does not name the file: the caller adds it."""
+
+
+def loads(text: str):
+    """`json.loads(text)`, bounded: at most MAX_DEPTH levels of nesting (checked before parsing, without
+    recursion), integers within ±MAX_INT, numbers that fit a float. JSONLimitError otherwise; malformed JSON is
+    json.JSONDecodeError as usual. The NaN and Infinity that Python writes are read as floats: `decode` refuses
+    them with the field's path."""
+    # Strings blanked (same length and lines, so positions stay right): what the depth scan and the
+    # positions in messages read.
+    blanked = _STRING.sub(lambda m: " " * len(m.group()), text)
+    _check_depth(blanked)
+    try:
+        return json.loads(text, parse_int=functools.partial(_bounded_int, blanked),
+                          parse_float=functools.partial(_bounded_float, blanked))
+    except RecursionError:  # not reached after the scan; kept so that no path can end in a traceback
+        raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep") from None
+
+
+def _check_depth(text: str):
+    """`text` with its strings blanked: JSONLimitError when its brackets nest deeper than MAX_DEPTH."""
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_DEPTH:
+            line = text.count("\n", 0, match.start()) + 1
+            raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep (line {line})")
+
+
+def _bounded_int(text: str, digits: str) -> int:
+    if len(digits.lstrip("-")) <= _INT_DIGITS:
+        value = int(digits)
+        if -MAX_INT <= value <= MAX_INT:
+            return value
+    shown = digits if len(digits) <= 24 else f"{digits[:12]}… ({len(digits.lstrip('-')):,} digits)"
+    raise JSONLimitError(f"the integer {shown} is too large{_where(text, digits)}: at most 2**63 - 1 is read")
+
+
+def _bounded_float(text: str, digits: str) -> float:
+    value = float(digits)
+    if math.isfinite(value):
+        return value
+    shown = digits if len(digits) <= 24 else digits[:24] + "…"
+    raise JSONLimitError(f"the number {shown} is too large for a float{_where(text, digits)}")
+
+
+def _where(text: str, token: str) -> str:
+    """ " (line L, column C)" where `token` first occurs in `text` (strings blanked), or "" if it does not."""
+    offset = text.find(token)
+    if offset < 0:
+        return ""
+    line = text.count("\n", 0, offset) + 1
+    return f" (line {line}, column {offset - text.rfind(chr(10), 0, offset)})"

@@ -5,13 +5,14 @@ from __future__ import annotations
 from reporter.core import judgement as jd
 from reporter.core.formatting import fmt_ms
 from reporter.findings.diff import Diff
-from reporter.render.formats import environment
+from reporter.render.formats import environment, markdown_environment
 
 
 def render(diff: Diff, fmt: str) -> bytes:
     if fmt == "json":
         return diff.to_json().encode("utf-8")
     template = {"md": "diff.md.j2", "html": "diff.html.j2"}[fmt]
-    return environment(fmt == "html").get_template(template).render(
+    env = environment(True) if fmt == "html" else markdown_environment()  # every value escaped in both
+    return env.get_template(template).render(
         d=diff, latency_ratio=f"{jd.LATENCY_CHANGE_RATIO:g}", latency_floor=fmt_ms(jd.LATENCY_CHANGE_MIN_MS)
     ).encode("utf-8")

@@ -49,6 +49,23 @@ def environment(autoescape: bool) -> jinja2.Environment:
     return env
 
 
+def markdown_environment() -> jinja2.Environment:
+    """The environment of summary.md and diff.md: like `environment(False)`, and every value a template prints
+    is escaped as Markdown text (`md_cell`) unless a Markdown filter (`md`, `md_code`) already made it so, so
+    no field of a report.json can carry raw HTML, a link or an image into them."""
+    env = environment(False)
+    env.finalize = _md_finalize
+    return env
+
+
+class MdText(str):
+    """Text already escaped for Markdown (by `md_cell` or `md_code`): printed as it is."""
+
+
+def _md_finalize(value):
+    return value if isinstance(value, MdText) else md_cell("" if value is None else value)
+
+
 BREAK_AFTER = re.compile(r"([/;_])")
 TENSOR_NAME_LIMIT = 60  # longer tensor names are shortened in the middle in tables
 
@@ -84,7 +101,7 @@ def md_code(value, limit: int = 48) -> str:
     text = shorten(_no_controls(str(value)), limit).replace("|", "\\|")
     fence = "``" if "`" in text else "`"
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
+    return MdText(f"{fence}{pad}{text}{pad}{fence}")
 
 
 def md_cell(value) -> str:
@@ -95,7 +112,13 @@ def md_cell(value) -> str:
         text = text.replace(ch, "\\" + ch)
     # An underscore inside a word never starts emphasis (tensor_name stays readable); at a word's
     # edge it could.
-    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
+    text = re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
+    # What would make a line a heading, a list item or a rule when the text starts one.
+    return MdText(_MD_LINE_START.sub(r"\1\2\\\3", text, count=1))
+
+
+# A heading's '#', a list's or a rule's '-', '+' or '=', an ordered list's '1.': escaped as '\#', '1\.'
+_MD_LINE_START = re.compile(r"^(\s*)(\d{0,9})(#|[-+=](?=\s|[-=]*$)|(?<=\d)[.)](?=\s|$))")
 
 
 def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
@@ -123,7 +146,7 @@ def render_html(report: Report) -> bytes:
 
 def render_md(report: Report) -> bytes:
     view = ReportView(report)
-    return environment(False).get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")
+    return markdown_environment().get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")
 
 
 def render_json(report: Report) -> bytes:

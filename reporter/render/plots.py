@@ -52,7 +52,7 @@ def confusion_matrices(report: Report) -> str:
     if not variants:  # nothing measured, or a multi-label model: no confusion matrix
         return ""
     n = len(variants)
-    k = report.model.num_classes or 1
+    k = max(len(v.metrics.confusion_matrix) for v in variants)  # the matrices drawn (num_classes is only a claim)
     # Few classes: one row of small matrices. Many: two per row, big enough to read the counts.
     cols = n if k <= 4 else min(n, 2)
     rows = -(-n // cols)
