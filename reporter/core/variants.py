@@ -30,6 +30,10 @@ class Variant:
     default: bool = False  # built when --variants is not given
 
 
+# Every variant's name, spelled once: code outside core/ uses these, never the string (an architecture test).
+FLOAT, DRQ, FIQ, F16, INT16X8, INT8_IO, WO8 = "float", "drq", "fiq", "f16", "int16x8", "int8_io", "wo8"
+SELECTIVE, RULE, ALT_FLOAT, ALT_INT16X8, ALT_DRQ = "selective", "rule", "alt_float", "alt_int16x8", "alt_drq"
+
 REGISTRY: tuple[Variant, ...] = (
     Variant("float", "Float", "Float", "Float TFLite (reference)", (TF,), default=True),
     Variant("drq", "DRQ", "Dynamic range (DRQ)", "Dynamic-range quantization (weights int8)", (TF, LITERT),
