@@ -1,4 +1,5 @@
-"""reporter.debug.layer_error: per-layer error of any quantized TFLite variant against the float model.
+"""reporter.debug.layer_error: per-layer error of any quantized TFLite variant against the float model, and
+reporter.debug.culprit: the layer it blames.
 
 Models are converted here with TF's converter and LiteRT Quantizer's own API from the breast-cancer demo
 MLP (a Normalization first, then Dense 32-16-2; FIQ collapses on it). Numbers are checked against
@@ -9,6 +10,7 @@ import math
 import numpy as np
 import pytest
 
+from reporter.debug import culprit as C
 from reporter.debug import layer_error as L
 
 SAMPLES = 48
@@ -67,13 +69,13 @@ def mlp(mlp_files):
     return {"models": models, "x": x, "x_calib": x_calib, "keras": model, "compared": {}}
 
 
-def _compare(mlp, name) -> L.Comparison:
+def _compare(mlp, name) -> L.RawLayerErrors:
     if name not in mlp["compared"]:
         mlp["compared"][name] = L.compare(mlp["models"]["float"], mlp["models"][name], mlp["x"], max_samples=SAMPLES)
     return mlp["compared"][name]
 
 
-def _row(c: L.Comparison, fragment: str, op: str) -> L.LayerError:
+def _row(c: L.RawLayerErrors, fragment: str, op: str) -> L.RawLayerError:
     return next(e for e in c.layers if fragment in e.tensor_name and e.op_name == op)
 
 
@@ -110,7 +112,7 @@ def _plain_runs(float_model, quant_model, x, float_name, quant_name):
     return runs
 
 
-def _assert_metrics(row: L.LayerError, f: np.ndarray, q: np.ndarray):
+def _assert_metrics(row: L.RawLayerError, f: np.ndarray, q: np.ndarray):
     err = q - f
     assert row.mse == pytest.approx(np.mean(err**2), rel=1e-4)
     assert row.snr_db == pytest.approx(10 * np.log10(np.sum(f**2) / np.sum(err**2)), abs=1e-3)
@@ -130,7 +132,7 @@ def test_the_float_model_against_itself_has_no_error_anywhere(mlp):
         assert e.mse == 0.0 and e.snr_db == math.inf and e.cosine == 1.0, e
         assert e.snr_drop_db == 0.0 and e.matched_by == "name" and e.tensor_name == e.float_tensor_name
         assert e.weight_snr_db is None and e.quantized_dtype == "float32"
-    assert L.culprit(c) is None
+    assert C.culprit(c) is None
 
 
 @pytest.mark.slow
@@ -140,7 +142,7 @@ def test_tf_drq_leaves_this_mlps_small_weights_in_float_so_nothing_differs(mlp):
     c = _compare(mlp, "drq")
     assert c.layers and c.unmatched == 0
     assert all(e.snr_db == math.inf and e.weight_snr_db is None for e in c.layers)
-    assert L.culprit(c) is None
+    assert C.culprit(c) is None
 
 
 # -------------------------------------------------------------------------------- against plain numpy
@@ -219,7 +221,7 @@ def test_tf_drq_weights_of_a_wider_dense_are_read_through_its_per_channel_scales
     assert wide.quantized_dtype == "float32" and 35 < wide.weight_snr_db < 60  # hybrid op: int8 weights
     assert small.weight_snr_db is None  # 128 weights: TF's DRQ keeps them float
     assert wide.snr_drop_db == math.inf and 30 < wide.snr_db < 70
-    assert L.culprit(c) is wide
+    assert C.culprit(c) is wide
 
 
 # --------------------------------------------------------------------------------- the FIQ collapse
@@ -232,7 +234,7 @@ def test_fiq_culprit_is_the_normalization_op_tfs_debugger_flags(mlp):
     import tensorflow as tf
 
     c = _compare(mlp, "fiq")
-    blamed = L.culprit(c)
+    blamed = C.culprit(c)
     assert blamed.op_name in ("SUB", "MUL") and "normalization" in blamed.tensor_name
     assert blamed.snr_drop_db > 20 and blamed.snr_db < 10  # the collapse happens there
     assert any("input" in part and "int8" in part for part in c.note.split("; "))
@@ -269,7 +271,7 @@ def test_integer_io_does_not_change_the_per_layer_errors(mlp):
     for a, b in zip(fiq.layers, int8_io.layers):
         assert a.snr_db == pytest.approx(b.snr_db, abs=0.05) and a.weight_snr_db == pytest.approx(b.weight_snr_db)
         assert b.quantized_dtype == "int8"
-    assert L.culprit(int8_io).tensor_name == L.culprit(fiq).tensor_name
+    assert C.culprit(int8_io).tensor_name == C.culprit(fiq).tensor_name
 
 
 @pytest.mark.slow
@@ -281,7 +283,7 @@ def test_litert_fiq_with_int8_io_is_compared_and_blames_the_normalization(mlp):
     assert c.unmatched == 0 and all(e.matched_by == "name" for e in c.layers)
     assert [e.op_name for e in c.layers] == _op_types(model)
     assert all(e.quantized_dtype == "int8" for e in c.layers)
-    blamed = L.culprit(c)
+    blamed = C.culprit(c)
     assert blamed.op_name in ("SUB", "MUL") and "normalization" in blamed.tensor_name
     # The int8 output, dequantized, against float's output: from plain runs with a hand-quantized input.
     out = next(e for e in c.layers if e.op_name == "SOFTMAX")
@@ -304,11 +306,11 @@ def test_max_samples_bounds_the_samples_run(mlp):
 
 
 def _layer(index, snr, drop, op="FULLY_CONNECTED", dtype="int8", w=None):
-    return L.LayerError(index, op, f"t{index}", f"t{index}", "name", 1.0, snr, 1.0, drop, w, None, dtype)
+    return L.RawLayerError(index, op, f"t{index}", f"t{index}", "name", 1.0, snr, 1.0, drop, w, None, dtype)
 
 
 def _comparison(*layers):
-    return L.Comparison(list(layers), 0, 1)
+    return L.RawLayerErrors(list(layers), 0, 1)
 
 
 def test_culprit_is_not_the_first_quantized_op_just_because_its_inputs_were_exact():
@@ -316,31 +318,31 @@ def test_culprit_is_not_the_first_quantized_op_just_because_its_inputs_were_exac
     # from 44 to 10 dB.
     first = _layer(0, 45.0, math.inf, dtype="float32", w=48.0)
     bad = _layer(3, 10.0, 34.0, dtype="float32", w=47.0)
-    assert L.culprit(_comparison(first, _layer(1, 44.0, 1.0, dtype="float32", w=48.0), bad)) is bad
+    assert C.culprit(_comparison(first, _layer(1, 44.0, 1.0, dtype="float32", w=48.0), bad)) is bad
     # ...but an exact-input op that collapses is blamed.
     broken = _layer(0, 4.0, math.inf, dtype="float32", w=36.0)
-    assert L.culprit(_comparison(broken, _layer(1, 5.0, -1.0, dtype="float32", w=44.0))) is broken
+    assert C.culprit(_comparison(broken, _layer(1, 5.0, -1.0, dtype="float32", w=44.0))) is broken
 
 
 def test_culprit_skips_float_ops_and_errors_above_the_ceiling_and_breaks_ties():
     softmax = _layer(5, 20.0, 25.0, op="SOFTMAX", dtype="float32")  # a DRQ model's float op: passes error on
     dense = _layer(2, 41.0, 4.0, dtype="float32", w=47.0)
-    assert L.culprit(_comparison(dense, softmax)) is dense
-    assert L.culprit(_comparison(softmax)) is softmax  # nothing quantized matched: any op
-    assert L.culprit(_comparison(_layer(0, 70.0, math.inf, dtype="float32", w=75.0))) is None  # float16-like
-    assert L.culprit(_comparison(_layer(0, math.inf, 0.0))) is None
+    assert C.culprit(_comparison(dense, softmax)) is dense
+    assert C.culprit(_comparison(softmax)) is softmax  # nothing quantized matched: any op
+    assert C.culprit(_comparison(_layer(0, 70.0, math.inf, dtype="float32", w=75.0))) is None  # float16-like
+    assert C.culprit(_comparison(_layer(0, math.inf, 0.0))) is None
     a, b, c = _layer(1, 30.0, 5.0, w=45.0), _layer(2, 30.0, 5.0, w=40.0), _layer(3, 30.0, 5.0, w=40.0)
-    assert L.culprit(_comparison(a, b, c)) is b  # same loss: the worse weights, then the earlier op
-    assert L.culprit_score(_layer(0, 30.0, None)) == pytest.approx(L.SNR_CEILING_DB - 30.0)
+    assert C.culprit(_comparison(a, b, c)) is b  # same loss: the worse weights, then the earlier op
+    assert C.culprit_score(_layer(0, 30.0, None)) == pytest.approx(C.SNR_CEILING_DB - 30.0)
 
 
 def test_culprit_blames_an_overflow_but_not_noise_on_an_all_zero_float_tensor():
     ok = _layer(0, 40.0, math.inf, dtype="float32", w=48.0)
-    dead = L.LayerError(1, "FULLY_CONNECTED", "t1", "t1", "name", 1e-6, -math.inf, 0.0, math.inf, 47.0, None, "int8")
-    assert L.culprit_score(dead) is None and L.culprit(_comparison(ok, dead)) is ok
-    overflow = L.LayerError(2, "MUL", "t2", "t2", "name", math.inf, -math.inf, math.nan, math.inf, None, None,
+    dead = L.RawLayerError(1, "FULLY_CONNECTED", "t1", "t1", "name", 1e-6, -math.inf, 0.0, math.inf, 47.0, None, "int8")
+    assert C.culprit_score(dead) is None and C.culprit(_comparison(ok, dead)) is ok
+    overflow = L.RawLayerError(2, "MUL", "t2", "t2", "name", math.inf, -math.inf, math.nan, math.inf, None, None,
                             "float32")
-    assert L.culprit_score(overflow) == math.inf and L.culprit(_comparison(ok, overflow)) is overflow
+    assert C.culprit_score(overflow) == math.inf and C.culprit(_comparison(ok, overflow)) is overflow
 
 
 # ------------------------------------------------------------------------ structures that must not crash
@@ -383,12 +385,12 @@ def test_a_fused_lstm_with_state_tensors_is_compared_sample_by_sample():
     reset before every sample, so the error over two samples is the mean of each one's."""
     from reporter.convert import converter as convert
     from reporter.run import demo
-    from reporter.run import inputs
+    from reporter.run import model_loading
 
     model_path, data_path = demo.ensure_model("digits_lstm")
     data = np.load(data_path)
     x, x_calib = data["x"].astype(np.float32), data["x_calib"][:50].astype(np.float32)
-    loaded = inputs.load_model(model_path)
+    loaded = model_loading.load_model(model_path)
     flt = convert.convert(loaded.make_converter, "float", x_calib)
     fiq = convert.convert(loaded.make_converter, "fiq", x_calib)
     c = L.compare(flt, fiq, x[:2])

@@ -1,4 +1,4 @@
-"""Conversion: the converter settings behind each quantization variant."""
+"""Conversion: TensorFlow's converter set up for each quantization variant (the registry's TfSettings)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from typing import Callable
 
 import numpy as np
 
+from reporter.core import variants
 from reporter.core.variants import ALL_VARIANTS, TF
 
 CONVERTER = TF
@@ -30,9 +31,9 @@ def representative_dataset(x_calib) -> Callable:
 def positional_dataset(x_calib, model: bytes) -> Callable:
     """A generator factory for the Quantization Debugger, which feeds inputs by position: each sample's arrays
     in the order of `model`'s input details, matched by name."""
-    from reporter.measure.evaluate import _interpreter, as_inputs
+    from reporter.measure.evaluate import positional
 
-    arrays = as_inputs(x_calib).positional(_interpreter(model))
+    arrays = positional(x_calib, model)
 
     def gen():
         for i in range(len(arrays[0])):
@@ -42,31 +43,27 @@ def positional_dataset(x_calib, model: bytes) -> Callable:
 
 
 def configure(converter, variant: str, x_calib: np.ndarray):
-    """Applies the settings that make `variant` to a fresh converter and returns it."""
+    """Applies the settings that make `variant` (the registry's `TfSettings`) to a fresh converter and returns
+    it; a calibrated variant is given `x_calib` as its representative data."""
     import tensorflow as tf
 
-    if variant == "float":
+    known = variants.BY_NAME.get(variant)
+    settings = known.tf if known is not None else None
+    if settings is None:
+        raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(ALL_VARIANTS)}")
+    if not settings.optimize:
         return converter
     converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    if variant == "drq":
-        return converter
-    if variant == "f16":
-        converter.target_spec.supported_types = [tf.float16]
-        return converter
-    converter.representative_dataset = representative_dataset(x_calib)
-    if variant == "fiq":
-        return converter
-    if variant == "int16x8":
-        converter.target_spec.supported_ops = [
-            tf.lite.OpsSet.EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8
-        ]
-        return converter
-    if variant == "int8_io":
-        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-        converter.inference_input_type = tf.int8
-        converter.inference_output_type = tf.int8
-        return converter
-    raise ValueError(f"unknown variant {variant!r}; choose from {', '.join(ALL_VARIANTS)}")
+    if settings.supported_types:
+        converter.target_spec.supported_types = [getattr(tf, t) for t in settings.supported_types]
+    if known.calibrated:
+        converter.representative_dataset = representative_dataset(x_calib)
+    if settings.supported_ops:
+        converter.target_spec.supported_ops = [getattr(tf.lite.OpsSet, o) for o in settings.supported_ops]
+    if settings.io_type is not None:
+        converter.inference_input_type = getattr(tf, settings.io_type)
+        converter.inference_output_type = getattr(tf, settings.io_type)
+    return converter
 
 
 def convert(make_converter: Callable, variant: str, x_calib: np.ndarray) -> bytes:

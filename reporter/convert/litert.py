@@ -19,6 +19,7 @@ from typing import Iterable, Mapping, Optional
 import numpy as np
 
 from reporter.convert.quantize import check_names
+from reporter.core import variants
 from reporter.core.variants import LITERT, RECIPES
 from reporter.measure.evaluate import as_inputs
 from reporter.measure.signature import Inputs
@@ -27,11 +28,12 @@ METHOD = "litert-quantizer"
 CONVERTER = LITERT
 # Variant (scheme) -> LiteRT Quantizer recipe function (module `litert_quantizer.recipe`), and which variants
 # only it or only TF's converter make: from the registry.
-# Schemes a chosen layer can be given instead of the model's (float = not quantized).
-LAYER_SCHEMES = ("float", "drq", "int16x8")
-STATIC = {"fiq", "int16x8"}
-# Lighter than float for the layers FIQ cannot keep in int8, tried beside keeping them float.
-MIXED_SCHEMES = ("int16x8", "drq")
+# Schemes a chosen layer can be given instead of the model's (float = not quantized), in the registry's order.
+LAYER_SCHEMES = tuple(name for name in variants.BY_NAME if name in variants.ALTERNATIVES)
+STATIC = frozenset(name for name in RECIPES if name in variants.CALIBRATED)  # recipes that read the calibration
+# Lighter than float for the layers FIQ cannot keep in int8, tried beside keeping them float (in the order
+# the registry's alternatives are measured).
+MIXED_SCHEMES = tuple(scheme for scheme in variants.ALTERNATIVES if scheme != variants.FLOAT)
 
 
 def _recipe(scheme: str) -> list[dict]:
@@ -92,7 +94,7 @@ class LiteRtQuantizer:
         if self._calibration is None:
             from litert_quantizer import quantizer
 
-            q = quantizer.Quantizer(self.float_model, _recipe("fiq"))
+            q = quantizer.Quantizer(self.float_model, _recipe(variants.FIQ))
             x = as_inputs(self._x_calib)
             single = x.single()
             if single is not None:  # one input: whatever the data call it
@@ -113,7 +115,7 @@ class LiteRtQuantizer:
             entries.append({"regex": ".*", "operation": op, "algorithm_key": "no_quantize"})
         for name, layer_scheme in layers.items():
             regex = "^" + re.escape(self._scopes[name]) + "$"
-            if layer_scheme == "float":
+            if layer_scheme == variants.FLOAT:
                 entries.append({"regex": regex, "operation": "*", "algorithm_key": "no_quantize"})
             elif layer_scheme in LAYER_SCHEMES:
                 entries.extend(dict(entry, regex=regex) for entry in _recipe(layer_scheme))
@@ -131,7 +133,7 @@ class LiteRtQuantizer:
 
     def quantize(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> bytes:
         """The FIQ model with the given layers and op types kept in float."""
-        return self.build("fiq", {n: "float" for n in denylisted_nodes}, denylisted_ops)
+        return self.build(variants.FIQ, {n: variants.FLOAT for n in denylisted_nodes}, denylisted_ops)
 
     # --- names ---------------------------------------------------------------------------------
     @property
@@ -156,6 +158,7 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
     for op in ops:
         lines.append(f"entries.append({{'regex': '.*', 'operation': {op!r}, 'algorithm_key': 'no_quantize'}})")
     if layers:
+        recipes = ", ".join(f"{s!r}: recipe.{RECIPES[s]}" for s in LAYER_SCHEMES if s != variants.FLOAT)
         lines.append("# each layer is named by its op's output tensor; LiteRT Quantizer matches 'name;'")
         lines.append("layers = {")
         lines += [f"    {name!r}: {layer_scheme!r}," for name, layer_scheme in layers.items()]
@@ -166,7 +169,7 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
             "    if scheme == 'float':",
             "        entries.append({'regex': regex, 'operation': '*', 'algorithm_key': 'no_quantize'})",
             "    else:",
-            f"        scheme_recipe = {{'drq': recipe.{RECIPES['drq']}, 'int16x8': recipe.{RECIPES['int16x8']}}}[scheme]",
+            f"        scheme_recipe = {{{recipes}}}[scheme]",
             "        entries += [dict(e, regex=regex) for e in scheme_recipe()]",
         ]
     lines.append("q = quantizer.Quantizer('float.tflite', entries)")

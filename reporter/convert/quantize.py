@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Optional
 import numpy as np
 
 from reporter.convert.converter import configure, positional_dataset, representative_dataset
+from reporter.core import variants
 from reporter.core.errors import QuantReportError
 
 CALIBRATE_ONCE = "calibrate-once"
@@ -42,13 +43,13 @@ class FiqQuantizer:
     the debugger's `tensor_name` column spells them) or op types in float.
     """
 
-    converter = "TensorFlow converter"
+    converter = variants.TF
 
     def __init__(self, make_converter: Callable, x_calib: np.ndarray, force_public: bool = False,
                  float_model: Optional[bytes] = None):
         self._make_converter = make_converter
         self._x_calib = x_calib
-        self._float_model = float_model
+        self.float_model = float_model  # the float variant it calibrates from (None: through the converter)
         self.method = PUBLIC_DEBUGGER
         self.note = ""
         self.calibrated: Optional[bytes] = None
@@ -60,7 +61,7 @@ class FiqQuantizer:
                 self.calibrated = self._calibrate_float_model(float_model) if float_model is not None else None
                 self.calibrated_from = "float model" if self.calibrated is not None else "converter"
                 if self.calibrated is None:
-                    converter = configure(make_converter(), "fiq", x_calib)
+                    converter = configure(make_converter(), variants.FIQ, x_calib)
                     if not hasattr(converter, "_experimental_calibrate_only"):
                         raise AttributeError("_experimental_calibrate_only")
                     converter.experimental_mlir_quantizer = True
@@ -123,12 +124,12 @@ class FiqQuantizer:
     def _public_debugger(self, nodes, ops):
         import tensorflow as tf
 
-        converter = configure(self._make_converter(), "fiq", self._x_calib)
+        converter = configure(self._make_converter(), variants.FIQ, self._x_calib)
         options = tf.lite.experimental.QuantizationDebugOptions(
             denylisted_nodes=nodes or None, denylisted_ops=ops or None)
         return tf.lite.experimental.QuantizationDebugger(
             converter=converter, debug_options=options,
-            debug_dataset=positional_dataset(self._x_calib, self._float_model) if self._float_model is not None
+            debug_dataset=positional_dataset(self._x_calib, self.float_model) if self.float_model is not None
             else representative_dataset(self._x_calib))
 
     # --- names ---------------------------------------------------------------------------------

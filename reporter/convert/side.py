@@ -20,8 +20,10 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Optional
 
+from reporter.core import variants
+
 MIN_MODEL_BYTES = 2 * 1024 * 1024  # below this a conversion takes about a second: not worth a second TensorFlow
-VARIANTS = ("drq", "f16", "int16x8", "int8_io")  # made by TensorFlow's converter from the SavedModel
+VARIANTS = variants.SIDE_PROCESS  # made by TensorFlow's converter from the SavedModel (the registry's `side`)
 LITERT_CALIBRATION = "litert-calibration"
 
 

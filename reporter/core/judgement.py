@@ -171,7 +171,9 @@ LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster
 LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings of tiny models jump run to run
 DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
 DRQ_MIN_WEIGHT_ELEMENTS = 1024  # the converter's default: smaller weight tensors stay float under DRQ
-WIDE_RANGE_FACTOR = 10.0  # a layer's range this many times the median range: a hint for the rule
+# A layer's range this many times the median range is wide: a hint for the rule (findings), and a region of the
+# search's grows through it (reporter.search.engine.region_moves).
+WIDE_RANGE_FACTOR = 10.0
 
 
 def mcnemar_p_counts(reference_only: int, variant_only: int) -> float:

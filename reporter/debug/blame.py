@@ -16,26 +16,29 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.convert import litert
+from reporter.core import variants
 from reporter.core.errors import one_line
-from reporter.core.variants import short
 from reporter.measure.measurer import Measurer
 from reporter.model.report import LayerError, LayerErrors, LayerStat, SchemeFix, VariantResult
 
 COMPARE_SAMPLES = 32  # samples run through both models with every tensor kept (per-tensor error converges fast)
 FIX_MAX_LAYERS = 3  # blamed layers tried in float, one more at a time, until the loss is gone
-FIXABLE = ("drq", "wo8", "int16x8")  # FIQ has the search; LiteRT Quantizer has no float16 or int8-I/O recipe
 
 
-def layer_errors(float_model: bytes, model: bytes, x) -> LayerErrors:
-    """The variant against float, tensor by tensor; the comparison's failure is recorded, not raised."""
+def layer_errors(float_model: bytes, model: bytes, x) -> tuple[LayerErrors, list[str]]:
+    """The variant against float, tensor by tensor, as the report records it, and the float model's names of
+    the layers to try in float, most to blame first (reporter.debug.culprit); the comparison's failure is
+    recorded, not raised."""
     try:
+        from reporter.debug import culprit as rule
         from reporter.debug import layer_error
 
         compared = layer_error.compare(float_model, model, x, max_samples=COMPARE_SAMPLES)
-        culprit = layer_error.culprit(compared)
+        culprit = rule.culprit(compared)
+        to_blame = rule.blamed(compared, FIX_MAX_LAYERS)
     except Exception as exc:  # noqa: BLE001 - the variant's other measurements stand
         traceback.print_exc()  # into run.log
-        return LayerErrors(error=one_line(exc))
+        return LayerErrors(error=one_line(exc)), []
     rows = [
         LayerError(
             index=e.index, op_name=e.op_name, tensor_name=e.tensor_name, float_tensor_name=e.float_tensor_name,
@@ -48,7 +51,7 @@ def layer_errors(float_model: bytes, model: bytes, x) -> LayerErrors:
         for e in compared.layers
     ]
     return LayerErrors(rows, compared.samples, compared.unmatched, culprit.tensor_name if culprit else None,
-                       compared.note)
+                       compared.note), to_blame
 
 
 CSV_COLUMNS = ("index", "op_name", "tensor_name", "float_tensor_name", "matched_by", "mse", "snr_db", "cosine",
@@ -85,41 +88,12 @@ def _finite(value) -> Optional[float]:
     return float(value)
 
 
-def blamed(errors: LayerErrors, limit: int = FIX_MAX_LAYERS) -> list[str]:
-    """The float model's names of the layers to try in float, most to blame first: the culprit, then the
-    layers that lose the most SNR."""
-    if not errors.layers:
-        return []
-    by_name = {e.tensor_name: e for e in errors.layers}
-    first = [by_name[errors.culprit]] if errors.culprit in by_name else []
-    # The culprit rule's own score (reporter.debug.layer_error.culprit_score: SNR lost with both sides capped at
-    # 60 dB, an exact input counting as 60) ranks the rest, so blame and the culprit agree.
-    scored = [(_score(e), e) for e in errors.layers]
-    losing = [e for score, e in sorted(((sc, e) for sc, e in scored if sc is not None and sc > 0),
-                                       key=lambda pair: (-pair[0], pair[1].index))]
-    return list(dict.fromkeys(e.float_tensor_name for e in first + losing))[:limit]
-
-
-def _score(e: LayerError) -> Optional[float]:
-    """SNR lost at this op, both sides capped at SNR_CEILING_DB (an error-free or exact side counts as the
-    ceiling); None when its inputs were not matched."""
-    from reporter.debug.layer_error import SNR_CEILING_DB
-
-    out = min(e.snr_db, SNR_CEILING_DB) if e.snr_db is not None else SNR_CEILING_DB
-    if e.error_starts_here:
-        return SNR_CEILING_DB - out
-    if e.snr_drop_db is None:
-        return None
-    return min(out + e.snr_drop_db, SNR_CEILING_DB) - out
-
-
-def fix(name: str, errors: LayerErrors, build: Callable[[list[str]], bytes],
+def fix(name: str, names: list[str], build: Callable[[list[str]], bytes],
         measure: Callable[[bytes], VariantResult], still_loses: Callable[[VariantResult], bool],
         code: Callable[[list[str]], str]) -> Optional[SchemeFix]:
-    """Keeps the blamed layers in float, one more at a time, and measures each model until one no longer
-    loses accuracy against float; returns the last model measured (fixed or not), or None when nothing
-    is blamed."""
-    names = blamed(errors)
+    """Keeps the blamed layers (`names`, most to blame first) in float, one more at a time, and measures each
+    model until one no longer loses accuracy against float; returns the last model measured (fixed or not),
+    or None when nothing is blamed."""
     if not names:
         return None
     result, layers = None, []
@@ -133,7 +107,6 @@ def fix(name: str, errors: LayerErrors, build: Callable[[list[str]], bytes],
         if not result.ok or not still_loses(result):
             break
     return SchemeFix(layers, result, code(layers))
-
 
 
 def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
@@ -166,18 +139,19 @@ def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
 def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
                    max_accuracy_drop: Optional[float]) -> None:
     """Per-layer error of every quantized variant in `results` against float (written beside it as
-    layer_errors_<name>.csv), and for a variant other than FIQ that loses accuracy, the model with the blamed
-    layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
+    layer_errors_<name>.csv), and for a variant that loses accuracy and that the registry calls `fixable`, the
+    model with the blamed layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
     import dataclasses
 
-    quantized = [name for name, v in results.items() if name != "float" and v.ok]
-    if not quantized or not results["float"].ok:
+    quantized = [name for name, v in results.items() if name != variants.FLOAT and v.ok]
+    if not quantized or not results[variants.FLOAT].ok:
         return
     x_calib = m.data.x_calib
+    to_blame: dict[str, list[str]] = {}
     with m.progress.stage("layer error", f"per-layer error of {', '.join(quantized)} against float"):
         for name in quantized:
             model = (m.folder / f"{name}.tflite").read_bytes()
-            errors = layer_errors(float_model, model, x_calib)
+            errors, to_blame[name] = layer_errors(float_model, model, x_calib)
             results[name] = dataclasses.replace(results[name], layer_errors=errors)
             if errors.error is None:
                 (m.folder / f"layer_errors_{name}.csv").write_text(csv_text(errors), encoding="utf-8")
@@ -185,23 +159,25 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
         return  # no metric to lose: the per-layer error is the evidence
 
     def loses(name: str) -> bool:
-        return m.gap(name, max_accuracy_drop, short(name)).status == "gap"
+        return m.gap(name, max_accuracy_drop, variants.short(name)).status == "gap"
+
+    def in_float(layers: list[str]) -> dict[str, str]:
+        return {n: variants.FLOAT for n in layers}
 
     for name in quantized:
         v = results[name]
-        if name not in FIXABLE or v.layer_errors is None or not loses(name):
+        if not variants.BY_NAME[name].fixable or v.layer_errors is None or not loses(name):
             continue
-        fixed_name = f"{name}_fix"
+        fixed_name = variants.fix(name)
 
         def measure(model, fixed_name=fixed_name):
             return dataclasses.replace(m.measure(fixed_name, model), converter=litert.CONVERTER)
 
-        with m.progress.stage("selective", f"{name}: blamed layers kept in float (LiteRT Quantizer)"):
+        with m.progress.stage(variants.SELECTIVE, f"{name}: blamed layers kept in float (LiteRT Quantizer)"):
             found = fix(
-                name, v.layer_errors,
-                build=lambda layers, name=name: litert_models.build(name, {n: "float" for n in layers}),
+                name, to_blame[name],
+                build=lambda layers, name=name: litert_models.build(name, in_float(layers)),
                 measure=measure,
                 still_loses=lambda r: r.name in m.outputs and loses(r.name),
-                code=lambda layers, name=name: litert.reproduction_code(name, {n: "float" for n in layers}, (),
-                                                                         len(x_calib)))
+                code=lambda layers, name=name: litert.reproduction_code(name, in_float(layers), (), len(x_calib)))
         results[name] = dataclasses.replace(v, fix=found)

@@ -34,14 +34,13 @@ How tensors are matched
 * Ops with several outputs (SPLIT, WHILE, ...): every matched output is measured (for the inputs of
   later ops); the op's row reports its worst matched output (lowest SNR; the first one on a tie), so a
   WHILE loop's row is its noisy state rather than its exact loop counter.
-* Only the main subgraph is compared (WHILE/IF bodies are not; `Comparison.note` says so). Variable
+* Only the main subgraph is compared (WHILE/IF bodies are not; `RawLayerErrors.note` says so). Variable
   tensors (LSTM state) are reset before every sample and are never taken for weights.
 
 Both models run in the LiteRT interpreter as the evaluation runs them (default op resolver, so XNNPACK),
 with every tensor kept and delegate node fusion disabled, so that every op output is a kernel output.
 
-The culprit (`culprit`): the op that loses the most SNR, with SNRs capped at SNR_CEILING_DB (60 dB),
-among the ops quantization changed; see its docstring for why.
+The culprit, and the layers to blame after it, are chosen from these records by reporter.debug.culprit.
 
 Infinities: an error-free tensor has snr_db = +inf (stored as float('inf')); snr_drop_db is +inf for an
 op whose inputs are exact but whose output is not, 0.0 when both are exact, None when the op has no
@@ -64,10 +63,15 @@ import numpy as np
 
 QDQ_OPS = ("QUANTIZE", "DEQUANTIZE")
 WEIGHT_DTYPES = ("int4", "int8", "uint8", "int16", "float16")
+FLOAT_DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
-class LayerError:
+class RawLayerError:
+    """One op output of the quantized model against its float twin, as measured: infinities and NaN kept (the
+    culprit rule reads them). The report records it as reporter.model.report.LayerError, where JSON has no
+    infinity (reporter.debug.blame.layer_errors)."""
+
     index: int  # position of the op in the quantized model's execution order (0-based, all ops counted)
     op_name: str  # the quantized model's op type, e.g. "FULLY_CONNECTED"
     tensor_name: str  # the op's output tensor name in the QUANTIZED model
@@ -83,8 +87,11 @@ class LayerError:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    layers: list[LayerError]
+class RawLayerErrors:
+    """A quantized model compared with float op by op, as measured (`compare`); the report records it as
+    reporter.model.report.LayerErrors."""
+
+    layers: list[RawLayerError]
     unmatched: int  # quantized-model ops whose output could not be matched (or read)
     samples: int
     note: str = ""
@@ -426,10 +433,10 @@ def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[float | None, flo
 def _samples(x, n_inputs: int, max_samples: int, interpreter=None) -> list[np.ndarray]:
     """x as one array per model input, in the float model's input order: Inputs are matched by name
     (through `interpreter`'s signature); a list/tuple/dict of arrays is taken in that order."""
-    from reporter.measure.signature import Inputs
+    from reporter.measure.signature import Inputs, by_position
 
     if isinstance(x, Inputs):
-        arrays = x.positional(interpreter)
+        arrays = by_position(x, interpreter)
     elif isinstance(x, dict):
         arrays = list(x.values())  # in input order (see compare)
     elif isinstance(x, (list, tuple)) and n_inputs > 1:
@@ -479,7 +486,7 @@ def _set_inputs(m: _Model, arrays: list[np.ndarray], i: int, order: list[int]):
 # --------------------------------------------------------------------------------------------- API
 
 
-def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) -> Comparison:
+def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) -> RawLayerErrors:
     """Runs both models on the first `max_samples` samples of `x` (one per invoke) and measures every op
     output of `quant_model` against its float twin. `x` holds samples (batch first): one array, Inputs fed by
     name, or for a model with several inputs a list (or dict, in input order) of arrays."""
@@ -543,7 +550,7 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
             if f_op is not None:
                 w_snr, w_mse = _weight_error(fm, qm, op, f_op)
         renamed += how[t] == "position"
-        layers.append(LayerError(
+        layers.append(RawLayerError(
             index=k, op_name=str(op["op_name"]), tensor_name=str(qm.tensors[t]["name"]),
             float_tensor_name=str(fm.tensors[f]["name"]), matched_by=how[t], mse=a.e2 / a.n if a.n else 0.0,
             snr_db=snr[t], cosine=_cosine(a), snr_drop_db=drop, weight_snr_db=w_snr, weight_mse=w_mse,
@@ -559,7 +566,7 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
         notes.append(f"{multi} ops with several outputs: each row reports the op's worst matched output")
     for d in qm.inputs:  # the input's own quantization is no op's row: say what it costs
         q = int(d["index"])
-        quantized = [q] if _dtype_name(d) not in _FLOAT_DTYPES else [
+        quantized = [q] if _dtype_name(d) not in FLOAT_DTYPES else [
             int(op["outputs"][0]) for op in qm.ops
             if op["op_name"] == "QUANTIZE" and len(op["inputs"]) and int(op["inputs"][0]) == q]
         for t in quantized:
@@ -574,56 +581,5 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
     if left_out:
         notes.append(f"the float model's own tensors held NaN or inf on up to {left_out} of the {n} samples:"
                      " each op's error leaves those samples out")
-    return Comparison(layers=layers, unmatched=unmatched, samples=n, note="; ".join(notes))
+    return RawLayerErrors(layers=layers, unmatched=unmatched, samples=n, note="; ".join(notes))
 
-
-SNR_CEILING_DB = 60.0  # SNR treated as clean when ranking culprits: an error under 1/1000 of the signal's RMS
-_FLOAT_DTYPES = ("float32", "float64")
-
-
-def culprit_score(e: LayerError) -> float | None:
-    """The SNR this op loses, with both its input's and its output's SNR capped at SNR_CEILING_DB:
-    min(input SNR, cap) - min(output SNR, cap), the input SNR being the lowest among its matched
-    activation inputs (+inf, i.e. the cap, when they are exact or none is matched). +inf for an op whose
-    output overflows (infinite error) from finite inputs. None when the op cannot be blamed: its output
-    has no error, holds NaN, or its float tensor is all zero (no signal to lose; a small error there
-    shows in the ops after it)."""
-    if e.snr_db == math.inf or math.isnan(e.snr_db) or e.snr_drop_db is not None and math.isnan(e.snr_drop_db):
-        return None
-    if e.snr_drop_db is None or e.snr_drop_db == math.inf:
-        inputs = math.inf
-    else:
-        inputs = e.snr_db + e.snr_drop_db
-    if e.snr_db == -math.inf:
-        overflow = not math.isfinite(e.mse) and inputs > -math.inf
-        return math.inf if overflow else None
-    return min(inputs, SNR_CEILING_DB) - min(e.snr_db, SNR_CEILING_DB)
-
-
-def _quantized(e: LayerError) -> bool:
-    """Whether quantization changed this op: an integer output, quantized weights, or error that starts
-    here (a float op fed exact inputs computes exactly what float computes; this catches weights whose
-    error could not be measured, e.g. blockwise ones)."""
-    return e.quantized_dtype not in _FLOAT_DTYPES or e.weight_snr_db is not None or e.snr_drop_db == math.inf
-
-
-def culprit(c: Comparison) -> LayerError | None:
-    """The layer to blame: the op that loses the most SNR (`culprit_score`: snr_drop_db with both SNRs
-    capped at SNR_CEILING_DB), among the ops that quantization changed (an integer output, quantized
-    weights, or error that starts at the op; only if there are none, among all ops); ties go to the
-    worse quantized weights (lower weight_snr_db), then to the earliest op. None when no op loses SNR
-    below the cap (an exact model, or a float16 one whose error stays above 60 dB).
-
-    Why capped: the first quantized op of a dynamic-range, weight-only or float16 model has exact inputs,
-    so its snr_drop_db is +inf however small its error; uncapped, it would be blamed in every such model.
-    With the cap it loses (60 dB - its SNR), comparable with the dB lost by ops further on, and an op
-    whose output stays above 60 dB is never blamed. Float ops (a DRQ model's SOFTMAX, layers kept in
-    float) only pass on the error they receive: keeping them in float changes nothing, so they are not
-    blamed while a quantized op loses SNR."""
-    scored = [(culprit_score(e), e) for e in c.layers]
-    scored = [(s, e) for s, e in scored if s is not None and s > 0]
-    pool = [(s, e) for s, e in scored if _quantized(e)] or scored
-    if not pool:
-        return None
-    return min(pool, key=lambda se: (-se[0], se[1].weight_snr_db if se[1].weight_snr_db is not None else math.inf,
-                                     se[1].index))[1]

@@ -37,6 +37,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from reporter.core import variants
 from reporter.core.files import write_atomic
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]+")
@@ -225,14 +226,14 @@ def write_variant_overlays(folder: Path, results: dict, layers: list) -> None:
     local = Metric("rmse_over_scale", "RMSE/scale (debugger, per layer)", higher_is_better=False)
     propagated = Metric("propagated_rmse_over_scale", "RMSE/scale accumulated from the input", higher_is_better=False)
     for name, v in list(results.items()):
-        if name == "float" or not v.ok:
+        if name == variants.FLOAT or not v.ok:
             continue
         per_metric = {}
         errors = v.layer_errors
         if errors is not None and errors.layers:
             per_metric[snr] = {e.tensor_name: math.inf if e.snr_db is None else e.snr_db for e in errors.layers}
             per_metric[lost] = {e.tensor_name: e.snr_drop_db for e in errors.layers if e.snr_drop_db is not None}
-        if name == "fiq" and layers:
+        if name == variants.FIQ and layers:
             per_metric[local] = {layer.tensor_name: layer.rmse_over_scale for layer in layers}
             per_metric[propagated] = {layer.tensor_name: layer.propagated_rmse_over_scale for layer in layers
                                       if layer.propagated_rmse_over_scale is not None}

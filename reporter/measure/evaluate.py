@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from reporter.measure.signature import Inputs, Port, Signature, read
+from reporter.measure.signature import Inputs, Port, Signature, by_position, read
 
 # Input bytes per invoke: one invoke for a typical evaluation set, bounded memory for a large one.
 BATCH_BYTES = 32 * 1024 * 1024
@@ -32,6 +32,12 @@ def as_inputs(x) -> Inputs:
     if isinstance(x, dict):
         return Inputs(x)
     return Inputs({"": np.asarray(x)})
+
+
+def positional(x, model: bytes) -> list[np.ndarray]:
+    """`x`'s arrays in the order of `model`'s inputs, matched by name through its signature (what the
+    Quantization Debugger, which feeds inputs by position, needs)."""
+    return by_position(as_inputs(x), _interpreter(model))
 
 
 def _feed(x: Inputs, ports) -> dict:

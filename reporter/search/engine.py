@@ -26,7 +26,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from reporter.core import judgement
+from reporter.core import judgement, variants
+from reporter.core.pareto import front
 from reporter.model.report import RMSE_OVER_SCALE_IDEAL
 
 
@@ -113,21 +114,20 @@ def moves(layers: list[Layer]) -> list[Move]:
     return sorted(out, key=lambda m: (-m.prior, len(m.nodes), index[m.anchor]))
 
 
-WIDE = 10.0  # a tensor whose range is this many times the median range: wide (a region grows through it)
 BLOCKS = 4  # contiguous blocks of the layer order measured as group moves (and halves)
 MIN_GROUP = 2  # an op type with at least this many layers is a group move
 
 
 def region_moves(layers: list[Layer]) -> list[Move]:
     """Connected regions of wide-range layers, grown through producers and consumers while the range stays
-    wide (at least WIDE times the median), each with every consumer of its layers: a wide tensor only stays
-    exact when its producer and all its consumers are float. Only regions of two or more wide layers (a single
-    one is a tensor move already)."""
+    wide (at least judgement.WIDE_RANGE_FACTOR times the median), each with every consumer of its layers: a wide
+    tensor only stays exact when its producer and all its consumers are float. Only regions of two or more wide
+    layers (a single one is a tensor move already)."""
     by_name = {layer.name: layer for layer in layers}
     index = {layer.name: i for i, layer in enumerate(layers)}
     ranges = sorted(layer.range for layer in layers if layer.range > 0)
     median = judgement.positive_floor(ranges[len(ranges) // 2] if ranges else 1.0)
-    wide = {layer.name for layer in layers if layer.range >= WIDE * median}
+    wide = {layer.name for layer in layers if layer.range >= judgement.WIDE_RANGE_FACTOR * median}
     seen, out = set(), []
     for layer in layers:
         if layer.name not in wide or layer.name in seen:
@@ -206,7 +206,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         return judgement.paired_better(a.per_sample, b.per_sample, policy.higher_is_better)
 
     start = measure(frozenset())
-    trace.steps.append(Step(start, "fiq", "FIQ" + (" with the forced layers" if forced else ""), True))
+    trace.steps.append(Step(start, variants.FIQ, "FIQ" + (" with the forced layers" if forced else ""), True))
     if meets(start):
         return _finish(trace, start, True, "FIQ already meets the target", t0)
 
@@ -322,12 +322,8 @@ def _check_cost(kept: int) -> int:
 
 def pareto(points: list[tuple[float, float]]) -> list[bool]:
     """For (cost, quality) points: True where no other point is at most as costly and better, or
-    cheaper and as good."""
-    flags = []
-    for i, (cost, q) in enumerate(points):
-        dominated = any((c <= cost and v > q) or (c < cost and v >= q) for j, (c, v) in enumerate(points) if j != i)
-        flags.append(not dominated)
-    return flags
+    cheaper and as good (the one front, reporter.core.pareto, with quality negated into a cost)."""
+    return front([(cost, -quality) for cost, quality in points])
 
 
 def _finish(trace: Trace, chosen: Evaluation, met: bool, reason: str, t0: float) -> Trace:

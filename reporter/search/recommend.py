@@ -6,15 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import numpy as np
 
+from reporter.convert.litert import LiteRtQuantizer
+from reporter.convert.quantize import FiqQuantizer
+from reporter.core import judgement, variants
 from reporter.measure import evaluate
-from reporter.core import judgement
-from reporter.measure.task import predicted_classes
-from reporter.search import engine as srch
+from reporter.measure.measurer import Measurer
+from reporter.measure.task import Task, predicted_classes
+from reporter.model.data import Dataset, Inputs
 from reporter.model.report import LayerStat, SearchResult, SearchStep, SelectionData, VariantResult
+from reporter.search import engine as srch
+
+Quantizer = Union[FiqQuantizer, LiteRtQuantizer]  # what the candidates are built with (`quantize(nodes, ops)`)
 
 SELECTION_SEED = 0
 
@@ -60,16 +66,18 @@ def gap_recovered(float_v: VariantResult, fiq_v: VariantResult, selective_v: Var
 
 
 # --- selection data --------------------------------------------------------------------------------
-@dataclass
+@dataclass(frozen=True)
 class Selection:
     """The samples the search chooses on, and the float model's outputs on them."""
 
-    x: np.ndarray
+    x: Inputs  # the samples, every input by name
     info: SelectionData
     heldout: Optional[np.ndarray]  # indices of evaluation samples the search did not see
+    float_out: Union[np.ndarray, dict, None] = None  # the one output, or (several outputs) every output by name
 
 
-def selection(data, calibration_samples: int, max_samples: int, classification: Optional[bool] = None) -> Selection:
+def selection(data: Dataset, calibration_samples: int, max_samples: int,
+              classification: Optional[bool] = None) -> Selection:
     """Unlabelled x_calib samples when there are any (after those used to calibrate, if enough
     remain); otherwise a seeded half of the evaluation data, the other half held out."""
     pool = data.x_pool
@@ -163,17 +171,15 @@ BUILT_CACHE_BYTES = 256 * 2**20  # candidate models kept for reuse (a big model 
 class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
-    def __init__(self, quantizer, ops: list[str], sel: Selection, float_sel_out, classification: bool,
-                 binary_sigmoid: bool = False, heads: Optional[list] = None, primary_key: str = "",
-                 classes: Optional[Callable] = None):
-        """`heads`: for a model with several outputs, the (signature output name, Task) of each output the
-        target must hold for, and `float_sel_out` float's outputs by that name; `primary_key` the output
-        the evaluation data's accuracy is read from."""
+    def __init__(self, quantizer: Quantizer, ops: list[str], sel: Selection, task: Task,
+                 heads: Optional[list] = None, primary_key: str = ""):
+        """`task`: what the (one) output means; `heads`: for a model with several outputs, the (signature output
+        name, Task) of each output the target must hold for, and `sel.float_out` float's outputs by that name;
+        `primary_key` the output the evaluation data's accuracy is read from."""
         self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
         self.heads, self.primary_key = heads or [], primary_key
-        self.classes = classes or (lambda out: predicted_classes(out, binary_sigmoid))  # per sample, comparable
-        self.score = heads_scorer(float_sel_out, self.heads) if self.heads else \
-            scorer(float_sel_out, classification, binary_sigmoid, self.classes)
+        self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
+            scorer(sel.float_out, task.classification, task.binary_sigmoid, task.classes)
         self._built: dict[frozenset, bytes] = {}
 
     def outputs(self, model: bytes, x):
@@ -201,13 +207,16 @@ class Candidates:
         return srch.Evaluation(frozenset(nodes), value, per_sample, len(model))
 
 
-def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat], data,
-                        float_eval_out: np.ndarray, latency_runs: int,
-                        score: Optional[Callable] = None) -> list[SearchStep]:
-    """Every step of the search with its size (and, on the Pareto front, its latency); the candidates are scored
-    on the selection samples only (the search's own score), and the chosen one on the evaluation data as well: the main metric (`score`:
-    accuracy, mean IoU or the user's metric of the outputs), or without one the output MSE against float. An
-    evaluation set of 50,000 images is read once per model the report shows, not once per candidate."""
+def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat],
+                        m: Measurer) -> list[SearchStep]:
+    """Every step of the search with its size (and, on the Pareto front, its latency, timed a tenth as often as a
+    variant's); the candidates are scored on the selection samples only (the search's own score), and the
+    chosen one on `m`'s evaluation data as well: the main metric (accuracy, mean IoU or the user's metric of
+    the outputs), or without one the output MSE against float. An evaluation set of 50,000 images is read
+    once per model the report shows, not once per candidate."""
+    data, float_eval_out = m.data, m.outputs[variants.FLOAT]
+    latency_runs = max(3, m.latency_runs // 10) if m.latency_runs else 0
+    score = _step_score(m) if m.score is not None else None
     chosen = trace.chosen.nodes if trace.chosen is not None else None
     # The Pareto front over size and selection score, known before anything is timed: only the front's
     # candidates (and the pick) are timed, the ones the trade-off keeps everywhere (the PDF shows no other).
@@ -235,6 +244,19 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
             chosen=chosen is not None and nodes == chosen, pareto=nodes in front,
         ))
     return rows
+
+
+def _step_score(m: Measurer) -> Callable[[bytes, np.ndarray], float]:
+    """The main metric of a candidate on the evaluation data, from its primary output (or, for a user's metric
+    on a model with several outputs, from all of them by name)."""
+    from reporter.measure.scoring import UserScore
+
+    def value(model: bytes, out) -> float:
+        if isinstance(m.score, UserScore) and m.heads:
+            outs = evaluate.predict_all(model, m.data.x)
+            return m.score.value({h.name: outs[h.key] for h in m.heads})
+        return m.score.value(out)
+    return value
 
 
 def _step_latency(model: bytes, sample, runs: int) -> Optional[float]:

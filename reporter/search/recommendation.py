@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import traceback
-from typing import Any
-
 import numpy as np
 
 from reporter.convert import converter as conv
@@ -21,88 +19,94 @@ from reporter.measure.measurer import Measurer
 from reporter.model.report import Alternative, GapStatus, LayerStat, Recommendation, RuleResult, VariantResult
 from reporter.search import engine as srch
 from reporter.search import recommend
+from reporter.search.options import SearchOptions
+from reporter.core.variants import SEARCH_METHOD
 
 
-def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float_model: bytes,
+def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quantizer, layers: list[LayerStat],
                   results: dict[str, VariantResult], litert_models: litert.LiteRtModels) -> tuple[list, Recommendation]:
-    """The layers (with the rule's suspects marked) and the measured recommendation. `s` is the run's
-    RunSettings: the rule's threshold, the search's budget and samples, forced layers and ops."""
-    data, task, progress, outputs = m.data, m.task, m.progress, m.outputs
+    """The layers (with the rule's suspects marked) and the measured recommendation: `options` are what it reads
+    of the run's settings (the rule's threshold, the search's budget and samples, forced layers and ops), and
+    `quantizer` builds FIQ with chosen layers in float from the run's float model."""
+    data, task, progress = m.data, m.task, m.progress
+    float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
     # accumulated from the input, which would flag every layer after the first bad one: no rule then.
     local_view = quantizer.method != litert.METHOD
     if local_view:
-        layers = recommend.mark_suspects(layers, s.suspect_threshold, s.first_layers)
+        layers = recommend.mark_suspects(layers, options.suspect_threshold, options.first_layers)
     rule_nodes = recommend.denylist(layers)
     classification = task.classification
     y = data.y if classification else None
-    gap = m.gap("fiq", s.max_accuracy_drop, "FIQ")
+    gap = m.gap(variants.FIQ, options.max_accuracy_drop, "FIQ")
     all_nodes = [layer.tensor_name for layer in layers]
-    base = dict(threshold=s.suspect_threshold, first_layers=s.first_layers, method=s.recommend,
-                denylisted_ops=list(s.keep_float_ops), forced_nodes=list(s.keep_float),
+    base = dict(threshold=options.suspect_threshold, first_layers=options.first_layers, method=options.method,
+                denylisted_ops=list(options.keep_float_ops), forced_nodes=list(options.keep_float),
                 quantizer=quantizer.method, quantizer_note=quantizer.note)
-    rule = RuleResult(s.suspect_threshold, s.first_layers, rule_nodes) if local_view else None
+    rule = RuleResult(options.suspect_threshold, options.first_layers, rule_nodes) if local_view else None
     gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap.drop, gap.reason)
     if gap.status == "no_gap":
         return layers, Recommendation(denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
                                       summary="", **base)
 
-    sel = recommend.selection(data, s.calibration_samples, s.selection_samples, classification)
+    sel = recommend.selection(data, options.calibration_samples, options.selection_samples, classification)
     if sel.info.overlaps_calibration:
         progress.say(f"the search chooses on {sel.info.num_samples:,} x_calib samples that include the calibration"
                      " samples (too few remain beyond them)")
     # Several outputs: the target holds for every labelled output, or for the one --primary-output names.
-    targeted = [(h.key, h.task) for h in m.heads if (h.primary if s.primary_output else h.labelled)]
+    targeted = [(h.key, h.task) for h in m.heads if (h.primary if options.primary_output else h.labelled)]
     float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
-    candidates = recommend.Candidates(quantizer, s.keep_float_ops, sel, float_sel, classification,
-                                      task.binary_sigmoid, targeted, m.primary.key if m.heads else "", task.classes)
-    pol, target_text = recommend.policy(s.max_accuracy_drop, classification, s.search_budget)
-    forced = frozenset(s.keep_float)
+    sel = dataclasses.replace(sel, float_out=float_sel)
+    candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, task, targeted,
+                                      m.primary.key if m.heads else "")
+    pol, target_text = recommend.policy(options.max_accuracy_drop, classification, options.budget)
+    forced = frozenset(options.keep_float)
     search_result = None
-    if s.recommend == "search":
+    if options.method == SEARCH_METHOD:
         with progress.stage("search"):
             flow = structure.dataflow(quantizer.calibrated or float_model)
             trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
         chosen = recommend.in_model_order(trace.chosen.nodes, layers)
         with progress.stage("search"):
-            steps = recommend.steps_on_evaluation(trace, candidates, layers, data, outputs["float"],
-                                                  max(3, s.latency_runs // 10) if s.latency_runs else 0,
-                                                  _step_score(m) if m.score is not None else None)
+            steps = recommend.steps_on_evaluation(trace, candidates, layers, m)
         progress.say(f"searched {trace.evaluations} candidates on {len(sel.x):,} selection samples:"
                      f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
-        search_result = recommend.search_result(trace, steps, sel, target_text, s.search_budget, layers)
+        search_result = recommend.search_result(trace, steps, sel, target_text, options.budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
 
     selective, size_cost = None, None
-    fiq = results.get("fiq")
-    if chosen or s.keep_float_ops:
-        selective = _build_measured(m, "selective", chosen, all_nodes, candidates, results)
+    fiq = results.get(variants.FIQ)
+    if chosen or options.keep_float_ops:
+        selective = _build_measured(m, variants.SELECTIVE, chosen, all_nodes, candidates, results)
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
     if selective is not None and selective.ok and m.score is not None:
-        found = m.drop("selective")
-        gap = judgement.after_fix(gap, *(found or (None, None)), s.max_accuracy_drop, *m.words())
+        found = m.drop(variants.SELECTIVE)
+        gap = judgement.after_fix(gap, *(found or (None, None)), options.max_accuracy_drop, *m.words())
         gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap_status.fiq_drop, gap.reason)
     if search_result is not None and sel.heldout is not None and classification and not task.dense \
             and selective is not None and selective.ok:
-        held = {k: float(np.mean(m.classes(k)[sel.heldout] == y[sel.heldout])) for k in ("float", "fiq", "selective")}
+        held = {k: float(np.mean(m.classes(k)[sel.heldout] == y[sel.heldout]))
+                for k in (variants.FLOAT, variants.FIQ, variants.SELECTIVE)}
         search_result = dataclasses.replace(
             search_result, selection_data=dataclasses.replace(search_result.selection_data, heldout_accuracy=held))
 
     alternatives = []
     if chosen and selective is not None and selective.ok:
-        schemes = litert.MIXED_SCHEMES if quantizer.method == litert.METHOD else ("float", *litert.MIXED_SCHEMES)
-        alternatives = _alternatives(m, chosen, schemes, litert_models, s.keep_float_ops, results)
-    if s.recommend == "search" and rule_nodes:
+        # LiteRT Quantizer's FIQ with the layers in float is the recommended model itself: no alternative then.
+        schemes = litert.MIXED_SCHEMES if quantizer.method == litert.METHOD else tuple(variants.ALTERNATIVES)
+        alternatives = _alternatives(m, chosen, schemes, litert_models, options.keep_float_ops, results)
+    if options.method == SEARCH_METHOD and rule_nodes:
         rule = _measure_rule(m, rule, set(rule_nodes) | forced, all_nodes, candidates, results)
-    if gap_status.status in ("gap", "open") and "int16x8" not in results:
+    if gap_status.status in ("gap", "open") and variants.INT16X8 not in results:
         whole = _whole_model_16x8(m, litert_models, results)
         if whole is not None:
-            results["int16x8"] = whole  # a measured trade-off the report states when no float layer closes the gap
+            # a measured trade-off the report states when no float layer closes the gap
+            results[variants.INT16X8] = whole
     rec = Recommendation(
         denylisted_nodes=chosen,
-        code=_reproduction_code(quantizer, chosen, s.keep_float_ops, len(data.x_calib)) if selective else "",
+        code=_reproduction_code(quantizer, chosen, options.keep_float_ops, len(data.x_calib)) if selective else "",
         summary="",  # worded by the findings
         selective=selective, size_cost_bytes=size_cost, gap=gap_status, search=search_result, rule=rule,
         alternatives=alternatives, **base,
@@ -113,35 +117,23 @@ def recommend_for(m: Measurer, s: Any, quantizer, layers: list[LayerStat], float
 def _whole_model_16x8(m: Measurer, litert_models, results) -> VariantResult:
     """The whole model with 16-bit activations and 8-bit weights (LiteRT Quantizer), built and measured like a
     variant: when error is spread over the model, the cheaper fix than float may be a scheme, not layers."""
-    name = "int16x8"
+    name = variants.INT16X8
     try:
-        with m.progress.stage("selective", f"{name}: the whole model in 16x8, since the gap stays open"):
+        with m.progress.stage(variants.SELECTIVE, f"{name}: the whole model in 16x8, since the gap stays open"):
             model = litert_models.build(name)
         measured = m.measure(name, model)
         return dataclasses.replace(measured, converter=litert.CONVERTER, accuracy_gap_recovered=recommend.gap_recovered(
-            results.get("float"), results.get("fiq"), measured))
+            results.get(variants.FLOAT), results.get(variants.FIQ), measured))
     except Exception as exc:  # noqa: BLE001 - record and go on
         traceback.print_exc()
         m.progress.say(f"{name} FAILED: {one_line(exc)}")
         return VariantResult(name=name, status="failed", error=one_line(exc), converter=litert.CONVERTER)
 
 
-def _step_score(m: Measurer):
-    """The main metric of a candidate on the evaluation data, from its primary output (or, for a user's metric
-    on a model with several outputs, from all of them by name)."""
-    from reporter.measure.scoring import UserScore
-
-    def value(model: bytes, out) -> float:
-        if isinstance(m.score, UserScore) and m.heads:
-            outs = evaluate.predict_all(model, m.data.x)
-            return m.score.value({h.name: outs[h.key] for h in m.heads})
-        return m.score.value(out)
-    return value
-
-
 def _reproduction_code(quantizer, chosen, keep_float_ops, calibration_samples: int) -> str:
     if quantizer.method == litert.METHOD:
-        return litert.reproduction_code("fiq", {n: "float" for n in chosen}, keep_float_ops, calibration_samples)
+        in_float = {n: variants.FLOAT for n in chosen}
+        return litert.reproduction_code(variants.FIQ, in_float, keep_float_ops, calibration_samples)
     return conv.reproduction_code(chosen, list(keep_float_ops), calibration_samples)
 
 
@@ -152,21 +144,21 @@ def _alternatives(m: Measurer, chosen, schemes, litert_models, keep_float_ops, r
     that the scheme's effect is not mistaken for the converter's."""
     found = []
     try:
-        plain = litert_models.build("fiq", None, keep_float_ops)
+        plain = litert_models.build(variants.FIQ, None, keep_float_ops)
     except Exception as exc:  # noqa: BLE001 - LiteRT Quantizer cannot quantize this model: say so, go on
         traceback.print_exc()
         return [Alternative(scheme, list(chosen), error=one_line(exc)) for scheme in schemes]
     for scheme in schemes:
         name = variants.alternative(scheme)
         try:
-            with m.progress.stage("selective", f"{name}: the recommended layers in {scheme} (LiteRT Quantizer)"):
-                model = litert_models.build("fiq", {n: scheme for n in chosen}, keep_float_ops)
+            with m.progress.stage(variants.SELECTIVE, f"{name}: the recommended layers in {scheme} (LiteRT Quantizer)"):
+                model = litert_models.build(variants.FIQ, {n: scheme for n in chosen}, keep_float_ops)
             if model == plain:  # the scheme does not apply to these layers: nothing to measure
                 found.append(Alternative(scheme, list(chosen), applicable=False))
                 continue
             measured = m.measure(name, model)
             measured = dataclasses.replace(measured, converter=litert.CONVERTER, accuracy_gap_recovered=(
-                recommend.gap_recovered(results.get("float"), results.get("fiq"), measured)))
+                recommend.gap_recovered(results.get(variants.FLOAT), results.get(variants.FIQ), measured)))
             found.append(Alternative(scheme, list(chosen), measured))
         except Exception as exc:  # noqa: BLE001 - record and go on
             traceback.print_exc()
@@ -181,21 +173,20 @@ def _build_measured(m: Measurer, name, nodes, all_nodes, candidates, results) ->
     if why_not:
         return VariantResult(name=name, status="failed", error=why_not)
     try:
-        with m.progress.stage("selective", f"{name} model built with {len(nodes)} layer(s) in float"):
+        with m.progress.stage(variants.SELECTIVE, f"{name} model built with {len(nodes)} layer(s) in float"):
             tflite = candidates.build(nodes)
         result = m.measure(name, tflite)
     except Exception as exc:  # noqa: BLE001 - record and go on
         traceback.print_exc()
         m.progress.say(f"{name} model FAILED: {one_line(exc)}")
         return VariantResult(name=name, status="failed", error=one_line(exc))
-    return dataclasses.replace(
-        result, accuracy_gap_recovered=recommend.gap_recovered(results.get("float"), results.get("fiq"), result),
-        converter=candidates.quantizer.converter)
+    recovered = recommend.gap_recovered(results.get(variants.FLOAT), results.get(variants.FIQ), result)
+    return dataclasses.replace(result, accuracy_gap_recovered=recovered, converter=candidates.quantizer.converter)
 
 
 def _measure_rule(m: Measurer, rule, nodes, all_nodes, candidates, results) -> RuleResult:
     """The seed rule's pick, built and measured beside the search's, for comparison."""
-    measured = _build_measured(m, "rule", recommend.in_model_order(nodes, []), all_nodes, candidates, results)
+    measured = _build_measured(m, variants.RULE, recommend.in_model_order(nodes, []), all_nodes, candidates, results)
     score = candidates(frozenset(nodes)).score if measured.ok else None
     return dataclasses.replace(rule, selective=measured, selection_score=score,
                                accuracy_gap_recovered=measured.accuracy_gap_recovered, error=measured.error)
