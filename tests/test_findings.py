@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reporter.findings import report_from_json, with_findings
-from reporter.findings import derive as findings
+from reporter.render import report_from_json, with_findings
+from reporter.render import words
 from reporter.core import judgement
 from reporter.render import formats as render
 from reporter.model.report import GapStatus, OutputError, Paired, Report
@@ -33,7 +33,7 @@ def changed(report: Report, variants: dict = None, **fields) -> Report:
     if rec is not None and rec.selective is not None and "selective" in variants:
         rec = dataclasses.replace(rec, selective=dataclasses.replace(rec.selective, **variants["selective"]))
     r = dataclasses.replace(report, variants=new, recommendation=rec, findings=None, **fields)
-    return dataclasses.replace(r, findings=findings.derive(r))
+    return dataclasses.replace(r, findings=words.findings_of(r))
 
 
 def with_metrics(report: Report, name: str, **changes) -> dict:
@@ -134,7 +134,10 @@ def test_a_regression_output_gets_no_gap_sentences(base):
     assert "accuracy is not measured" in story and "from MSE 4 to 0.02" in story
     for text in (story, render.render_md(r).decode()):
         assert "as accurate" not in text and "of the gap" not in text
-    gate = findings.gate_finding(r, f.variants, "fiq", 0.05)
+    from reporter.findings.gate import Gate
+    from reporter.render.words.gate import check
+
+    gate = check(r, Gate(0.05, "fiq"))
     assert not gate.passed and "not class scores" in gate.message
 
 
@@ -163,12 +166,12 @@ def test_findings_are_stored_in_report_json_and_derived_for_older_files(base):
     assert again.findings == base.findings
     data = base.to_dict()
     data.pop("findings")
-    assert with_findings(Report.from_dict(data)).findings == findings.derive(base)
+    assert with_findings(Report.from_dict(data)).findings == words.findings_of(base)
 
 
 def test_the_gate_reads_the_findings(base):
     from reporter.batch.config import Gate
-    from reporter.findings.gate import check
+    from reporter.render.words.gate import check
 
     result = check(base, Gate(0.02, "fiq"))
     assert not result.passed and result.drop == pytest.approx(37 / 114)
@@ -206,7 +209,7 @@ def test_the_gap_and_fix_rules_are_judgements():
 
 
 def test_size_words_read_the_judgement_ratios(monkeypatch):
-    from reporter.findings.derive import _size_words
+    from reporter.render.words.verdicts import size_words as _size_words
 
     assert _size_words(0.97) == "3 % smaller than float"
     monkeypatch.setattr(judgement, "PERCENT_RATIO", 0.01)

@@ -33,7 +33,7 @@ def test_when_no_layer_passes_the_report_states_what_the_selection_could_detect(
     assert "helps" not in text  # not measurable is not "no layer helps"
     small = changed(base, recommendation=nothing)
     gap = dataclasses.replace(small.findings.gap, fiq_drop=0.028)
-    from reporter.findings.derive import _none_measurable
+    from reporter.render.words.recommendation import none_measurable as _none_measurable
 
     assert "below it" in _none_measurable(search, gap) and "2.8 points" in _none_measurable(search, gap)
     assert "below it" not in text  # the fixture's 32-point loss is well above 3 points

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from reporter.core import judgement as jd
+from reporter.core import variants
 from reporter.core.errors import QuantReportError
 from reporter.core.formatting import (fmt_bytes, fmt_change, fmt_ms, fmt_percent, fmt_score, fmt_signed_bytes,
                                       fmt_signed_points)
@@ -26,8 +27,8 @@ from reporter.measure.metrics import unpack_correct
 from reporter.model.decode import JSONLimitError, got, kind, show_string
 from reporter.model.decode import loads as bounded_loads
 from reporter.model.report import Report, VariantResult
-from reporter.findings import load_report
-from reporter.findings.derive import metric_of
+from reporter.findings.basis import metric_of
+from reporter.findings.gate import Loss, failing
 
 DIFF_SCHEMA_VERSION = 1
 
@@ -127,6 +128,14 @@ class ModelDiff:
     def variant(self, name: str) -> Optional[VariantDiff]:
         return next((v for v in self.variants if v.name == name), None)
 
+    @property
+    def fiq(self) -> Optional[VariantDiff]:
+        return self.variant(variants.FIQ)
+
+    @property
+    def recommended(self) -> Optional[VariantDiff]:
+        return self.variant(variants.SELECTIVE)
+
 
 @dataclass(frozen=True)
 class GateFailure:
@@ -200,8 +209,9 @@ def load_side(path) -> tuple[dict[str, Report], dict[str, str]]:
 
 
 def _read_report(path: Path) -> Report:
+    """A report.json read and migrated (its findings are not needed: the diff compares measurements)."""
     try:
-        return load_report(path)
+        return Report.from_json(path.read_text(encoding="utf-8"))
     except JSONLimitError as exc:
         raise DiffError(f"{path}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -277,26 +287,31 @@ def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> D
               for name in sorted(names)]
     if renamed:
         models = [dataclasses.replace(m, samples_note=(renamed + m.samples_note).strip()) for m in models]
-    failures = []
-    if max_accuracy_drop is not None:
-        for m in models:
-            if not m.gated:  # other data, task or main metric: BASE's numbers are no baseline for NEW's
-                continue
-            for v in m.variants:
-                where = [("", v.accuracy)] + [(f" output {o}", c) for o, c in v.heads.items()]
-                for what, a in where:
-                    if a is None or a.base is None or a.new is None or a.delta is None:
-                        continue
-                    drop = -a.delta
-                    if not jd.gate_passes(drop, max_accuracy_drop):
-                        if v.metric in ("", "accuracy") or what:
-                            words = (f"accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)} ({fmt_signed_points(-drop)}"
-                                     f" points; limit {max_accuracy_drop * 100:.1f} points)")
-                        else:
-                            words = f"{v.metric} {a.text}; limit {max_accuracy_drop:g}"
-                        failures.append(GateFailure(m.name, v.name, a.base, a.new, drop,
-                                                    f"{m.name}: {v.label}{what} {words}"))
+    failures = _gate_failures(models, max_accuracy_drop) if max_accuracy_drop is not None else []
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
+
+
+def _gate_failures(models: list[ModelDiff], limit: float) -> list[GateFailure]:
+    """The gate against BASE (reporter.findings.gate.failing): every variant's main metric and each labelled
+    output's accuracy, where both runs measured it, in the models BASE and NEW can be compared on."""
+    out = []
+    for m in models:
+        if not m.gated:  # other data, task or main metric: BASE's numbers are no baseline for NEW's
+            continue
+        for v in m.variants:
+            changes = {"": v.accuracy, **v.heads}
+            losses = [Loss(v.name, -c.delta, c.p_value, output=output) for output, c in changes.items()
+                      if c is not None and c.base is not None and c.new is not None and c.delta is not None]
+            for loss in failing(losses, limit):
+                a = changes[loss.output]
+                what = f" output {loss.output}" if loss.output else ""
+                if v.metric in ("", "accuracy") or what:
+                    words = (f"accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)} ({fmt_signed_points(-loss.drop)}"
+                             f" points; limit {limit * 100:.1f} points)")
+                else:
+                    words = f"{v.metric} {a.text}; limit {limit:g}"
+                out.append(GateFailure(m.name, v.name, a.base, a.new, loss.drop, f"{m.name}: {v.label}{what} {words}"))
+    return out
 
 
 def _single(path) -> bool:
@@ -309,7 +324,7 @@ def _variants(report: Report) -> dict[str, VariantResult]:
     found = {v.name: v for v in report.variants}
     rec = report.recommendation
     if rec and rec.selective:
-        found["selective"] = rec.selective
+        found[variants.SELECTIVE] = rec.selective
     return found
 
 
@@ -395,7 +410,7 @@ def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_
 
 
 def _brief(report: Report) -> str:
-    fiq = report.variant("fiq")
+    fiq = report.variant(variants.FIQ)
     if fiq is not None and fiq.ok and fiq.metrics:
         return f"FIQ {metric_name(fiq)} {fmt_score(fiq.metrics.score, fiq.metrics.share)}"
     return f"{len(report.variants)} variants"

@@ -1,18 +1,26 @@
-"""The accuracy gate: fail a CI job when a quantized variant loses too much accuracy against float.
+"""The accuracy gate: fail a CI job when a quantized variant loses too much against its reference.
 
-One rule (reporter.core.judgement.gate_passes) judges every gate: a report's own (`derive.gate_finding`),
-one applied afterwards (`run --max-accuracy-drop`, the batch's [gate]: `check`) and the baseline gate of
-`quant-report diff`. reporter.core.exit_codes maps the results to the exit code.
+One function decides every gate, `failing`: a run's own (--max-accuracy-drop: `decide`, called by
+reporter.findings.derive; the report keeps it as `Findings.gate`, which the CLI reads), a batch row's ([gate],
+applied to each saved report by reporter.render.words.gate.check, which calls `decide`) and `quant-report
+diff`'s against BASE (reporter.findings.diff). Each hands it the losses it reads (`Loss`); a loss beyond the
+limit fails, and so does one that a run could not measure. The limit's rule is
+reporter.core.judgement.gate_passes; the words are reporter.render.words.gate's; reporter.core.exit_codes maps
+the results to the exit code.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Optional
 
-from reporter.findings import derive as fnd
-from reporter.findings import with_findings
-from reporter.model.findings import GateFinding
-from reporter.model.report import Report
+from reporter.core import judgement as jd
+from reporter.core import variants
+from reporter.model.findings import HeadFinding, VariantFinding
+
+# Why a run's loss could not be measured (`Loss.unmeasured`).
+NOT_BUILT, FAILED, FLOAT_FAILED = "not_built", "failed", "float_failed"
+NOT_MEASURED, FLOAT_NOT_MEASURED, NOT_APPLICABLE = "not_measured", "float_not_measured", "not_applicable"
 
 
 @dataclass(frozen=True)
@@ -20,10 +28,58 @@ class Gate:
     """`variant` may lose at most `max_accuracy_drop` (0..1) accuracy against float."""
 
     max_accuracy_drop: float
-    variant: str = "fiq"
+    variant: str = variants.GATE_DEFAULT
 
 
-def check(report: Report, gate: Gate) -> GateFinding:
-    """Compares `gate.variant`'s accuracy with float's; a missing or failed variant fails the gate."""
-    found = with_findings(report).findings
-    return fnd.gate_finding(report, found.variants, gate.variant, gate.max_accuracy_drop, found.heads)
+@dataclass(frozen=True)
+class Loss:
+    """What the gate reads of one variant: its loss on the main metric, or on one more output's accuracy,
+    against the reference (float in a run, BASE in a diff)."""
+
+    variant: str
+    drop: Optional[float]  # reference minus the variant, positive: worse (0..1 for a share); None: not measured
+    p_value: Optional[float] = None
+    output: str = ""  # the output whose accuracy this is; "" for the main metric (the primary output's)
+    unmeasured: str = ""  # why `drop` is None: NOT_BUILT, FAILED, FLOAT_FAILED, NOT_MEASURED, ...
+
+
+def failing(losses: Iterable[Loss], limit: float) -> list[Loss]:
+    """The losses the gate fails on, in order: more than `limit`, or not measured. The gate passes when there
+    are none."""
+    return [loss for loss in losses if loss.drop is None or not jd.gate_passes(loss.drop, limit)]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A run's gate, decided: `loss` is the one it failed on, or the main metric's when it passed."""
+
+    gate: Gate
+    passed: bool
+    loss: Loss
+
+
+def run_losses(found: list[VariantFinding], heads: list[HeadFinding], variant: str,
+               primary: Optional[str]) -> list[Loss]:
+    """What a run's gate reads for `variant`: its main metric against float, then the accuracy of each other
+    labelled output of a model with several (`primary` is the output the main metric reads); a single loss
+    without a drop when it cannot be measured."""
+    mine = next((v for v in found if v.name == variant), None)
+    flt = next((v for v in found if v.name == variants.FLOAT), None)
+    if mine is None:
+        return [Loss(variant, None, unmeasured=NOT_BUILT)]
+    if not mine.ok or flt is None or not flt.ok:
+        return [Loss(variant, None, unmeasured=FAILED if not mine.ok else FLOAT_FAILED)]
+    if mine.vs_float is None:
+        why = NOT_MEASURED if mine.not_measured.get("metrics") else \
+            FLOAT_NOT_MEASURED if flt.not_measured.get("metrics") else NOT_APPLICABLE
+        return [Loss(variant, None, unmeasured=why)]
+    out = [Loss(variant, -mine.vs_float.delta, mine.vs_float.p_value)]
+    return out + [Loss(variant, -h.vs_float.delta, h.vs_float.p_value, output=h.output) for h in heads
+                  if h.variant == variant and h.output != primary and h.vs_float is not None]
+
+
+def decide(found: list[VariantFinding], heads: list[HeadFinding], gate: Gate, primary: Optional[str]) -> Verdict:
+    """A run's gate (or a batch row's): passed when no loss `run_losses` reads fails (`failing`)."""
+    losses = run_losses(found, heads, gate.variant, primary)
+    failed = failing(losses, gate.max_accuracy_drop)
+    return Verdict(gate, not failed, failed[0] if failed else losses[0])

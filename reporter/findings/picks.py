@@ -18,6 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from reporter.core import pareto
+
 MOST_ACCURATE = "most accurate"
 BALANCED = "balanced"
 SMALLEST = "smallest meeting the target"
@@ -33,18 +35,11 @@ class Point:
     meets_target: bool
 
 
-def dominates(a: Point, b: Point, timed: bool) -> bool:
-    """`a` is at least as good as `b` on every axis and better on one."""
-    pairs = [(a.size_bytes, b.size_bytes), (-a.score, -b.score)]
-    if timed:
-        pairs.append((a.latency_ms, b.latency_ms))
-    return all(x <= y for x, y in pairs) and any(x < y for x, y in pairs)
-
-
 def front(points: list[Point]) -> list[bool]:
-    """For each point, whether no other point dominates it (latency counts only when every point was timed)."""
+    """For each point, whether no other point is smaller, faster and better at once (reporter.core.pareto);
+    latency counts only when every point was timed."""
     timed = all(p.latency_ms is not None for p in points)
-    return [not any(dominates(o, p, timed) for o in points if o is not p) for p in points]
+    return pareto.front([(p.size_bytes, -p.score) + ((p.latency_ms,) if timed else ()) for p in points])
 
 
 def picks(points: list[Point]) -> dict[str, str]:

@@ -1,13 +1,17 @@
 """The findings' records: what the measured report means, typed, saved in report.json beside the measurements.
 
-They are derived by reporter.findings.derive (one pure function); every renderer, the index, the gate and the
-CLI read them. This module only declares them.
+They are decided by reporter.findings.derive (one pure function, `decide`) and worded by reporter.render.words:
+the numbers and kinds of a record are the decision, its sentence fields (`verdict`, `text`, `headline`,
+`recommendation`, `message`) the words. Every renderer, the index, the gate and the CLI read them. This module
+only declares them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+
+from reporter.core import variants
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,8 @@ class FixFinding:
     rule_share_of_gap: Optional[float] = None
     text: str = ""  # why it failed, when it did
     # The scheme the recommended layers use in the pick: "float", or a lighter one ("int16x8", "drq") measured as
-    # good within noise and smaller (reporter.findings.derive._pick), with why.
-    scheme: str = "float"
+    # good within noise and smaller (reporter.findings.derive._pick), with why (reporter.render.words).
+    scheme: str = variants.FLOAT
     scheme_reason: str = ""
 
 

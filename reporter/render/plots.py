@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from reporter.core import judgement as jd  # noqa: E402
+from reporter.core import variants  # noqa: E402
 from reporter.core.variants import short  # noqa: E402
 from reporter.model.report import RMSE_OVER_SCALE_IDEAL, Report  # noqa: E402
 
@@ -424,7 +425,7 @@ def tradeoff(report: Report) -> str:
     ylabel = f"selection score ({rec.search.selection_data.num_samples} samples)"
     from matplotlib.ticker import MaxNLocator
 
-    from reporter.search.engine import pareto
+    from reporter.core.pareto import front as pareto_front
 
     fig, axes = plt.subplots(1, 2, figsize=(7.2, 3.0), sharey=True)
     for ax, xs, xlabel in (
@@ -432,7 +433,8 @@ def tradeoff(report: Report) -> str:
         (axes[1], [len(s.denylisted_nodes) for s in steps], "layers kept in float"),
     ):
         ax.scatter(xs, quality, s=14, color=NORMAL, alpha=0.7, label="candidate", zorder=2)
-        front = sorted((x, q) for x, q, flag in zip(xs, quality, pareto(list(zip(xs, quality)))) if flag)
+        on_front = pareto_front([(x, -q) for x, q in zip(xs, quality)])  # size or layers against the score
+        front = sorted((x, q) for x, q, flag in zip(xs, quality, on_front) if flag)
         if front:
             ax.plot([p[0] for p in front], [p[1] for p in front], color=NORMAL, linewidth=1, label="Pareto front",
                     zorder=1)
@@ -444,7 +446,7 @@ def tradeoff(report: Report) -> str:
         if rule and rule.selective and rule.selective.ok and rule.selection_score is not None:
             rx = rule.selective.size_bytes / 1024 if xlabel.startswith("model") else len(rule.denylisted_nodes)
             ax.scatter(rx, rule.selection_score, s=40, marker="X", color=SUSPECT, label="rmse/scale rule", zorder=3)
-        fiq = next((s for s in rec.search.steps if s.phase == "fiq"), None)
+        fiq = next((s for s in rec.search.steps if s.phase == variants.FIQ), None)
         if fiq is not None:
             ax.axhline(fiq.selection_score, linestyle="--", color="black", linewidth=0.7,
                        label=f"FIQ {fiq.selection_score:.3f}")

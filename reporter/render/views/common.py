@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Optional
 
 from reporter.core import judgement as jd
+from reporter.core import variants
 from reporter.core.formatting import fmt_percent
 from reporter.core.variants import LITERT, LONG_NAMES, short
 from reporter.model.findings import Findings
@@ -114,8 +115,8 @@ class Basis:
 
     @cached_property
     def findings(self) -> Findings:
-        if self.report.findings is None:  # derived once, by the pipeline or reporter.findings.load_report
-            raise ValueError("the report has no findings: load it with reporter.findings.load_report")
+        if self.report.findings is None:  # derived once, by the pipeline or reporter.render.load_report
+            raise ValueError("the report has no findings: load it with reporter.render.load_report")
         return self.report.findings
 
     @cached_property
@@ -137,7 +138,7 @@ class Basis:
 
     @cached_property
     def float(self) -> Optional[VariantResult]:
-        v = self.report.variant("float")
+        v = self.report.variant(variants.FLOAT)
         return v if v and v.ok else None
 
     @property
@@ -152,7 +153,7 @@ class Basis:
     @property
     def metric(self) -> tuple[str, bool]:
         """The main metric's name and whether it is a share (shown in percent)."""
-        from reporter.findings.derive import metric_of
+        from reporter.findings.basis import metric_of
 
         return metric_of(self.report)
 
@@ -171,7 +172,7 @@ class Basis:
             found = next((a.model for a in rec.alternatives if a.model and a.model.name == name), None)
         converter = getattr(found, "converter", "")
         if converter == LITERT:
-            text = text.replace(" (float I/O)", " (int8 input and output)" if name == "fiq" else "")
+            text = text.replace(" (float I/O)", " (int8 input and output)" if name == variants.FIQ else "")
             return f"{text}, by {LITERT}"
         if converter == "given":
             return "Float TFLite as given (reference)"

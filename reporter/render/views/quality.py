@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from reporter.core import judgement as jd
+from reporter.core import variants
 from reporter.core.formatting import NOT_MEASURED, fmt_metric, fmt_number
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
 
@@ -52,7 +53,7 @@ class QualityView:
     @property
     def verdicts(self) -> list[str]:
         """One line per variant against float (the float reference itself is not repeated)."""
-        return [v.verdict for v in self.basis.findings.variants if v.name != "float"]
+        return [v.verdict for v in self.basis.findings.variants if v.name != variants.FLOAT]
 
     def _beyond_noise(self, name: str) -> bool:
         """Whether the variant's accuracy differs from float's beyond noise: only then are its

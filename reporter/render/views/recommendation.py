@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, or_missing)
-from reporter.findings.derive import SCHEME_NAMES
-from reporter.core.variants import short
+from reporter.core import variants
+from reporter.core.variants import SEARCH_METHOD, short
 from reporter.findings.picks import PICKS, SMALLEST
+from reporter.model.report import SearchStep, VariantResult
 from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
+from reporter.render.words.recommendation import SCHEME_NAMES
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,38 @@ class TradeoffRow:
     pareto: bool
     chosen: bool
     rule: bool = False
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One model of the search's trade-off table, as measured: a step of the search, the rule's pick or the
+    recommended layers in a lighter scheme (`rule`: a comparison row, never on the front or the pick)."""
+
+    nodes: list[str]  # its float layers
+    change: str
+    size_bytes: int
+    selection: Optional[float]  # the search's selection score
+    accuracy: Optional[float]  # the main metric on the evaluation data
+    mse: Optional[float]  # the output MSE against float, for a model without a main metric
+    latency_ms: Optional[float]
+    pareto: bool = False
+    chosen: bool = False
+    rule: bool = False
+
+    @classmethod
+    def of_step(cls, st: SearchStep) -> "Candidate":
+        """A candidate the search measured."""
+        change = st.change if st.phase != variants.FIQ else "FIQ (nothing in float)"
+        return cls(st.denylisted_nodes, change, st.size_bytes, st.selection_score, st.accuracy, st.output_mse,
+                   st.latency_ms, st.pareto, st.chosen)
+
+    @classmethod
+    def of_model(cls, nodes: list[str], change: str, m: VariantResult,
+                 selection: Optional[float] = None) -> "Candidate":
+        """A model the table compares with the search's candidates (the rule's pick, a lighter scheme)."""
+        return cls(nodes, change, m.size_bytes, selection, m.metrics.score if m.metrics else None,
+                   m.output_error.mse if m.output_error else None, m.latency_ms.median if m.latency_ms else None,
+                   rule=True)
 
 
 @dataclass(frozen=True)
@@ -98,7 +133,7 @@ class RecommendationView:
         fix = basis.findings.fix
         if not rec or not rec.selective or not rec.selective.ok or fix is None:
             return []
-        flt, fiq, sel = basis.float, basis.report.variant("fiq"), rec.selective
+        flt, fiq, sel = basis.float, basis.report.variant(variants.FIQ), rec.selective
         if flt is None or fiq is None or not fiq.ok:
             return []
         rows = []
@@ -149,7 +184,7 @@ class RecommendationView:
     def rule_comparison(self) -> str:
         """"the rmse/scale rule: 3 layers, -37 % of the gap; the search: 2 layers, 100 %"."""
         rec = self.basis.report.recommendation
-        if not rec or not rec.rule or not rec.selective or rec.method != "search":
+        if not rec or not rec.rule or not rec.selective or rec.method != SEARCH_METHOD:
             return ""
         rule = rec.rule
         n_rule, n = len(rule.denylisted_nodes), len(rec.denylisted_nodes)
@@ -199,9 +234,9 @@ class RecommendationView:
         ]
         if sd.overlaps_evaluation and sd.heldout_accuracy:
             h = sd.heldout_accuracy
+            flt, fiq, sel = (fmt_metric(h.get(name)) for name in (variants.FLOAT, variants.FIQ, variants.SELECTIVE))
             facts.append(("Held-out check", f"on the {sd.heldout_num:,} evaluation samples the search did not see:"
-                                            f" float {fmt_metric(h.get('float'))}, FIQ {fmt_metric(h.get('fiq'))},"
-                                            f" recommended {fmt_metric(h.get('selective'))}"))
+                                            f" float {flt}, FIQ {fiq}, recommended {sel}"))
         rec = self.basis.report.recommendation
         if rec.quantizer_note:
             facts.append(("Note", rec.quantizer_note))
@@ -219,25 +254,18 @@ class RecommendationView:
             if key not in unique or step.chosen:
                 unique[key] = step
         steps = sorted(unique.values(), key=lambda st: (len(st.denylisted_nodes), st.size_bytes))
-        rows = [self._tradeoff_row(st.denylisted_nodes, st.change if st.phase != "fiq" else "FIQ (nothing in float)",
-                                   st.size_bytes, st.selection_score, st.accuracy, st.output_mse, st.latency_ms,
-                                   st.pareto, st.chosen) for st in steps]
+        rows = [self._tradeoff_row(Candidate.of_step(st)) for st in steps]
         rec = self.basis.report.recommendation
         rule = rec.rule
         if rule and rule.selective and rule.selective.ok:
-            sel = rule.selective
-            rows.append(self._tradeoff_row(
-                rule.denylisted_nodes, "the rmse/scale rule's pick", sel.size_bytes, rule.selection_score,
-                sel.metrics.score if sel.metrics else None, sel.output_error.mse if sel.output_error else None,
-                sel.latency_ms.median if sel.latency_ms else None, False, False, rule=True))
+            rows.append(self._tradeoff_row(Candidate.of_model(
+                rule.denylisted_nodes, "the rmse/scale rule's pick", rule.selective, rule.selection_score)))
         for alt in rec.alternatives:
             m = alt.model
             if m is None or not m.ok:
                 continue
-            rows.append(self._tradeoff_row(
-                alt.layers, f"the recommended layers in {SCHEME_NAMES[alt.scheme]} ({m.converter})", m.size_bytes,
-                None, m.metrics.score if m.metrics else None, m.output_error.mse if m.output_error else None,
-                m.latency_ms.median if m.latency_ms else None, False, False, rule=True))
+            rows.append(self._tradeoff_row(Candidate.of_model(
+                alt.layers, f"the recommended layers in {SCHEME_NAMES[alt.scheme]} ({m.converter})", m)))
         return rows
 
     @property
@@ -259,13 +287,13 @@ class RecommendationView:
         (the pick, the rule's, the lighter schemes), not for every candidate."""
         return self.tradeoff_label + " (evaluation)"
 
-    def _tradeoff_row(self, nodes, change, size, selection, accuracy, mse, latency, pareto, chosen, rule=False):
+    def _tradeoff_row(self, c: Candidate) -> TradeoffRow:
         return TradeoffRow(
-            float_layers=len(nodes), change=change, size=fmt_bytes(size),
-            selection="–" if selection is None else f"{selection:.3f}",
-            accuracy=(fmt_metric(accuracy) if self.basis.metric[1] else fmt_number(accuracy)) if self.basis.scored
-            else fmt_number(mse),
-            latency=or_missing(latency, fmt_ms), pareto=pareto, chosen=chosen, rule=rule)
+            float_layers=len(c.nodes), change=c.change, size=fmt_bytes(c.size_bytes),
+            selection="–" if c.selection is None else f"{c.selection:.3f}",
+            accuracy=(fmt_metric(c.accuracy) if self.basis.metric[1] else fmt_number(c.accuracy)) if self.basis.scored
+            else fmt_number(c.mse),
+            latency=or_missing(c.latency_ms, fmt_ms), pareto=c.pareto, chosen=c.chosen, rule=c.rule)
 
     @cached_property
     def pick_rows(self) -> list[PickRow]:

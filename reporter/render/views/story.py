@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import judgement as jd
+from reporter.core import variants
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number,
                                       fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
@@ -91,7 +92,7 @@ class StoryView:
 
     @property
     def main_metric_label(self) -> str:
-        flt = self.basis.findings.variant("float")
+        flt = self.basis.findings.variant(variants.FLOAT)
         return flt.main_metric if flt and flt.main_metric else ""
 
     @cached_property
@@ -100,12 +101,12 @@ class StoryView:
         main metric, size and latency (the rule's pick stays in the search section)."""
         rows = []
         for f in self.basis.findings.variants:
-            if f.name == "rule":
+            if f.name == variants.RULE:
                 continue
             long = self.basis.long(f.name)
             if not f.ok:
                 rows.append(PanelRow(f.label, long, Cell("failed"), "", Cell(f.error or ""), Cell(""), Cell(""),
-                                     Cell(""), f.name == "selective", failed=True))
+                                     Cell(""), f.name == variants.SELECTIVE, failed=True))
                 continue
             quality_error = f.not_measured.get("metrics") or f.not_measured.get("output_error")
             if quality_error:
@@ -126,9 +127,9 @@ class StoryView:
                 interval = f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
             else:
                 interval = f"{fmt_number(f.accuracy_low)}–{fmt_number(f.accuracy_high)}"
-            size_note = "" if f.size_ratio is None or f.name == "float" else ratio_words(f.size_ratio, "smaller",
+            size_note = "" if f.size_ratio is None or f.name == variants.FLOAT else ratio_words(f.size_ratio, "smaller",
                                                                                          "larger")
-            lat_note = "" if f.latency_ratio is None or f.name == "float" else ratio_words(
+            lat_note = "" if f.latency_ratio is None or f.name == variants.FLOAT else ratio_words(
                 f.latency_ratio, "faster", "slower", jd.LATENCY_SAME_RATIO)
             missing = quality_error and f.accuracy is None
             rows.append(PanelRow(
@@ -137,7 +138,7 @@ class StoryView:
                 Cell(fmt_bytes(f.size_bytes), tone=ratio_tone(f.size_ratio, 0.0), note=size_note),
                 Cell(or_missing(f.latency_ms, fmt_ms), tone=ratio_tone(f.latency_ratio, jd.LATENCY_SAME_RATIO),
                      note=lat_note),
-                f.name == "selective"))
+                f.name == variants.SELECTIVE))
         return rows
 
 

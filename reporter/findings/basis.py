@@ -1,0 +1,80 @@
+"""What every finding stands on: the variants judged, the main metric they are judged by, and the paired
+comparison of one variant with another. Pure: no TensorFlow, no files."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reporter.core import judgement as jd
+from reporter.core import variants
+from reporter.core.formatting import fmt_change, fmt_points
+from reporter.model.findings import Comparison
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reporter.model.report import Metrics, Report
+
+
+def columns(report: "Report") -> list:
+    """The variants the findings judge: the built ones, the recommended model, and the rule's pick when the
+    search chose."""
+    cols = list(report.variants)
+    rec = report.recommendation
+    if rec and rec.selective:
+        cols.append(rec.selective)
+    if rec and rec.rule and rec.rule.selective and rec.method == "search":
+        cols.append(rec.rule.selective)
+    return cols
+
+
+def metric_of(report: "Report") -> tuple[str, bool]:
+    """The main metric's name and whether it is a share (0..1): what every verdict of this report reads."""
+    flt = report.variant(variants.FLOAT)
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+    if main is not None:
+        return main.name, main.share
+    return report.model.main_metric or ("exact-match accuracy" if report.model.task == "multilabel" else "accuracy"), True
+
+
+def measurable(report: "Report") -> bool:
+    """The report has a main metric to judge by (class scores, or the user's metric)."""
+    return report.model.num_classes is not None or bool(report.model.main_metric)
+
+
+def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Comparison:
+    """The main metric's difference (positive: better) with its paired test (exact McNemar on samples right,
+    or the paired bootstrap of mean IoU or a user's metric), worded."""
+    main = metrics.main
+    if main is not None or ref_metrics.main is not None:
+        if main is None or ref_metrics.main is None or main.name != ref_metrics.main.name:
+            return Comparison(reference, 0.0, None, None, "not comparable: measured by different metrics")
+        raw = main.value - ref_metrics.main.value
+        delta = raw if main.higher_is_better else -raw
+        change = fmt_change(raw, main.share)
+        paired_score = main.paired.get(reference)
+        if paired_score is None:
+            return Comparison(reference, delta, None, None, f"{change}, significance not recorded")
+        p = paired_score.p_value
+        if not jd.nonzero(raw) and p >= jd.ALPHA:
+            return Comparison(reference, delta, p, False, f"{change}: the same value")
+        if not jd.significant(p):
+            return Comparison(reference, delta, p, False, f"within noise: {change}, {jd.p_text(p)}")
+        return Comparison(reference, delta, p, True, f"{change}, {jd.p_text(p)}")
+    delta = metrics.accuracy - ref_metrics.accuracy
+    paired = metrics.paired.get(reference) if metrics.paired else None
+    points = f"{fmt_points(delta)} points"
+    if paired is None:
+        return Comparison(reference, delta, None, None, f"{points}, significance not recorded")
+    p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
+    sig = jd.significant(p)
+    if paired.reference_only == paired.variant_only == 0:
+        return Comparison(reference, delta, p, False, "±0.0 points: right on exactly the same samples")
+    if not sig:
+        return Comparison(reference, delta, p, False, f"within noise: {points}, {jd.p_text(p)}")
+    return Comparison(reference, delta, p, True, f"{points}, {jd.p_text(p)}")
+
+
+def layer_of(tensor: str) -> str:
+    """The Keras layer a TFLite tensor comes from, read from its name: "model/normalization/Sub" ->
+    "normalization". Empty when the name has no scope."""
+    parts = [p for p in tensor.split(";")[0].split("/") if p]
+    return parts[-2] if len(parts) >= 2 else ""

@@ -1,0 +1,114 @@
+"""The notices, decided: which warnings and hints a measured report calls for, each with what its sentence
+names (reporter.render.words.notices words them into `Notice`s, by code). Pure: no TensorFlow, no words.
+
+Warnings say what makes a number less trustworthy (overlapping data, a failed measurement, non-finite
+outputs, a stateful model); hints say how the report measured (the task, the metric, the outputs) and what
+the rmse/scale rule missed or flagged needlessly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
+
+from reporter.core import judgement as jd
+from reporter.core import variants
+from reporter.findings.basis import columns
+from reporter.model.findings import GapFinding
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reporter.model.report import LayerStat, Report, VariantResult
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One notice, decided: its code (`Notice.code`, stable for tools) and what its sentence names beyond the
+    report's own fields."""
+
+    code: str
+    subject: str = ""  # the variant (variant_failed, measurement_failed) or output (unlabelled_output) it is about
+    detail: str = ""  # the measurement that failed (measurement_failed)
+    layer: Optional["LayerStat"] = None  # the worst flagged layer (rule_false_alarm), the widest (wide_range)
+    count: Optional[int] = None  # layers flagged (rule_false_alarm)
+    items: tuple = ()  # the classes missing (classes_missing); the variants with non-finite outputs
+
+
+def nonfinite(report: "Report") -> list["VariantResult"]:
+    """The measured models whose outputs were NaN or inf on some evaluation samples (the data are checked finite
+    when read: the models made these values)."""
+    return [v for v in columns(report) if v.ok and v.nonfinite_outputs]
+
+
+def warnings(report: "Report") -> list[Fact]:
+    """What makes the report's numbers less trustworthy than they look, in the order a reader should meet it."""
+    out = []
+    ds = report.dataset
+    if ds.calibration_overlaps_eval:
+        out.append(Fact("calibration_overlap"))
+    asked = report.settings.get("calibration_samples")
+    if isinstance(asked, int) and asked > ds.num_calibration:
+        out.append(Fact("calibration_short", count=asked))
+    rec = report.recommendation
+    sel = rec.search.selection_data if rec and rec.search else None
+    if sel is not None and sel.overlaps_calibration:
+        out.append(Fact("selection_overlap"))
+    if report.model.stateful and report.layers:
+        out.append(Fact("stateful"))
+    k = report.model.num_classes
+    flt = report.variant(variants.FLOAT)
+    if k and flt is not None and flt.ok and flt.metrics and flt.metrics.classes_present is not None:
+        present = set(flt.metrics.classes_present)  # once: k may be large
+        missing = tuple(c for c in range(k) if c not in present)
+        if missing:
+            out.append(Fact("classes_missing", items=missing))
+    cols = columns(report)
+    out += [Fact("variant_failed", v.name) for v in cols if not v.ok]
+    out += [Fact("measurement_failed", v.name, measurement)
+            for v in cols if v.ok for measurement in v.measurement_errors]
+    found = nonfinite(report)
+    if found:
+        out.append(Fact("nonfinite_outputs", items=tuple(v.name for v in found)))
+    if report.debugger_error:
+        out.append(Fact("debugger_failed"))
+    if rec and rec.search and not rec.search.target_met and rec.selective is not None:
+        out.append(Fact("target_not_met"))
+    return out
+
+
+def hints(report: "Report", gap: GapFinding) -> list[Fact]:
+    """How the report measured (task, labels, metric, latency), what the rmse/scale rule flagged needlessly or
+    missed, and which output of several the main numbers read."""
+    out = []
+    model = report.model
+    if model.task_reason:
+        out.append(Fact("task"))
+    if model.label_note:
+        out.append(Fact("labels_as_classes"))
+    flt = report.variant(variants.FLOAT)
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+    spec = report.settings.get("metric")
+    if spec and main is not None and main.name not in ("mean IoU",):
+        out.append(Fact("user_metric"))
+    elif spec:
+        out.append(Fact("user_metric_failed"))
+    elif main is not None:
+        out.append(Fact("bootstrap"))
+    if report.settings.get("latency_runs") == 0:
+        out.append(Fact("latency_skipped"))
+    rec = report.recommendation
+    flagged = [layer for layer in report.layers if layer.suspect]
+    if gap.status == "no_gap" and flagged:
+        worst = max(flagged, key=lambda layer: layer.rmse_over_scale)
+        out.append(Fact("rule_false_alarm", layer=worst, count=len(flagged)))
+    if report.layers and rec is not None and rec.method != "search" and gap.status != "no_gap":  # the rule chose
+        widest = max(report.layers, key=lambda layer: layer.range)
+        ranges = sorted(layer.range for layer in report.layers)
+        median = ranges[len(ranges) // 2]
+        if not widest.suspect and widest.range >= jd.WIDE_RANGE_FACTOR * jd.positive_floor(median):
+            out.append(Fact("wide_range", layer=widest))
+    outputs = model.outputs
+    if outputs:
+        primary = next((o for o in outputs if o.primary), outputs[0])
+        out.append(Fact("primary_output", primary.name))
+        out += [Fact("unlabelled_output", o.name) for o in outputs if not o.labelled]
+    return out

@@ -1,0 +1,64 @@
+"""The sentences of the findings: reporter.findings decides, these modules word it, one module per section
+(`verdicts`: each variant's line and blamed layer; `recommendation`: the recommendation's sentence, kept
+layers, fix and lighter schemes; `headline`: the story told first; `notices`: warnings and hints; `gate`:
+the gate's line). A wording change touches no decision, and every format reads the same words.
+
+`attach` gives a measured report its findings, decided and worded, as report.json keeps them; the pipeline
+calls it once, and reporter.render.load_report for a report.json whose findings an older version dropped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from reporter.core import variants
+from reporter.findings.basis import columns
+from reporter.findings.derive import Decisions, decide
+from reporter.model.findings import Findings
+from reporter.model.report import Report
+from reporter.render.words import gate, headline, notices, recommendation, verdicts
+
+
+def attach(report: Report) -> Report:
+    """The report with its findings, and the recommendation's sentence taken from them."""
+    found = findings_of(report)
+    rec = report.recommendation
+    if rec is not None:
+        rec = dataclasses.replace(rec, summary=found.recommendation)
+    return dataclasses.replace(report, recommendation=rec, findings=found)
+
+
+def findings_of(report: Report) -> Findings:
+    """The findings of a measured report, decided and worded. Pure: same report, same findings."""
+    return word(report, decide(report))
+
+
+def word(report: Report, decided: Decisions) -> Findings:
+    """The decided findings with every sentence written."""
+    found = decided.findings
+    results = {v.name: v for v in columns(report)}
+    found_variants = []
+    for f in found.variants:
+        v = results[f.name]
+        blame = dataclasses.replace(f.blame, text=verdicts.blame(report, v, f.blame)) if f.blame else None
+        found_variants.append(dataclasses.replace(f, verdict=verdicts.verdict(report, v, f), blame=blame))
+    culprits = [dataclasses.replace(c, reasons=[dataclasses.replace(r, text=recommendation.reason_text(report, r))
+                                                for r in c.reasons]) for c in found.culprits]
+    rec = report.recommendation
+    alternatives = [dataclasses.replace(a, text=recommendation.alternative_text(alt, a))
+                    for alt, a in zip(rec.alternatives if rec else [], found.alternatives)]
+    fix = found.fix
+    if fix is not None:
+        fix = dataclasses.replace(fix, text=recommendation.fix_text(report, fix, found.gap))
+        if fix.scheme != variants.FLOAT:  # the pick keeps the layers in a lighter scheme
+            picked = next(a for a in found.alternatives if a.scheme == fix.scheme)
+            fix = dataclasses.replace(fix, scheme_reason=recommendation.scheme_reason(picked, decided.pick_vs_float))
+    found = dataclasses.replace(
+        found, variants=found_variants, culprits=culprits, alternatives=alternatives, fix=fix,
+        warnings=[notices.notice(report, n) for n in decided.warnings],
+        hints=[notices.notice(report, n) for n in decided.hints],
+        gate=gate.finding(report, found, decided.gate) if decided.gate is not None else None)
+    sentence = recommendation.sentence(report, found, decided.closing)
+    nonfinite = next((n for n in decided.warnings if n.code == "nonfinite_outputs"), None)
+    return dataclasses.replace(found, recommendation=sentence,
+                               headline=headline.headline(report, found, sentence, nonfinite))

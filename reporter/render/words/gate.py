@@ -1,0 +1,57 @@
+"""The words of the accuracy gate's one-line result (reporter.findings.gate decides it), and the gate applied
+to a saved report afterwards: a batch's [gate] on each model's report."""
+
+from __future__ import annotations
+
+from reporter.core import judgement as jd
+from reporter.core import variants
+from reporter.core.formatting import fmt_number
+from reporter.findings import gate as gt
+from reporter.findings.basis import metric_of
+from reporter.findings.derive import primary_output
+from reporter.model.findings import Findings, GateFinding
+from reporter.model.report import Report
+
+
+def check(report: Report, gate: gt.Gate) -> GateFinding:
+    """`gate` applied to a report with findings (reporter.render.load_report gives one): decided by
+    reporter.findings.gate.decide on the findings, worded. A run's own gate is `report.findings.gate`."""
+    found = report.findings
+    return finding(report, found, gt.decide(found.variants, found.heads, gate, primary_output(report)))
+
+
+def finding(report: Report, found: Findings, verdict: gt.Verdict) -> GateFinding:
+    """The gate as report.json and the batch index keep it: the decision with its one line."""
+    loss = verdict.loss
+    return GateFinding(verdict.passed, verdict.gate.variant, verdict.gate.max_accuracy_drop, loss.drop, loss.p_value,
+                       message(report, found, verdict))
+
+
+def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
+    """"fiq accuracy drop 32.5 points (p < 0.001) exceeds the limit of 2.0", or why the gate cannot pass."""
+    loss, variant, limit = verdict.loss, verdict.gate.variant, verdict.gate.max_accuracy_drop
+    if loss.unmeasured == gt.NOT_BUILT:
+        return f"{variant} was not built, so the gate cannot pass"
+    if loss.unmeasured in (gt.FAILED, gt.FLOAT_FAILED):
+        return f"{variant if loss.unmeasured == gt.FAILED else variants.FLOAT} failed, so the gate cannot pass"
+    if loss.unmeasured in (gt.NOT_MEASURED, gt.FLOAT_NOT_MEASURED):
+        name = variant if loss.unmeasured == gt.NOT_MEASURED else variants.FLOAT
+        error = found.variant(name).not_measured["metrics"]
+        return f"{name} accuracy was not measured ({error}), so the gate cannot pass"
+    if loss.unmeasured == gt.NOT_APPLICABLE:
+        return ("the model's output is not class scores and no --metric was given: the accuracy gate does not"
+                " apply")
+    noise = f", {jd.p_text(loss.p_value)}" if loss.p_value is not None else ""
+    metric, share = metric_of(report)
+    if metric == "accuracy":
+        lim = f"{limit * 100:.1f}"
+    else:
+        lim = f"{limit * 100:.1f} points" if share else f"{limit:g}"
+    if loss.output:
+        return (f"{variant} accuracy drop {loss.drop * 100:.1f} points{noise} on output {loss.output} exceeds the"
+                f" limit of {lim}")
+    points = f"{loss.drop * 100:.1f} points" if share or metric == "accuracy" else fmt_number(loss.drop)
+    primary = primary_output(report)
+    where = f" on output {primary}" if primary else ""
+    outcome = "is within" if verdict.passed else "exceeds"
+    return f"{variant} {metric} drop {points}{noise}{where} {outcome} the limit of {lim}"

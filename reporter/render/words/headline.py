@@ -1,0 +1,170 @@
+"""The words of the headline, the story a reader meets first: what FIQ lost, what caused it, what keeping
+it in float won back and at what cost, the other variants' blamed layers, and the outputs that lost accuracy
+(reporter.findings.derive decides all of it)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Optional
+
+from reporter.core import judgement as jd
+from reporter.core import variants
+from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_score,
+                                      fmt_signed_bytes)
+from reporter.findings.basis import metric_of
+from reporter.findings.notices import Fact
+from reporter.model.findings import Culprit, Findings, FixFinding, VariantFinding
+from reporter.model.report import Report
+from reporter.render.words.notices import nonfinite_text
+from reporter.render.words.verdicts import size_words
+
+# The variants other than FIQ (which has the search) whose blamed layer the headline names.
+BLAMED_IN_HEADLINE = variants.BLAMED_IN_HEADLINE
+
+
+def headline(report: Report, found: Findings, recommendation: str, nonfinite: Optional[Fact]) -> list[str]:
+    """Two or three sentences (`found` worded but for its headline; `recommendation` the sentence of
+    reporter.render.words.recommendation): non-finite outputs first, as they change every figure."""
+    lines = [nonfinite_text(report, nonfinite)] if nonfinite is not None else []
+    return lines + _story(report, found, recommendation) + _head_lines(found)
+
+
+def _story(report: Report, found: Findings, recommendation: str) -> list[str]:
+    gap, culprits, fix = found.gap, found.culprits, found.fix
+    fiq, flt = found.variant(variants.FIQ), found.variant(variants.FLOAT)
+    if flt is None or not flt.ok:
+        return ["The float model could not be measured, so nothing can be compared with it."]
+    if fiq is None:
+        return ["FIQ was not built (not among the variants asked for): " + _others(found.variants)] \
+            + _blames(found.variants)
+    if not fiq.ok:
+        return [f"FIQ could not be built: {fiq.error}."] + _blames(found.variants)
+    lines = [_gap_line(report, found, fiq, flt)]
+    rec = report.recommendation
+    if fix is not None and culprits:
+        lines += _fix_lines(report, fix, culprits, flt)
+    elif fix is not None and (fix.status == "not_built" or (rec is not None and rec.denylisted_ops)):
+        lines.append(recommendation)
+    lines += _blames(found.variants)
+    if fiq.slower:
+        lines.append(f"On this machine FIQ runs {fiq.latency_ratio:.1f}x slower than float"
+                     f" ({fmt_ms(fiq.latency_ms)} against {fmt_ms(flt.latency_ms)} per sample, one thread).")
+    return lines
+
+
+def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: VariantFinding) -> str:
+    """What FIQ lost against float, or that it lost nothing beyond noise, or why that cannot be told."""
+    gap = found.gap
+    size = size_words(fiq.size_ratio) if fiq.size_ratio else ""
+    if gap.status == "not_measurable":
+        if fiq.output_mse is not None:
+            return (f"The model's output is not class scores, so accuracy is not measured: FIQ's output differs from"
+                    f" float's, {fmt_mse(fiq.output_mse, fiq.output_variance)}; FIQ is {size}.")
+        return f"FIQ's accuracy gap is not measurable ({gap.reason})."
+    metric, share = metric_of(report)
+    if gap.status == "no_gap":
+        good = "as accurate as float" if metric == "accuracy" else f"as good as float on {metric}"
+        what = (f"FIQ is {size} and {good} ({fmt_score(fiq.accuracy, share)} against"
+                f" {fmt_score(flt.accuracy, share)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
+        if fiq.vs_float is not None and fiq.vs_float.delta < 0 and _lost(-fiq.vs_float.delta, metric, share) != \
+                _lost(0.0, metric, share):
+            what = (f"FIQ is {size} and loses {_lost(-fiq.vs_float.delta, metric, share)}"
+                    f" ({fmt_score(flt.accuracy, share)} → {fmt_score(fiq.accuracy, share)}), {gap.reason}")
+        return what + ": no layer needs to stay in float."
+    p = jd.p_text(gap.p_value) if gap.p_value is not None else "p not recorded"
+    text = (f"FIQ loses {_lost(gap.fiq_drop, metric, share)} against float ({fmt_score(flt.accuracy, share)} →"
+            f" {fmt_score(fiq.accuracy, share)}, {p})")
+    if fiq.degenerate is not None:
+        unit = "pixels" if report.model.task == "segmentation" else "samples"
+        text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of {unit}"
+    return text + "."
+
+
+def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: VariantFinding) -> list[str]:
+    """The culprits, and what keeping them in float won back at what cost (or why nothing was built)."""
+    rec = report.recommendation
+    where = culprit_phrase(culprits)
+    it = "it" if len(culprits) == 1 else "them"
+    if rec is not None and rec.denylisted_ops:  # forced op types are kept too: say so wherever "it" is
+        it += " and every " + " and ".join(rec.denylisted_ops) + " op (--keep-float-ops)"
+    if fix.status in ("recovered", "open") and fix.accuracy is not None:
+        metric, share = metric_of(report)
+        won = (f"wins back {fmt_amount(fix.points_won_back, share, metric)} ({fmt_percent(fix.share_of_gap, 0)} of"
+               " the gap)" if fix.points_won_back is not None and fix.share_of_gap is not None else "was measured")
+        against = f"{fmt_score(fix.accuracy, share)} against float's {fmt_score(flt.accuracy, share)}" + (
+            f" ({fix.vs_float.text})" if fix.vs_float else "")
+        if fix.status == "recovered":
+            lines = [f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}."]
+            if fix.scheme != variants.FLOAT:
+                lines.append(f"Cheaper: {fix.scheme_reason}; that is the pick.")
+            return lines
+        return [f"The search blames {where}. Keeping {it} in float {won}, but the gap stays open:"
+                f" {against}, {_cost(report, fix)}."]
+    if fix.status == "measured" and fix.text and (fix.output_mse is None or fix.fiq_output_mse is None):
+        return [f"A model keeping {where} in float was built, {_cost(report, fix)}, but {fix.text}."]
+    if fix.status == "measured":
+        mse = (f"lowers the output error from MSE {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
+               if fix.output_mse is not None and fix.fiq_output_mse is not None else "was measured")
+        return [f"Keeping {where} in float {mse}, {_cost(report, fix)}."]
+    if fix.status == "failed":
+        return [f"Keeping {where} in float was chosen, but {fix.text}."]
+    return [f"The rmse/scale rule flags {where}; no model was built with {it} in float."]
+
+
+def _head_lines(found: Findings) -> list[str]:
+    """A line for each output that FIQ (or the recommended model) makes less accurate than float beyond noise."""
+    lines = []
+    for name in (variants.FIQ, variants.SELECTIVE):
+        for h in found.heads:
+            if h.variant == name and h.worse and h.vs_float is not None:
+                who = "FIQ" if name == variants.FIQ else "The recommended model"
+                lines.append(f"Output {h.output}: {who} loses {-h.vs_float.delta * 100:.1f} accuracy points against"
+                             f" float ({h.text}).")
+    return lines
+
+
+def culprit_phrase(culprits: list[Culprit]) -> str:
+    """"the SUB and MUL of layer normalization": culprits grouped by the layer they belong to."""
+    groups: "OrderedDict[str, list[str]]" = OrderedDict()
+    for c in culprits:
+        groups.setdefault(c.layer or c.tensor, []).append(c.op or "op")
+    pieces = []
+    for layer, ops in groups.items():
+        ops_text = _and(list(dict.fromkeys(ops)))
+        named = next(c for c in culprits if (c.layer or c.tensor) == layer)
+        pieces.append(f"the {ops_text} of layer {layer}" if named.layer else f"the {ops_text} tensor {layer}")
+    if len(pieces) > 3:
+        return f"{len(culprits)} layers, first {pieces[0]} and {pieces[1]}"
+    return _and(pieces)
+
+
+def _and(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _lost(drop: float, metric: str, share: bool) -> str:
+    """"4.3 accuracy points", "4.3 points of mean IoU", "0.0123 of top2"."""
+    if metric == "accuracy":
+        return f"{drop * 100:.1f} accuracy points"
+    return fmt_amount(drop, share, metric)
+
+
+def _blames(found: list[VariantFinding]) -> list[str]:
+    """A line for each variant other than FIQ (which has the search) that loses accuracy: the layer to blame
+    and what keeping it in float measured."""
+    return [v.blame.text for v in found if v.name in BLAMED_IN_HEADLINE and v.blame is not None]
+
+
+def _cost(report: Report, fix: FixFinding) -> str:
+    flt = report.variant(variants.FLOAT)
+    sel = report.recommendation.selective
+    cost = f"at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ"
+    if flt is not None and flt.ok and sel is not None and sel.ok and sel.size_bytes:
+        cost += f" ({fmt_bytes(sel.size_bytes)}, {size_words(sel.size_bytes / flt.size_bytes)})"
+    return cost
+
+
+def _others(found: list[VariantFinding]) -> str:
+    return "; ".join(v.verdict for v in found if v.name != variants.FLOAT) or "only the float model was measured."

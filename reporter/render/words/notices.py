@@ -1,0 +1,159 @@
+"""The words of the warnings and hints (reporter.findings.notices decides which a report calls for), by code."""
+
+from __future__ import annotations
+
+from reporter.core import variants
+from reporter.core.formatting import fmt_number
+from reporter.findings.basis import columns, metric_of
+from reporter.findings.notices import Fact
+from reporter.model.findings import Notice
+from reporter.model.report import MEASUREMENTS, Report
+
+BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
+TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "a regression",
+              "segmentation": "segmentation (a class at every position)"}
+
+
+def notice(report: Report, fact: Fact) -> Notice:
+    return Notice(fact.code, _TEXTS[fact.code](report, fact))
+
+
+def nonfinite_text(report: Report, fact: Fact) -> str:
+    """"The float model produced NaN or inf on 10 of 200 evaluation samples; DRQ on 10."."""
+    found = [next(v for v in columns(report) if v.name == name) for name in fact.items]
+    n = report.dataset.num_eval
+    named = ["the float model" if v.name == variants.FLOAT else variants.short(v.name) for v in found]
+    text = f"{named[0][0].upper()}{named[0][1:]} produced NaN or inf on {found[0].nonfinite_outputs:,} of {n:,}" \
+           f" evaluation samples"
+    return text + "".join(f"; {w} on {v.nonfinite_outputs:,}" for w, v in zip(named[1:], found[1:])) + "."
+
+
+# --- warnings ---------------------------------------------------------------------------------------
+def _calibration_overlap(report: Report, fact: Fact) -> str:
+    return (f"Calibration used the first {report.dataset.num_calibration:,} samples of the evaluation data (no"
+            " x_calib given): calibration and evaluation data overlap, so the quantized scores may be optimistic.")
+
+
+def _calibration_short(report: Report, fact: Fact) -> str:
+    ds = report.dataset
+    where = "x_calib" if ds.calibration_source == "x_calib" else "the evaluation data"
+    return (f"Asked for {fact.count:,} calibration samples, but {where} holds {ds.num_calibration:,}: FIQ and the"
+            f" debugger were calibrated on those {ds.num_calibration:,}.")
+
+
+def _selection_overlap(report: Report, fact: Fact) -> str:
+    sel = report.recommendation.search.selection_data
+    return (f"The search chose on {sel.num_samples:,} samples of x_calib that include the"
+            f" {report.dataset.num_calibration:,} calibration samples (too few remained beyond them): a layer judged"
+            " on the data it was calibrated on may look better than it is. Give more x_calib samples, or fewer"
+            " --calibration-samples.")
+
+
+def _stateful(report: Report, fact: Fact) -> str:
+    return ("This model keeps state between invokes (variable tensors, as fused LSTM ops have). quant-report resets"
+            " that state before every evaluation sample, but the TF Quantization Debugger does not: its per-layer"
+            " numbers for stateful layers include state carried over from the previous sample, so a high RMSE/scale"
+            " there can be a false alarm. Trust the measured accuracy first.")
+
+
+def _classes_missing(report: Report, fact: Fact) -> str:
+    k, missing = report.model.num_classes, fact.items
+    shown = ", ".join(map(str, missing[:10])) + (" …" if len(missing) > 10 else "")
+    return (f"The evaluation data has no samples of {len(missing)} of the model's {k} classes ({shown}): macro"
+            f" precision, recall, F1 and balanced accuracy average over the {k - len(missing)} classes present.")
+
+
+def _variant_failed(report: Report, fact: Fact) -> str:
+    v = next(v for v in columns(report) if v.name == fact.subject)
+    return f"{variants.short(v.name)} failed: {v.error}"
+
+
+def _measurement_failed(report: Report, fact: Fact) -> str:
+    v = next(v for v in columns(report) if v.name == fact.subject)
+    return (f"{variants.short(v.name)}: {MEASUREMENTS.get(fact.detail, fact.detail)} not measured:"
+            f" {v.measurement_errors[fact.detail]}")
+
+
+def _nonfinite_outputs(report: Report, fact: Fact) -> str:
+    how = ("Those samples count as wrong (they predict no class); errors against float leave them out."
+           if report.model.num_classes else "Errors against float leave those samples out.")
+    return f"{nonfinite_text(report, fact)} {how}"
+
+
+def _debugger_failed(report: Report, fact: Fact) -> str:
+    return f"The quantization debugger failed: {report.debugger_error}"
+
+
+def _target_not_met(report: Report, fact: Fact) -> str:
+    search = report.recommendation.search
+    return f"The search stopped before its target ({search.target_text}): {search.stop_reason}."
+
+
+# --- hints ------------------------------------------------------------------------------------------
+def _task(report: Report, fact: Fact) -> str:
+    model = report.model
+    kind = "a binary classifier" if model.binary_sigmoid else TASK_WORDS.get(model.task, model.task)
+    return f"Measured as {kind} ({model.task_reason})."
+
+
+def _labels_as_classes(report: Report, fact: Fact) -> str:
+    return f"{report.model.label_note}."
+
+
+def _user_metric(report: Report, fact: Fact) -> str:
+    main = report.variant(variants.FLOAT).metrics.main
+    way = "higher is better" if main.higher_is_better else "lower is better (--metric-mode min)"
+    return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.get('metric')},"
+            f" {way}); its intervals and paired tests resample whole samples ({BOOTSTRAP_WORDS}).")
+
+
+def _user_metric_failed(report: Report, fact: Fact) -> str:
+    return (f"Your metric ({report.settings.get('metric')}) was not measured (see run.log), so the report reads"
+            f" {metric_of(report)[0]} instead.")
+
+
+def _bootstrap(report: Report, fact: Fact) -> str:
+    return (f"Mean IoU is not a mean over samples: its intervals and paired tests resample whole images"
+            f" ({BOOTSTRAP_WORDS}), never pixels.")
+
+
+def _latency_skipped(report: Report, fact: Fact) -> str:
+    return "Latency was not measured: latency runs were set to 0."
+
+
+def _rule_false_alarm(report: Report, fact: Fact) -> str:
+    worst, n = fact.layer, fact.count
+    return (f"The rmse/scale rule flags {n} layer{'s' if n != 1 else ''} (worst: {worst.op_name} at"
+            f" {worst.rmse_over_scale:.3g}), but FIQ loses no accuracy beyond noise, so keeping"
+            f" {'it' if n == 1 else 'them'} in float is not needed.")
+
+
+def _wide_range(report: Report, fact: Fact) -> str:
+    widest = fact.layer
+    return (f"Layer {widest.index} ({widest.op_name}) has by far the widest range ({fmt_number(widest.range)}) but"
+            f" an RMSE/scale of {widest.rmse_over_scale:.3f}, so the rule does not flag it. A wide range spreads the"
+            " 256 int8 steps thinly; if the selective model does not recover the whole gap, try keeping this layer"
+            f" in float too (for example with --first-layers {widest.index + 1}) or use --recommend search.")
+
+
+def _primary_output(report: Report, fact: Fact) -> str:
+    chosen = report.settings.get("primary_output")
+    return (f"The model has {len(report.model.outputs)} outputs; the main numbers are about output {fact.subject}"
+            f" ({'--primary-output' if chosen else 'the first with labels'}), and every output is in the per-output"
+            " table.")
+
+
+def _unlabelled_output(report: Report, fact: Fact) -> str:
+    return f"Output {fact.subject} has no labels (no y_{fact.subject}): it is compared with float's output only."
+
+
+_TEXTS = {
+    "calibration_overlap": _calibration_overlap, "calibration_short": _calibration_short,
+    "selection_overlap": _selection_overlap, "stateful": _stateful, "classes_missing": _classes_missing,
+    "variant_failed": _variant_failed, "measurement_failed": _measurement_failed,
+    "nonfinite_outputs": _nonfinite_outputs, "debugger_failed": _debugger_failed, "target_not_met": _target_not_met,
+    "task": _task, "labels_as_classes": _labels_as_classes, "user_metric": _user_metric,
+    "user_metric_failed": _user_metric_failed, "bootstrap": _bootstrap, "latency_skipped": _latency_skipped,
+    "rule_false_alarm": _rule_false_alarm, "wide_range": _wide_range, "primary_output": _primary_output,
+    "unlabelled_output": _unlabelled_output,
+}

@@ -1,0 +1,178 @@
+"""The words of the recommendation: its one sentence, why each layer is kept, what the fix measured, the
+lighter schemes tried for the recommended layers, and the variants that win FIQ's gap back instead
+(reporter.findings.derive decides all of them)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from reporter.core import judgement as jd
+from reporter.core import variants
+from reporter.core.formatting import fmt_bytes, fmt_number, fmt_percent, fmt_points, fmt_score, fmt_signed_bytes
+from reporter.findings.basis import metric_of
+from reporter.findings.derive import Closing
+from reporter.model.findings import AlternativeFinding, Comparison, Findings, FixFinding, GapFinding, Reason
+from reporter.model.report import Alternative, Recommendation, Report, SearchResult
+from reporter.core.variants import SEARCH_METHOD
+
+# A scheme in a sentence (float is called by its name).
+SCHEME_NAMES = variants.SCHEME_WORDS  # a scheme in a sentence: "dynamic range"
+
+
+def sentence(report: Report, found: Findings, closing: list[Closing]) -> str:
+    """What the recommendation keeps in float and what that model measured, in one sentence (`found` worded)."""
+    rec, gap, fix = report.recommendation, found.gap, found.fix
+    if rec is None:
+        return ""
+    if gap.status == "no_gap":
+        return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
+    search = rec.search
+    if fix is None or fix.status == "not_built":
+        if rec.method == SEARCH_METHOD and search is not None and search.target_met:
+            return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
+        if rec.method == SEARCH_METHOD:
+            none = none_measurable(search, gap if metric_of(report)[1] else None)
+            others = closing_words(report, closing)
+            if others:
+                return f"{none}, but a measured variant wins the gap back: " + "; ".join(others) + "."
+            return f"{none}; FIQ stays as it is."
+        return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
+    layers = kept_words(rec)
+    if fix.status == "failed":
+        return f"Keeping {layers} was chosen, but {fix.text}."
+    how = "The search keeps" if rec.method == SEARCH_METHOD else "The rmse/scale rule keeps"
+    cost = f" at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ" if fix.size_cost_bytes is not None else ""
+    if fix.status == "measured":
+        text = f"{how} {layers}{cost}" + (
+            f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
+            if fix.output_mse is not None and fix.fiq_output_mse is not None else (f"; {fix.text}" if fix.text else ""))
+    else:
+        metric = metric_of(report)[0]
+        text = f"{how} {layers} and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
+               f" {metric} gap{cost} ({gap.reason})"
+    if rec.method == SEARCH_METHOD and search is not None and not search.target_met:
+        text += f"; the search's target was not reached on its {search.selection_data.num_samples:,} selection samples"
+    if fix.status == "open":
+        others = closing_words(report, closing)
+        if others:
+            text += ". A measured variant wins the gap back instead: " + "; ".join(others)
+    if fix.scheme != variants.FLOAT:
+        text += f". The pick: {fix.scheme_reason}"
+    if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
+        text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
+                 f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
+    return text + "."
+
+
+def none_measurable(search: Optional[SearchResult], gap: Optional[GapFinding] = None) -> str:
+    """No float layer passed: said as what the selection data could show, not as "no layer helps"; when FIQ's
+    whole loss is below that limit, said too (no layer could have shown it)."""
+    if search is None:
+        return "No layer was kept in float"
+    sel = search.selection_data
+    if sel.detectable is None:
+        return f"No float layer changed FIQ measurably on {sel.num_samples:,} selection samples"
+    text = (f"No float layer changed FIQ measurably on {sel.num_samples:,} selection samples (the smallest change"
+            f" {sel.num_samples:,} samples can show is {fmt_points(sel.detectable).lstrip('+')} points of agreement"
+            " with float")
+    lost = gap.fiq_drop if gap is not None else None
+    if lost is not None and 0 < lost < sel.detectable:
+        text += (f"; FIQ's whole loss, {fmt_points(lost).lstrip('+')} points, is below it: more x_calib samples"
+                 " (--selection-samples) are needed to find its cause")
+    return text + ")"
+
+
+def kept_words(rec: Recommendation) -> str:
+    """What the recommended model keeps in float, forced layers and op types counted and named: "3 layers in float
+    (1 of them forced by --keep-float) and every MEAN op (--keep-float-ops)"."""
+    n = len(rec.denylisted_nodes)
+    forced = [node for node in rec.forced_nodes if node in rec.denylisted_nodes]
+    text = "no layer in float" if n == 0 and rec.denylisted_ops else \
+        ("1 layer in float" if n == 1 else f"{n} layers in float")
+    if forced:
+        text += f" ({'forced by --keep-float' if n == 1 else f'{len(forced)} of them forced by --keep-float'})"
+    if rec.denylisted_ops:
+        ops = list(rec.denylisted_ops)
+        names = ops[0] if len(ops) == 1 else ", ".join(ops[:-1]) + " and " + ops[-1]
+        text += f"{' beyond' if n == 0 else ' and'} every {names} op (--keep-float-ops)"
+    return text
+
+
+def closing_words(report: Report, closing: list[Closing]) -> list[str]:
+    """Each variant that wins FIQ's gap back, with its size and latency: "DRQ (TensorFlow converter) gives
+    accuracy 95.6 % (...) at 4.4 KB, +1.2 KB against FIQ, as fast as float"."""
+    flt, fiq = report.variant(variants.FLOAT), report.variant(variants.FIQ)
+    metric, share = metric_of(report)
+    out = []
+    for c in closing:
+        v = report.variant(c.variant)
+        speed = ""
+        if v.latency_ms and flt.latency_ms and flt.latency_ms.median:
+            ratio = v.latency_ms.median / flt.latency_ms.median
+            way = "slower" if ratio >= 1 else "faster"
+            speed = f", {max(ratio, 1 / ratio):.1f}x {way} than float on this machine" \
+                if not jd.same_ratio(ratio, jd.LATENCY_SAME_RATIO) else ", as fast as float"
+        bigger = (f", {fmt_signed_bytes(v.size_bytes - fiq.size_bytes)} against FIQ"
+                  if fiq is not None and fiq.ok and fiq.size_bytes else "")
+        out.append(f"{variants.short(v.name)} ({v.converter or 'TensorFlow converter'}) gives {metric}"
+                   f" {fmt_score(v.metrics.score, share)} ({c.vs_float.text} against float) at"
+                   f" {fmt_bytes(v.size_bytes)}{bigger}{speed}")
+    return out
+
+
+def reason_text(report: Report, reason: Reason) -> str:
+    """Why a layer is kept in float: forced, needed (what the search measured without it), or the rule's flag."""
+    rec = report.recommendation
+    if reason.kind == "forced":
+        return "asked for (--keep-float)"
+    if reason.kind == "needed":
+        lost = reason.value
+        if report.model.num_classes is not None:
+            return f"without it, agreement with float on the selection data drops {lost * 100:.1f} points"
+        return f"without it, the selection score (1 - output MSE / variance) drops {lost:.3g}"
+    if reason.kind == "rmse_over_scale":
+        return f"RMSE/scale {reason.value:.3g} is above the rule's {rec.threshold:g}"
+    return f"one of the first {rec.first_layers} layers"
+
+
+def fix_text(report: Report, fix: FixFinding, gap: GapFinding) -> str:
+    """Why the recommended model failed or what of it was not measured; "" when it measured."""
+    sel = report.recommendation.selective
+    if fix.status == "failed":
+        return f"the recommended model failed: {sel.error}"
+    if fix.status != "measured":
+        return ""
+    if sel.metrics is None:
+        missing = sel.not_measured("metrics") or sel.not_measured("output_error")
+        what = "accuracy" if sel.not_measured("metrics") else "output error"
+        return f"the recommended model's {what} was not measured: {missing}" if missing else ""
+    return gap.reason  # float's or FIQ's accuracy was not measured: nothing to win back
+
+
+def scheme_reason(alt: AlternativeFinding, vs_float: Comparison) -> str:
+    """Why the pick keeps the recommended layers in a lighter scheme than float."""
+    words = SCHEME_NAMES.get(alt.scheme, alt.scheme)
+    return (f"the same layers in {words} ({alt.converter}) are as good within noise ({vs_float.text} against float)"
+            f" and {fmt_signed_bytes(alt.size_delta_bytes)} against keeping them in float")
+
+
+def alternative_text(alt: Alternative, found: AlternativeFinding) -> str:
+    """What the recommended layers in a lighter scheme measured against the recommended model, or why not."""
+    words = SCHEME_NAMES.get(alt.scheme, alt.scheme)
+    m = alt.model
+    if found.status == "not_applicable":
+        return (f"{words.capitalize()} for the recommended layers is not applicable: it quantizes only ops with"
+                " weights, and none of them has any.")
+    if found.status == "failed":
+        error = alt.error or (m.error if m else "")
+        return f"{words.capitalize()} for the recommended layers could not be built: {error}"
+    cmp, size_delta = found.vs_recommended, found.size_delta_bytes
+    what = (f"The recommended layers in {words} ({m.converter}): "
+            + (f"{fmt_score(m.metrics.score, m.metrics.share)}" if m.metrics else "accuracy not measured")
+            + (f", {cmp.text} against the recommended model" if cmp else "")
+            + (f", {fmt_signed_bytes(size_delta)}" if size_delta is not None else ""))
+    if alt.scheme == variants.FLOAT:
+        return what + (" — the same layers in float through the converter that mixes schemes, so that 16x8 and"
+                       " dynamic range are read against it too.")
+    return what + {"lighter": " — as accurate within noise and smaller: a lighter fix.",
+                   "worse": " — worse than keeping them in float.", "not_lighter": "."}[found.status]
