@@ -241,8 +241,6 @@ def _run_one(settings, debug: bool):
 
 
 def _run(args) -> int:
-    from reporter.findings.gate import Gate
-
     settings = _settings(args, args.model, args.data, args.name)
     if args.baseline and not _baseline_readable(args.baseline):
         return int(ExitCode.USAGE)
@@ -250,12 +248,10 @@ def _run(args) -> int:
     if report is None:
         return int(code)
     passed = True
-    if args.max_accuracy_drop is not None:
-        from reporter.findings.gate import check
-
-        result = check(report, Gate(args.max_accuracy_drop, args.variant))
-        print(f"quant-report: gate {'passed' if result.passed else 'FAILED'}: {result.message}", file=sys.stderr)
-        passed = result.passed
+    gate = report.findings.gate  # the run's gate (--max-accuracy-drop, --gate-variant), decided with its findings
+    if gate is not None:
+        print(f"quant-report: gate {'passed' if gate.passed else 'FAILED'}: {gate.message}", file=sys.stderr)
+        passed = gate.passed
     if args.baseline:
         from pathlib import Path
 
@@ -368,7 +364,7 @@ def _render(args) -> int:
     from pathlib import Path
 
     from reporter.render import formats as render
-    from reporter.findings import load_report
+    from reporter.render import load_report
     from reporter.model.decode import JSONLimitError
 
     src = Path(args.report)
@@ -411,10 +407,14 @@ def _render(args) -> int:
 
 
 def _batch(args) -> int:
-    """Runs the models of a config file in worker processes and writes the index."""
+    """Runs the models of a config file in worker processes (or Ray tasks) and writes the index."""
+    from pathlib import Path
+
     from reporter.batch import index
-    from reporter.batch.runner import Display, run_batch
     from reporter.batch.config import ConfigError, load
+    from reporter.batch.display import Display
+    from reporter.batch.executor import BatchOptions, LocalPool
+    from reporter.batch.runner import run_batch
     from reporter.core.errors import QuantReportError
     from reporter.core.files import check_writable
 
@@ -431,10 +431,12 @@ def _batch(args) -> int:
         return int(ExitCode.FAILED)
     if args.baseline and not _baseline_readable(args.baseline):
         return int(ExitCode.USAGE)
-    executor = args.executor or config.batch.get("executor", "local")
-    address = args.address or config.batch.get("address")
-    cpus = args.cpus_per_task or config.batch.get("cpus_per_task", 1)
-    if executor == "ray":
+    options = BatchOptions(out=Path(args.out), jobs=args.jobs, resume=args.resume,
+                           executor=args.executor or config.batch.get("executor", "local"),
+                           address=args.address or config.batch.get("address"),
+                           cpus_per_task=args.cpus_per_task or config.batch.get("cpus_per_task", 1),
+                           shared_dir=args.shared_dir)
+    if options.executor == "ray":
         from reporter.batch.ray import require_ray
 
         try:
@@ -443,7 +445,13 @@ def _batch(args) -> int:
             _error(str(exc))
             return int(ExitCode.USAGE)
     display = Display(len(config.models), quiet=args.quiet)
-    result = run_batch(config, args.out, args.jobs, args.resume, display, executor, address, cpus, args.shared_dir)
+    if options.executor == "ray":
+        from reporter.batch.ray import RayPool
+
+        pool = RayPool(options, display)
+    else:
+        pool = LocalPool(options, display)
+    result = run_batch(config, options, pool)
     idx = index.build(config, args.out, result)
     written = index.write(idx, args.out)
     if result.interrupted:  # stopped by SIGTERM or Ctrl-C: the index of what finished is written, no baseline

@@ -227,7 +227,7 @@ def test_missing_config_file(tmp_path, capfd):
 def test_plain_progress_lines_for_ci_logs():
     import io
 
-    from reporter.batch.runner import Display
+    from reporter.batch.display import Display
     from reporter.batch.worker import Outcome
 
     stream = io.StringIO()  # not a terminal: plain lines, no control characters

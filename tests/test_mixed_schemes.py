@@ -37,7 +37,7 @@ def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judge
     from litert_quantizer import recipe
 
     from reporter.measure import evaluate
-    from reporter.run import inputs
+    from reporter.run import data_loading
     from reporter.run.settings import RunSettings
 
     folder, report = mlp_run
@@ -51,7 +51,7 @@ def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judge
     assert alternatives["drq"]["applicable"] is False and alternatives["drq"]["model"] is None
     assert not (folder / "alt_drq.tflite").exists()
 
-    data = inputs.load_data(str(mlp_files[1]), RunSettings("", "", "").calibration_samples)
+    data = data_loading.load_data(str(mlp_files[1]), RunSettings("", "", "").calibration_samples)
     float_model = (folder / "float.tflite").read_bytes()
     for scheme, layer_recipe in (("float", None), ("int16x8", recipe.static_wi8_ai16)):
         alt = alternatives[scheme]
@@ -80,7 +80,7 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
     significantly worse is not; within noise but larger is not lighter."""
     import dataclasses
 
-    from reporter.findings import derive as findings
+    from reporter.render import words
 
     base = fixture_report
     sel = base.recommendation.selective
@@ -97,7 +97,7 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
         from reporter.model.report import Alternative
 
         rec = dataclasses.replace(base.recommendation, alternatives=[Alternative("int16x8", [], model)])
-        return findings.derive(dataclasses.replace(base, recommendation=rec)).alternatives[0]
+        return words.findings_of(dataclasses.replace(base, recommendation=rec)).alternatives[0]
 
     assert alt(-500, 1, 0).status == "lighter"
     assert alt(-500, 30, 0).status == "worse"

@@ -10,13 +10,13 @@ pytestmark = pytest.mark.slow  # every test converts a model
 
 @pytest.fixture(scope="module")
 def mlp(mlp_files):
-    from reporter.run import inputs
+    from reporter.run import data_loading, model_loading
 
     model_path, data_path = mlp_files
-    data = inputs.load_data(str(data_path), 100)
+    data = data_loading.load_data(str(data_path), 100)
     # the one input's arrays, as the seed notebook holds them (the independent checks take plain arrays)
     data.x, data.x_calib = data.x.single().astype("float32"), data.x_calib.single().astype("float32")
-    return inputs.load_model(model_path), data, model_path
+    return model_loading.load_model(model_path), data, model_path
 
 
 def test_calibrate_once_gives_the_public_debuggers_models(mlp):

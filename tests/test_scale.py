@@ -34,15 +34,15 @@ def _npy_folder(npz: Path, folder: Path) -> Path:
 
 def test_an_npy_folder_is_read_memory_mapped_and_stays_mapped(mlp_files, tmp_path):
     from reporter.measure.signature import Port
-    from reporter.run import inputs
+    from reporter.run import binding, data_loading
 
     folder = _npy_folder(mlp_files[1], tmp_path / "data")
     np.save(folder / "x.npy", np.load(folder / "x.npy").astype(np.float32))
-    data = inputs.load_data(str(folder), 100)
+    data = data_loading.load_data(str(folder), 100)
     x = data.x.single()
     assert _mapped(x)  # on disk, read in batches
     port = Port(name="x", key="x", index=0, shape=(-1, *x.shape[1:]), dtype="float32")
-    bound = inputs._cast("data", "x", x, port, "m")
+    bound = binding._cast("data", "x", x, port, "m")
     assert _mapped(bound) and np.shares_memory(bound, x)  # bound to the model without a copy
 
 

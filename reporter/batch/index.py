@@ -20,11 +20,12 @@ from reporter.batch.worker import Outcome
 from reporter.batch.config import BatchConfig
 from reporter.findings.gate import Gate
 from reporter.core.exit_codes import exit_code
-from reporter.findings.gate import check
+from reporter.render.words.gate import check
 from reporter.render.formats import FILE_NAMES, environment, templates_dir, write_atomic
-from reporter.findings import load_report
+from reporter.render import load_report
 from reporter.findings.derive import metric_of
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_change, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_points
+from reporter.core import variants
 from reporter.core.variants import short
 
 INDEX_SCHEMA_VERSION = 1
@@ -71,9 +72,9 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
                         gap_recovered=None, gate=None, **base)
     found = report.findings  # every number and verdict below comes from the report's findings
     metric, share = metric_of(report)
-    ok = [f for f in found.variants if f.ok and f.name != "rule"]
+    ok = [f for f in found.variants if f.ok and f.name != variants.RULE]
     accuracy = {f.name: f.accuracy for f in ok if f.accuracy is not None}
-    target = found.variant(gate.variant if gate else "fiq")
+    target = found.variant(gate.variant if gate else variants.GATE_DEFAULT)
     drop = -target.vs_float.delta if target is not None and target.vs_float is not None else None
     gate_result = dataclasses.asdict(check(report, gate)) if gate else None
     return IndexRow(
@@ -136,7 +137,8 @@ def build(config: BatchConfig, out, result: BatchResult) -> Index:
 class IndexView:
     """Formatted cells for the index templates."""
 
-    VARIANTS = ("float", "drq", "fiq", "selective")  # their accuracy; the first three's size; FIQ's latency
+    # Their accuracy; the first three's size; FIQ's latency.
+    VARIANTS = (variants.FLOAT, variants.DRQ, variants.FIQ, variants.SELECTIVE)
 
     @property
     def accuracy_labels(self) -> list[str]:
@@ -149,7 +151,7 @@ class IndexView:
 
     @property
     def fiq_label(self) -> str:
-        return short("fiq")
+        return short(variants.FIQ)
 
     def __init__(self, index: Index):
         self.index = index
@@ -161,7 +163,7 @@ class IndexView:
             gate = ""
             if r.gate:
                 gate = "pass" if r.gate["passed"] else "FAIL"
-            gated = self.index.gate["variant"] if self.index.gate else "fiq"
+            gated = self.index.gate["variant"] if self.index.gate else variants.GATE_DEFAULT
             out.append({
                 "row": r,
                 "metric": "" if r.metric == "accuracy" else r.metric,
@@ -169,9 +171,10 @@ class IndexView:
                              (fmt_metric if r.metric_share else fmt_number)(r.accuracy.get(v)) for v in self.VARIANTS],
                 "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],
                 # a built FIQ without a latency: its timing failed or was skipped (latency runs 0)
-                "latency": NOT_MEASURED if "fiq" in r.size_bytes and r.latency_ms.get("fiq") is None
-                else fmt_ms(r.latency_ms.get("fiq")),
-                "drop": (NOT_MEASURED if _missing(r, gated, "metrics") or _missing(r, "float", "metrics") else "–")
+                "latency": NOT_MEASURED
+                if variants.FIQ in r.size_bytes and r.latency_ms.get(variants.FIQ) is None
+                else fmt_ms(r.latency_ms.get(variants.FIQ)),
+                "drop": (NOT_MEASURED if _missing(r, gated, "metrics") or _missing(r, variants.FLOAT, "metrics") else "–")
                 if r.accuracy_drop is None else (fmt_points(-r.accuracy_drop) if r.metric_share
                                                  else fmt_change(-r.accuracy_drop, False)),
                 "suspects": "–" if r.suspects is None else str(r.suspects),
@@ -195,7 +198,7 @@ class IndexView:
 
     @property
     def drop_label(self) -> str:
-        variant = self.index.gate["variant"] if self.index.gate else "fiq"
+        variant = self.index.gate["variant"] if self.index.gate else variants.GATE_DEFAULT
         return f"{short(variant)} vs float (points)"
 
     @property

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from reporter.batch.executor import Executor
 from reporter.batch.worker import Job, Outcome, work
 from reporter.batch.worker import outcome as worker_outcome
 from reporter.core.errors import UsageError
@@ -77,60 +78,60 @@ def _task(job: Job, shared_dir: bool) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(pending: list[Job], out: Path, display, jobs: int, address=None, cpus_per_task: int = 1,
-        shared_dir: bool = False):
-    """Runs `pending` jobs as Ray tasks; yields (name, Outcome) as each finishes, as the local pool records
-    them. Interrupted (SIGTERM, Ctrl-C) or closed early, it cancels the tasks still running and shuts down the
-    Ray instance it started: close it (`contextlib.closing`) so that this happens at once."""
-    ray = require_ray()
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address, num_cpus=None if address else max(1, jobs) * cpus_per_task,
-                 include_dashboard=False, log_to_driver=False, configure_logging=False)
-    remote = ray.remote(num_cpus=cpus_per_task, max_calls=1, max_retries=0)(_task)
-    refs = {}
-    try:
-        for job in pending:
-            # A second process for conversions only where the task has a second CPU of its own.
-            task_job = dataclasses.replace(job, remote=address is not None,
-                                           side_converter=job.side_converter and cpus_per_task >= 2)
-            refs[remote.remote(task_job, shared_dir)] = job
-            display.stage(job.name, "queued on Ray")
-        t_start = {job.name: time.perf_counter() for job in pending}
-        while refs:
-            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
-            display.tick()
-            for ref in ready:
-                job = refs.pop(ref)
-                outcome = _collect(ray, ref, job, out, shared_dir, time.perf_counter() - t_start[job.name])
-                display.finish(outcome)
-                yield job.name, outcome
-    finally:
-        for ref in refs:  # stopped early: on a cluster the tasks would otherwise run on without us
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
+class RayPool(Executor):
+    """The batch as Ray tasks, one per model (`options.address`, `.cpus_per_task`, `.shared_dir`). Interrupted
+    (SIGTERM, Ctrl-C), it cancels the tasks still running and shuts down the Ray instance it started."""
+
+    def run(self, jobs: list[Job]) -> None:
+        ray = require_ray()
+        options, display = self.options, self.display
+        started = not ray.is_initialized()
         if started:
-            ray.shutdown()
+            ray.init(address=options.address,
+                     num_cpus=None if options.address else max(1, options.jobs) * options.cpus_per_task,
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        remote = ray.remote(num_cpus=options.cpus_per_task, max_calls=1, max_retries=0)(_task)
+        refs = {}
+        try:
+            for job in jobs:
+                # A second process for conversions only where the task has a second CPU of its own.
+                task_job = dataclasses.replace(job, remote=options.address is not None,
+                                               side_converter=job.side_converter and options.cpus_per_task >= 2)
+                refs[remote.remote(task_job, options.shared_dir)] = job
+                display.stage(job.name, "queued on Ray")
+            t_start = {job.name: time.perf_counter() for job in jobs}
+            while refs:
+                ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
+                display.tick()
+                for ref in ready:
+                    job = refs.pop(ref)
+                    self._finished(self._collect(ray, ref, job, time.perf_counter() - t_start[job.name]))
+        finally:
+            for ref in refs:  # stopped early: on a cluster the tasks would otherwise run on without us
+                with contextlib.suppress(Exception):
+                    ray.cancel(ref, force=True)
+            if started:
+                ray.shutdown()
 
-
-def _collect(ray, ref, job, out: Path, shared_dir: bool, seconds: float):
-    """The finished task's outcome; its report files and log written into `out` (atomically)."""
-    folder = folder_name(job.name)
-    try:
-        payload = ray.get(ref)
-    except ray.exceptions.RayError as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return Outcome(job.name, "failed", folder, stage="start",
-                       error=f"Ray task died ({type(exc).__name__}: {first})"[:300], seconds=round(seconds, 2))
-    if not shared_dir:
-        if payload["files"]:
-            with staged_folder(out, job.name) as staged:
-                for rel, data in payload["files"].items():
-                    target = staged / rel
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(data)
-        if payload["log"]:
-            log = Path(job.log)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log.write_bytes(payload["log"])
-    return worker_outcome(job, payload["result"], 0 if payload["result"] else 1, payload["stage"], out)
+    def _collect(self, ray, ref, job: Job, seconds: float) -> Outcome:
+        """The finished task's outcome; its report files and log written into the output folder (atomically)."""
+        folder = folder_name(job.name)
+        out = Path(job.out)
+        try:
+            payload = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            return Outcome(job.name, "failed", folder, stage="start",
+                           error=f"Ray task died ({type(exc).__name__}: {first})"[:300], seconds=round(seconds, 2))
+        if not self.options.shared_dir:
+            if payload["files"]:
+                with staged_folder(out, job.name) as staged:
+                    for rel, data in payload["files"].items():
+                        target = staged / rel
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        target.write_bytes(data)
+            if payload["log"]:
+                log = Path(job.log)
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_bytes(payload["log"])
+        return worker_outcome(job, payload["result"], 0 if payload["result"] else 1, payload["stage"], out)

@@ -1,4 +1,4 @@
-"""The batch runner: many models from one config file, each in its own worker process.
+"""The batch runner: many models from one config file, each in its own worker process or Ray task.
 
 A worker that crashes or runs out of memory takes down only its own model. Reports are written
 atomically by the pipeline, so an interrupted batch leaves complete reports only; `resume` skips
@@ -9,26 +9,21 @@ every model's outcome (interrupted, not started), so that the index is written.
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
 import hashlib
 import json
-import multiprocessing
-import os
-import queue as queue_mod
-import shutil
-import sys
 import time
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from reporter import __version__
-from reporter.run import settings
 from reporter.batch.config import BatchConfig, ModelEntry
+from reporter.batch.display import Display
+from reporter.batch.executor import BatchOptions, Executor
+from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome
 from reporter.core.files import clean_leftovers, folder_name
-from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome, child, outcome as worker_outcome
 from reporter.core.lifetime import Terminated
-
+from reporter.run import settings
 
 
 def fingerprint(entry: ModelEntry, max_accuracy_drop=None) -> str:
@@ -85,80 +80,6 @@ def latency_timing_note(workers: int) -> str:
             " evaluations may run on other cores meanwhile")
 
 
-class Display:
-    """Which model is at which stage, how many are done, elapsed time.
-
-    On a terminal one status line is redrawn in place; otherwise (CI logs) plain lines are printed
-    when a model starts a new stage and when it ends.
-    """
-
-    def __init__(self, total: int, stream=None, quiet: bool = False):
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.quiet = quiet
-        self.total = total
-        self.done = 0
-        self.failed = 0
-        self.stages: dict[str, str] = {}
-        self.t0 = time.monotonic()
-
-    def _elapsed(self) -> str:
-        s = int(time.monotonic() - self.t0)
-        return f"{s // 60:02d}:{s % 60:02d}"
-
-    def _line(self, text: str):
-        if self.quiet:
-            return
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + text + "\n")
-            self._status()
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
-
-    def _status(self):
-        if self.quiet or not self.tty:
-            return
-        running = ", ".join(f"{n}: {s}" for n, s in self.stages.items())
-        text = f"[{self._elapsed()}] {self.done}/{self.total} done" + (f", {self.failed} failed" if self.failed else "")
-        width = shutil.get_terminal_size((120, 20)).columns - 1
-        self.stream.write("\r\x1b[2K" + (text + (" | " + running if running else ""))[:width])
-        self.stream.flush()
-        self._last_status = time.monotonic()
-
-    def tick(self):
-        """Keeps the elapsed time moving during long stages (terminal only, once a second)."""
-        if self.tty and time.monotonic() - getattr(self, "_last_status", 0.0) >= 1.0:
-            self._status()
-
-    # In plain-line mode only these stages get a line; the measuring sub-steps would flood a CI log.
-    MAJOR = ("starting", "load", "convert", "debug", "selective", "render")
-
-    def stage(self, name: str, stage: str):
-        self.stages[name] = stage
-        if not self.tty and stage.split(" ")[0] in self.MAJOR:
-            self._line(f"[{self._elapsed()}] {name}: {stage}")
-        else:
-            self._status()
-
-    def finish(self, outcome: Outcome):
-        self.stages.pop(outcome.name, None)
-        self.done += 1
-        if outcome.status == "failed":
-            self.failed += 1
-            text = f"FAILED at {outcome.stage}: {outcome.error} (log: {outcome.log})"
-        elif outcome.status == "skipped":
-            text = "unchanged, report kept (--resume)"
-        else:
-            text = f"done in {outcome.seconds:.1f} s"
-        self._line(f"[{self._elapsed()}] {outcome.name}: {text}  ({self.done}/{self.total})")
-
-    def close(self):
-        if self.tty and not self.quiet:
-            self.stream.write("\r\x1b[2K")
-            self.stream.flush()
-
-
 @dataclass
 class BatchResult:
     outcomes: list[Outcome] = field(default_factory=list)
@@ -167,46 +88,36 @@ class BatchResult:
     unfinished: tuple = ()  # the names of the models it stopped or never started
 
 
-STOP_SECONDS = 15.0  # a stopped batch waits this long for its workers to clean up, then kills them
-
-
-def run_batch(config: BatchConfig, out, jobs: int, resume: bool, display: Display, executor: str = "local",
-              address=None, cpus_per_task: int = 1, shared_dir: bool = False) -> BatchResult:
-    """Runs every model of `config` with at most `jobs` worker processes at once, or as Ray tasks
-    (`executor="ray"`, reporter/batch/ray.py): the same worker function, outcomes and index either way.
+def run_batch(config: BatchConfig, options: BatchOptions, pool: Executor) -> BatchResult:
+    """Runs every model of `config` with `pool`: at most `options.jobs` worker processes at once (LocalPool), or
+    as Ray tasks (RayPool, reporter/batch/ray.py): the same worker function, outcomes and index either way.
 
     SIGTERM (`Terminated`) or Ctrl-C stops the workers (each removes its staging folder; one still busy after
-    STOP_SECONDS is killed) and returns what finished, the other models marked as interrupted or not
+    executor.STOP_SECONDS is killed) and returns what finished, the other models marked as interrupted or not
     started, with `interrupted` set: the caller still writes the index."""
-    out = Path(out)
+    out = Path(options.out)
     out.mkdir(parents=True, exist_ok=True)
     clean_stale(out)
+    display = pool.display
     logs = out / "logs"
     t0 = time.perf_counter()
     outcomes: dict[str, Outcome] = {}
     lock_path = out / TIMING_LOCK
     interrupted = ""
     try:
-        pending = _pending_jobs(config, out, resume, display, outcomes)
+        pending = _pending_jobs(config, out, options.resume, display, outcomes)
         # With more than one worker, models are timed one at a time (a lock file the workers share).
-        workers = min(max(1, jobs), len(pending))
+        workers = min(max(1, options.jobs), len(pending))
         if workers > 1:  # the cores are taken by the workers: no second process for conversions either
             pending = [dataclasses.replace(job, timing_lock=str(lock_path), side_converter=False,
                                            extra={"latency_timing": latency_timing_note(workers)})
                        for job in pending]
-        if executor == "ray":
-            from reporter.batch import ray as ray_batch
-
-            with contextlib.closing(ray_batch.run(pending, out, display, jobs, address, cpus_per_task,
-                                                  shared_dir)) as finished:
-                for name, outcome in finished:
-                    outcomes[name] = outcome
-        else:
-            _run_local(pending, outcomes, jobs, display, out)
+        pool.run(pending)
     except (KeyboardInterrupt, Terminated) as exc:
         interrupted = "SIGTERM" if isinstance(exc, Terminated) else "SIGINT"
         clean_stale(out)  # the staging folders of workers that had to be killed
     finally:
+        outcomes.update(pool.outcomes)
         lock_path.unlink(missing_ok=True)
         display.close()
     unfinished = tuple(e.name for e in config.models if e.name not in outcomes)
@@ -254,74 +165,3 @@ def _not_finished(name: str, how: str, display: Display, out: Path) -> Outcome:
                        error=f"interrupted: the batch was stopped ({how}) while this model ran", log=rel_log)
     return Outcome(name, "failed", folder, stage="not started",
                    error=f"not run: the batch was stopped ({how}) before this model started")
-
-
-def _run_local(pending: list[Job], outcomes: dict, jobs: int, display: Display, out: Path):
-    """The local pool: one spawned worker process per model, at most `jobs` at once. Interrupted, it stops
-    the workers it started before the interruption goes on."""
-    ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
-    messages = ctx.Queue()
-    running: dict[str, tuple] = {}
-    results: dict[str, dict] = {}
-    try:
-        _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out)
-    except BaseException:
-        _stop_workers(messages, running, results, outcomes, display, out)
-        raise
-    finally:
-        messages.close()
-
-
-def _stop_workers(messages, running, results, outcomes, display, out):
-    """Sends every running worker SIGTERM (it removes its staging folder and ends), kills one that has not
-    ended after STOP_SECONDS, and records the outcome of any that finished meanwhile."""
-    for proc, _ in running.values():
-        with contextlib.suppress(Exception):
-            proc.terminate()
-    deadline = time.monotonic() + STOP_SECONDS
-    while any(proc.is_alive() for proc, _ in running.values()) and time.monotonic() < deadline:
-        _drain(messages, results, display, timeout=0.2)  # a worker must not block on a full queue
-    for name, (proc, job) in list(running.items()):
-        if proc.is_alive():
-            proc.kill()
-        proc.join(5)
-        _drain(messages, results, display, timeout=0.0)
-        if name in results:  # it finished just before it was told to stop
-            outcomes[name] = worker_outcome(job, results[name], proc.exitcode, display.stages.get(name, "start"),
-                                            out)
-            display.stages.pop(name, None)
-
-
-def _run_workers(ctx, messages, pending, running, results, outcomes, jobs, display, out):
-    while pending or running:
-        while pending and len(running) < max(1, jobs):
-            job = pending.pop(0)
-            proc = ctx.Process(target=child, args=(os.getpid(), job, messages), name=f"quant-report:{job.name}")
-            proc.start()
-            running[job.name] = (proc, job)
-            display.stage(job.name, "starting")
-        _drain(messages, results, display, timeout=0.2)
-        display.tick()
-        for name, (proc, job) in list(running.items()):
-            if proc.is_alive():
-                continue
-            proc.join()
-            if name not in results:  # the worker may have sent its result just before exiting
-                _drain(messages, results, display, timeout=1.0)
-            outcome = worker_outcome(job, results.get(name), proc.exitcode, display.stages.get(name, "start"), out)
-            outcomes[name] = outcome
-            del running[name]
-            display.finish(outcome)
-
-
-def _drain(messages, results, display, timeout):
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            kind, name, payload = messages.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue_mod.Empty:
-            return
-        if kind == "stage":
-            display.stage(name, payload)
-        elif kind == "done":
-            results[name] = payload

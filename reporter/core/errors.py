@@ -45,6 +45,13 @@ class FloatNotMeasuredError(QuantReportError):
                          " so, and nothing was compared with it")
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's text as one line for a message naming a file: its first line (its type's name when it has
+    no text), cut to 300 characters."""
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line for a report or a progress line: its type and the first line of its text."""
     text = str(exc).strip()

@@ -12,17 +12,18 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 
 from reporter.core.errors import QuantReportError, one_line
 from reporter.core.progress import Progress
-from reporter.core.variants import FIXES_FIQ
+from reporter.core import variants
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.scoring import Score, Scored
 from reporter.measure.task import Task, nonfinite_rows
+from reporter.model.data import Dataset
 from reporter.model.report import HeadResult, Latency, Metrics, VariantResult
 
 
@@ -45,7 +46,7 @@ class HeadSpec:
 @dataclass
 class Measurer:
     folder: Path  # the report folder: <name>.tflite and analyzer_<name>.txt are written here
-    data: Any  # reporter.run.inputs.Dataset: x, y, x_calib
+    data: Dataset  # x, y, x_calib
     task: Task
     progress: Progress
     latency_runs: int = 0  # 0: latency is not timed
@@ -63,7 +64,7 @@ class Measurer:
     def primary(self) -> Optional[HeadSpec]:
         return next((h for h in self.heads if h.primary), None)
 
-    def drop(self, name: str, reference: str = "float") -> Optional[tuple[float, float]]:
+    def drop(self, name: str, reference: str = variants.FLOAT) -> Optional[tuple[float, float]]:
         """(how much worse model `name` is than `reference` on the main metric, positive: worse; the paired
         test's p-value), or None when either has no value of it."""
         if self.score is None or name not in self.scored or reference not in self.scored:
@@ -160,8 +161,8 @@ class Measurer:
             metrics = output_error = None
             if task.classification:
                 metrics = attempt("metrics", lambda: self._classification_metrics(name, out))
-            elif name != "float" and "float" in self.outputs:
-                output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs["float"]))
+            elif name != variants.FLOAT and variants.FLOAT in self.outputs:
+                output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs[variants.FLOAT]))
             heads = (attempt("heads", lambda: self._heads(name)) or {}) if self.heads else {}
             if self.score is not None and (metrics is not None or not task.classification):
                 metrics = self._main(name, out, metrics, attempt)
@@ -174,7 +175,7 @@ class Measurer:
         quality = (f"{metrics.main.name} {metrics.main.value:.4g}" if metrics and metrics.main else
                    f"accuracy {metrics.accuracy:.1%}" if metrics and metrics.accuracy is not None else None) or (
             f"output MSE vs float {output_error.mse:.3g}" if output_error else
-            ("reference output" if name == "float" else "quality not measured"))
+            ("reference output" if name == variants.FLOAT else "quality not measured"))
         progress.say(f"{name}: {len(tflite):,} bytes, {quality} on {len(data.x)} samples"
                      f" ({time.perf_counter() - t0:.1f} s to measure)")
         return VariantResult(
@@ -195,11 +196,12 @@ class Measurer:
     def references(self, name: str) -> tuple:
         """The models a model's metrics are paired with: float, FIQ for the models that fix it, the variant a
         fix fixes, the selective model for its lighter-scheme alternatives."""
-        references = ("float", "fiq") if name in FIXES_FIQ else ("float",)
-        if name.endswith("_fix"):
-            references += (name[: -len("_fix")],)  # a variant's fix, against the variant it fixes
-        if name.startswith("alt_"):
-            references += ("selective",)  # a lighter scheme for the recommended layers, against keeping them float
+        references = (variants.FLOAT, variants.FIQ) if name in variants.FIXES_FIQ else (variants.FLOAT,)
+        fixed = variants.fixed_by(name)
+        if fixed is not None:
+            references += (fixed,)  # a variant's fix, against the variant it fixes
+        if name in variants.ALTERNATIVES.values():
+            references += (variants.SELECTIVE,)  # the recommended layers in a lighter scheme, against them in float
         return tuple(ref for ref in references if ref != name)
 
     def _main(self, name: str, out, metrics: Optional[Metrics], attempt) -> Optional[Metrics]:
@@ -251,12 +253,12 @@ class Measurer:
         task = task or self.task
         outputs = self.outputs if outputs is None else outputs
         preds = task.classes(out)
-        float_preds = task.classes(outputs["float"]) if "float" in outputs else None
+        float_preds = task.classes(outputs[variants.FLOAT]) if variants.FLOAT in outputs else None
         if task.dense:  # positions are not samples: no per-sample correctness; mean IoU is paired by bootstrap
             return qmetrics.dense(y, preds, task.num_classes, float_preds)
         if task.multilabel:
-            metrics = qmetrics.multilabel(task.decode(y), task.bits(out),
-                                          task.bits(outputs["float"]) if "float" in outputs else None, task.scores(out))
+            float_bits = task.bits(outputs[variants.FLOAT]) if variants.FLOAT in outputs else None
+            metrics = qmetrics.multilabel(task.decode(y), task.bits(out), float_bits, task.scores(out))
         else:
             metrics = qmetrics.classification(y, preds, task.num_classes, float_preds, task.scores(out))
         # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
@@ -272,14 +274,14 @@ class Measurer:
         for h in self.heads:
             mine = self.head_outputs[name][h.name]
             same = {m: outs[h.name] for m, outs in self.head_outputs.items()}
-            ref = same.get("float")
+            ref = same.get(variants.FLOAT)
             if h.labelled and h.task.classification:
                 found[h.name] = HeadResult(metrics=self._classification_metrics(name, mine, h.y, h.task, same))
             elif h.task.classification:  # unlabelled class scores: the same class as float
                 agree = None if ref is None else float(np.mean(h.task.classes(mine) == h.task.classes(ref)))
                 found[h.name] = HeadResult(agreement_with_float=agree)
             else:
-                error = qmetrics.output_error(mine, ref) if ref is not None and name != "float" else None
+                error = qmetrics.output_error(mine, ref) if ref is not None and name != variants.FLOAT else None
                 found[h.name] = HeadResult(output_error=error)
         return found
 

@@ -13,51 +13,18 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from reporter.model.data import Inputs
+
 _OUTPUT_N = re.compile(r"output_(\d+)$")
 
 
-class Inputs:
-    """A model's input data by name: one array per input, all with the same number of samples.
-
-    `len()` is the number of samples and indexing by a slice or indices takes those samples of every
-    array, so code written for one array (x[:1], x[chosen], len(x)) reads several inputs unchanged;
-    `inputs["numeric"]` is one input's array.
-    """
-
-    def __init__(self, arrays: dict):
-        self.arrays = dict(arrays)
-        counts = {len(a) for a in self.arrays.values()}
-        if len(counts) > 1:
-            raise ValueError("the input arrays hold different numbers of samples: " + ", ".join(
-                f"{k}: {len(a)}" for k, a in self.arrays.items()))
-
-    def __len__(self) -> int:
-        return len(next(iter(self.arrays.values()))) if self.arrays else 0
-
-    def __getitem__(self, index):
-        if isinstance(index, str):
-            return self.arrays[index]
-        return Inputs({k: a[index] for k, a in self.arrays.items()})
-
-    @property
-    def names(self) -> list[str]:
-        return list(self.arrays)
-
-    def sample(self, i: int) -> dict:
-        """Sample `i` of every input, batch dimension kept: what a converter's representative dataset yields."""
-        return {k: a[i:i + 1] for k, a in self.arrays.items()}
-
-    def single(self) -> Optional[np.ndarray]:
-        """The array of a one-input model, else None."""
-        return next(iter(self.arrays.values())) if len(self.arrays) == 1 else None
-
-    def positional(self, interpreter) -> list:
-        """The arrays in the order of `interpreter.get_input_details()`, matched by name through its
-        signature (what the Quantization Debugger, which feeds by position, needs)."""
-        if len(self.arrays) == 1:
-            return [self.single()]
-        by_index = {p.index: p.key for p in read(interpreter).inputs}
-        return [self.arrays[by_index[int(d["index"])]] for d in interpreter.get_input_details()]
+def by_position(x: Inputs, interpreter) -> list:
+    """`x`'s arrays in the order of `interpreter.get_input_details()`, matched by name through its
+    signature (what the Quantization Debugger, which feeds by position, needs)."""
+    if len(x.arrays) == 1:
+        return [x.single()]
+    by_index = {p.index: p.key for p in read(interpreter).inputs}
+    return [x.arrays[by_index[int(d["index"])]] for d in interpreter.get_input_details()]
 
 
 @dataclass(frozen=True)

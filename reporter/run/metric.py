@@ -5,6 +5,8 @@ file's folder, then the current folder, and only then an installed module of tha
 under a private name and nothing is added to sys.path, so a metric module can shadow no installed package.
 Loading it runs its code: it is code the user asked to run, as a conftest.py is; it runs behind
 usercode.wall, so that a sys.exit in it is one error naming the module, not the end of quant-report.
+
+The run's main metric is the user's (`user_score`), else the task's own (`task_score`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import inspect
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
+
 from reporter.core.errors import InputError
+from reporter.measure.scoring import MeanIoU, Score, UserScore
+from reporter.measure.task import Task
+from reporter.run.labels import Head
+from reporter.run.settings import RunSettings
 
 
 def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]:
@@ -55,3 +63,24 @@ def _module(spec: str, target: str, beside):
     except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
         raise InputError(spec, f"the metric module {target} failed to load: {type(exc).__name__}:"
                                f" {str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
+    """The task's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes; None for
+    a regression (its output error against float is its measure)."""
+    if task.dense:
+        return MeanIoU(task, y)
+    if task.classification:
+        return Score(task, y, "exact-match accuracy" if task.multilabel else "accuracy")
+    return None
+
+
+def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int) -> Optional[Score]:
+    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given."""
+    if not s.metric:
+        return None
+    name, fn = load(s.metric, s.data if Path(str(s.data)).exists() else None)
+    if heads:
+        y_true = {h.port.name: labels.get(h.port.name) for h in heads}
+        return UserScore(name, fn, y_true, n, s.metric_mode != "min", primary=lead)
+    return UserScore(name, fn, next(iter(labels.values())), n, s.metric_mode != "min")

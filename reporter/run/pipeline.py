@@ -1,4 +1,8 @@
-"""The pipeline: one model and its data in, every stage in order, report.json and artifacts out."""
+"""The pipeline: one model and its data in, every stage in order, report.json and artifacts out.
+
+After loading, each stage takes the run context (reporter.run.context): the float model, the data bound to
+it and the task, the metrics and the quantizer, so that a stage never needs a long parameter list.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ import functools
 import tempfile
 import traceback
 from pathlib import Path
-from typing import Callable
-
+from typing import Callable, NamedTuple, Optional
 
 from reporter import __version__
 from reporter.convert import converter as conv
@@ -20,17 +23,21 @@ from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError,
 from reporter.core.files import folder_name, staged_folder
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
-from reporter.findings import derive as findings
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
-from reporter.measure.measurer import HeadSpec, Measurer
+from reporter.measure.measurer import Measurer
 from reporter.measure.signature import check_shapes as signature_check_shapes
-from reporter.measure.task import Task
-from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, ModelInfo, OutputInfo, Report,
-                                   VariantResult)
+from reporter.model.data import Dataset
+from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, LayerStat, ModelInfo, OutputInfo,
+                                   Recommendation, Report, VariantResult)
 from reporter.render import formats as render
-from reporter.run import inputs
+from reporter.render import words
+from reporter.run import binding, labels, metric, model_loading, task_reading
+from reporter.run.context import Quantizer, RunContext, RunStart
+from reporter.run.data_loading import load_data
+from reporter.run.model_loading import LoadedModel
 from reporter.run.settings import RunSettings  # noqa: F401 - where callers have always found it
+from reporter.search.options import SearchOptions
 from reporter.search.recommendation import recommend_for
 
 
@@ -46,14 +53,13 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     Raises InputError (nothing written) when the model or data cannot be used.
     """
     settings.check()
-    variants = ordered_variants(settings.variants)
     name = settings.display_name
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
             with progress.capture(folder / "run.log"):
-                report = _run_in(folder, settings, variants, progress)
-                report = findings.attach(report)
+                report = _run_in(folder, settings, progress)
+                report = words.attach(report)  # the findings, decided and worded
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                 written, render_errors = render.write_reports(report, folder, settings.formats)
             for fmt, error in render_errors.items():
@@ -70,24 +76,25 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
         progress.say("written: " + ", ".join(str(final / p.name) for p in written))
     if render_errors:  # the report was measured and the other formats kept, but the run did not fully work
         raise RenderError(final, render_errors)
-    reference = report.variant("float")
+    reference = report.variant(variants.FLOAT)
     if reference is None or not reference.ok:  # nothing could be compared: written, but not a working run
         raise FloatNotMeasuredError(final, reference.error if reference is not None else "not built")
     return report, final
 
 
-def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -> Report:
+def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
     side_conv, exporting = None, None
     try:
-        if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in variants) \
+        if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.variants) \
                 and side.worth_it(Path(s.model), s.side_converter):
             side_conv = side.SideConverter()
             if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
                 target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
-                exporting = (target, side_conv.call(inputs.export_saved_model, str(s.model), s.trust_model, target))
-        import tensorflow as tf  # imported here so that its start-up chatter lands in run.log
+                exporting = (target, side_conv.call(model_loading.export_saved_model, str(s.model), s.trust_model,
+                                                    target))
+        import tensorflow  # noqa: F401 - imported here so that its start-up chatter lands in run.log
         from reporter.run import preload
 
         preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
@@ -99,14 +106,14 @@ def _run_in(folder: Path, s: RunSettings, variants: tuple, progress: Progress) -
     model = None
     try:
         with progress.stage("load", "model and data loaded"):
-            model = inputs.load_model(s.model, trust=s.trust_model, scratch=folder)
+            model = model_loading.load_model(s.model, trust=s.trust_model, scratch=folder)
             if exporting is not None and hasattr(model.make_converter, "adopt"):
                 model.make_converter.adopt(*exporting)
-            data = inputs.load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model)
+            data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model)
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
-        return _run_loaded(folder, s, variants, progress, model, data, tf, side_conv)
+        return _run_loaded(RunStart(s, folder, progress, side_conv), model, data)
     finally:
         evaluate.set_timing_lock(previous_lock)
         if side_conv is not None:
@@ -137,115 +144,173 @@ class _QuietLock:
         return self.outer.__exit__(*exc) if self.outer is not None else False
 
 
-def _side_variants(side_conv, model, wanted, x_calib=None, calibrated: bool = False):
+def _side_variants(start: RunStart, model: LoadedModel, x_calib=None, calibrated: bool = False):
     """Hands the variants TensorFlow's converter makes from the SavedModel to the side process: those without
     calibration first (before float converts here), the calibrated ones once their data are bound."""
-    if side_conv is None:
+    if start.side is None:
         return
     folder = model.saved_model_folder()
     if folder is None:
         return
-    for variant in wanted:
+    for variant in start.variants:
         if variant in side.VARIANTS and (variant in variants.CALIBRATED) == calibrated:
-            side_conv.submit(folder, variant, x_calib)
+            start.side.submit(folder, variant, x_calib)
 
 
-def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progress, model, data, tf,
-                side_conv=None) -> Report:
-    name = s.display_name
-    if model.is_tflite:
-        float_model = model.tflite
-    else:
-        with progress.stage("convert", detail="float"):
-            _side_variants(side_conv, model, variants)
-            try:
-                float_model = conv.convert(model.make_converter, "float", data.x_calib)
-            except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
-                raise _conversion_error(model.path, exc) from exc
+class _Debugged(NamedTuple):
+    """What the debugger and the recommendation found: the per-layer table, the measured recommendation (None
+    without one) and why the calibration or the debugger failed (None: neither did)."""
+
+    layers: list[LayerStat]
+    recommendation: Optional[Recommendation]
+    error: Optional[str]
+
+
+def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset) -> Report:
+    """The stages after loading, in order: each reads the run context."""
+    ctx = _prepare(start, model, data)
+    ctx, calibration_error = _calibrate(ctx)
+    m, results = _measure(ctx)
+    debugged = _debug(ctx, m, results, calibration_error)
+    overlays.write_variant_overlays(ctx.folder, results, debugged.layers)
+    return _report(ctx, m, results, debugged)
+
+
+def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
+    """The float model, its signature, the data bound to its inputs, the labels to its outputs, the task of
+    each output and the main metric: the run context every later stage reads."""
+    s = start.settings
+    float_model = _float_model(start, model, data)
     names, shapes = _keras_outputs(model)
     try:
         sig = evaluate.signature(float_model, output_names=names)
         signature_check_shapes(sig, shapes)
     except ValueError as exc:
         raise InputError(model.path, str(exc)) from None
-    data = inputs.bind(data, sig, model.path)
-    _side_variants(side_conv, model, variants, data.x_calib, calibrated=True)
-    data, heads = inputs.bind_labels(data, sig, model.path, s.primary_output)
+    data = binding.bind(data, sig, model.path)
+    _side_variants(start, model, data.x_calib, calibrated=True)
+    data, heads = labels.bind_labels(data, sig, model.path, s.primary_output)
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
     made_by = structure.producers(float_model)
-    forced = _forced_tasks(s, sig, model.path)
+    forced = task_reading.forced_tasks(s, sig, model.path)
     raw_labels = {name: y for name, (y, _) in data.labels.items()}
-    reading = inputs.read_task(data.y, data.labels_are_classes, lead, made_by.get(lead.index, ""), data.source,
-                               f"y_{lead.name}" if heads else "y", s.threshold, forced.get(lead.name))
+    given = task_reading.LabelSource(data.y, data.labels_are_classes, data.source, f"y_{lead.name}" if heads else "y")
+    reading = task_reading.read_task(given, lead, made_by.get(lead.index, ""), s.threshold, forced.get(lead.name))
     data = dataclasses.replace(data, y=reading.y, labels_are_classes=reading.task.classification)
-    task = reading.task
-    num_classes = task.num_classes
-    head_specs = [_head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold, forced.get(h.port.name))
-                  for h in heads]
-    score = _task_score(task, data.y)
-    user = _user_score(s, raw_labels, heads, lead.name, len(data.x))
+    head_specs = tuple(task_reading.head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold,
+                                              forced.get(h.port.name)) for h in heads)
+    score = metric.task_score(reading.task, data.y)
+    user = metric.user_score(s, raw_labels, heads, lead.name, len(data.x))
+    litert_models = litert.LiteRtModels(float_model, data.x_calib, start.side.calibration if start.side else None)
+    return RunContext(**vars(start), model=model, float_model=float_model, signature=sig, data=data,
+                      reading=reading, heads=head_specs, score=user or score, task_score=score,
+                      litert_models=litert_models)
 
-    litert_models = litert.LiteRtModels(float_model, data.x_calib, side_conv.calibration if side_conv else None)
-    quantizer, calibration_error = None, None
-    if "fiq" in variants:
+
+def _float_model(start: RunStart, model: LoadedModel, data: Dataset) -> bytes:
+    """The float model: a float .tflite input as given, else converted (the side process is handed its
+    variants first)."""
+    if model.is_tflite:
+        return model.tflite
+    with start.progress.stage("convert", detail=variants.FLOAT):
+        _side_variants(start, model)
         try:
-            with progress.stage("calibrate", "calibrated once (FIQ, debugger, search)"):
-                if model.is_tflite:
-                    quantizer = litert_models.quantizer()
-                    quantizer.calibration()
-                else:
-                    quantizer = FiqQuantizer(model.make_converter, data.x_calib, float_model=float_model)
-        except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
-            traceback.print_exc()
-            calibration_error = one_line(exc)
-            progress.say(f"calibration FAILED: {calibration_error}")
-        if quantizer is not None:
-            _check_forced(quantizer, float_model, s, model.path)
+            return conv.convert(model.make_converter, variants.FLOAT, data.x_calib)
+        except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
+            raise _conversion_error(model.path, exc) from exc
 
-    m = Measurer(folder, data, task, progress, s.latency_runs, heads=head_specs, score=user or score,
-                 fallback=score)
+
+def _calibrate(ctx: RunContext) -> tuple[RunContext, Optional[str]]:
+    """Calibrates once for FIQ, the debugger and the search (when FIQ is asked for): the context with its
+    quantizer, and why the calibration failed (None: it did not; FIQ is then recorded as failed)."""
+    if variants.FIQ not in ctx.variants:
+        return ctx, None
+    quantizer, calibration_error = None, None
+    try:
+        with ctx.progress.stage("calibrate", "calibrated once (FIQ, debugger, search)"):
+            if ctx.model.is_tflite:
+                quantizer = ctx.litert_models.quantizer()
+                quantizer.calibration()
+            else:
+                quantizer = FiqQuantizer(ctx.model.make_converter, ctx.data.x_calib, float_model=ctx.float_model)
+    except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
+        traceback.print_exc()
+        calibration_error = one_line(exc)
+        ctx.progress.say(f"calibration FAILED: {calibration_error}")
+    if quantizer is not None:
+        _check_forced(ctx, quantizer)
+    return dataclasses.replace(ctx, quantizer=quantizer), calibration_error
+
+
+def _measure(ctx: RunContext) -> tuple[Measurer, dict[str, VariantResult]]:
+    """Builds and measures every variant, then blames the layers of those that lose accuracy."""
+    s, side_conv = ctx.settings, ctx.side
+    m = Measurer(ctx.folder, ctx.data, ctx.task, ctx.progress, s.latency_runs, heads=list(ctx.heads),
+                 score=ctx.score, fallback=ctx.task_score)
     results: dict[str, VariantResult] = {}
-    for variant in variants:
-        build, converter = _builder(variant, model, float_model, quantizer, litert_models, data.x_calib, side_conv)
+    for variant in ctx.variants:
+        build, converter = _builder(ctx, variant)
         results[variant] = m.build_and_measure(variant, build, converter)
-    if side_conv is not None and not litert_models.has_calibration():  # after the variants' latencies, before
-        side_conv.submit_calibration(float_model, data.x_calib)      # the debugger and the search, which time none
+    if side_conv is not None and not ctx.litert_models.has_calibration():  # after the variants' latencies,
+        side_conv.submit_calibration(ctx.float_model, ctx.data.x_calib)  # before the debugger and the search
     if m.score_error:  # the user's metric failed: the task's own metric is the main one for every model
-        progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
-                     f" {score.name if score else 'the output error'} instead")
+        ctx.progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
+                         f" {ctx.task_score.name if ctx.task_score else 'the output error'} instead")
         results = {k: m.restated(v) for k, v in results.items()}
 
-    blame.blame_variants(m, float_model, results, litert_models, s.max_accuracy_drop)
+    blame.blame_variants(m, ctx.float_model, results, ctx.litert_models, s.max_accuracy_drop)
+    return m, results
 
+
+def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
+           calibration_error: Optional[str]) -> _Debugged:
+    """FIQ's per-layer table from the debugger, and the measured recommendation of layers to keep in float."""
     layers, recommendation, debugger_error = [], None, calibration_error
-    if quantizer is not None and results["fiq"].ok:
+    if ctx.quantizer is not None and results[variants.FIQ].ok:
         try:
-            layers = debugger.fiq_layers(quantizer, results["fiq"], folder, data.x_calib, progress)
+            layers = debugger.fiq_layers(ctx.quantizer, results[variants.FIQ], ctx.folder, ctx.data.x_calib,
+                                         ctx.progress)
         except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
             traceback.print_exc()
-            progress.say(f"debugger FAILED: {one_line(exc)}")
+            ctx.progress.say(f"debugger FAILED: {one_line(exc)}")
             debugger_error = one_line(exc)
         else:
-            layers, recommendation = recommend_for(m, s, quantizer, layers, float_model, results, litert_models)
+            layers, recommendation = recommend_for(m, _search_options(ctx.settings), ctx.quantizer, layers, results,
+                                                   ctx.litert_models)
+    return _Debugged(layers, recommendation, debugger_error)
 
-    overlays.write_variant_overlays(folder, results, layers)
 
+def _search_options(s: RunSettings) -> SearchOptions:
+    """What the recommendation reads of the run's settings."""
+    return SearchOptions(
+        method=s.recommend, max_accuracy_drop=s.max_accuracy_drop, budget=s.search_budget,
+        selection_samples=s.selection_samples, calibration_samples=s.calibration_samples,
+        suspect_threshold=s.suspect_threshold, first_layers=s.first_layers, keep_float=s.keep_float,
+        keep_float_ops=s.keep_float_ops, primary_output=s.primary_output)
+
+
+def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], debugged: _Debugged) -> Report:
+    """The measured report (its findings are derived from it afterwards)."""
+    import tensorflow as tf
+
+    s, sig, data, task, float_model = ctx.settings, ctx.signature, ctx.data, ctx.task, ctx.float_model
+    num_classes = task.num_classes
     return Report(
         schema_version=SCHEMA_VERSION,
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         tensorflow_version=tf.__version__,
         model=ModelInfo(
-            name=name,
+            name=s.display_name,
             source=s.shown_paths[0] if s.shown_paths else str(s.model),
-            format=model.format,
+            format=ctx.model.format,
             input_shape=list(sig.inputs[0].shape),
             inputs=[InputInfo(p.key, list(p.shape), p.dtype) for p in sig.inputs],
-            task_reason=reading.reason,
-            label_note=reading.note,
+            task_reason=ctx.reading.reason,
+            label_note=ctx.reading.note,
             outputs=[OutputInfo(h.name, h.key, list(next(p.shape for p in sig.outputs if p.key == h.key)),
                                 h.task.kind,
-                                h.task.num_classes, h.labelled, h.primary) for h in head_specs],
+                                h.task.num_classes, h.labelled, h.primary) for h in ctx.heads],
             num_classes=num_classes,
             task="multilabel" if task.multilabel else "segmentation" if task.dense else (
                 "classification" if num_classes else "regression"),
@@ -263,11 +328,11 @@ def _run_loaded(folder: Path, s: RunSettings, variants: tuple, progress: Progres
             fingerprint=qmetrics.fingerprint(data.x, data.y),
         ),
         variants=[results[v] for v in ordered_variants(results)],  # with a whole-model 16x8 the search added
-        layers=layers,
-        recommendation=recommendation,
-        timings_s=dict(progress.timings),
+        layers=debugged.layers,
+        recommendation=debugged.recommendation,
+        timings_s=dict(ctx.progress.timings),
         settings=s.recorded(),
-        debugger_error=debugger_error,
+        debugger_error=debugged.error,
     )
 
 
@@ -277,44 +342,46 @@ def _conversion_error(path, exc) -> Exception:
         return full
     text = str(exc)
     if "TensorListReserve" in text or "read_variable" in text.lower():
-        return InputError(path, inputs.KERAS3_RNN_HINT.format(names="LSTM/GRU"))
+        return InputError(path, model_loading.KERAS3_RNN_HINT.format(names="LSTM/GRU"))
     return InputError(path, f"the model does not convert to TFLite: {one_line(exc)}")
 
 
-def _check_forced(quantizer: FiqQuantizer, float_model: bytes, s: RunSettings, model_path):
+def _check_forced(ctx: RunContext, quantizer: Quantizer):
     """--keep-float names must be tensors of the model and --keep-float-ops its op types: TF would
     silently ignore a name that matches nothing."""
     from reporter.convert.quantize import UnknownNodeError
 
+    s, model_path = ctx.settings, ctx.model.path
     try:
         quantizer.check_nodes(s.keep_float)
     except UnknownNodeError as exc:
         raise InputError(model_path, f"--keep-float: {exc}") from None
-    present = structure.ops(float_model)
+    present = structure.ops(ctx.float_model)
     unknown = [op for op in s.keep_float_ops if op not in present]
     if unknown:
         raise InputError(model_path, f"--keep-float-ops: the model has no {', '.join(unknown)} op"
                                      f" (its ops: {', '.join(sorted(present))})")
 
 
-def _builder(variant: str, model, float_model: bytes, quantizer, litert_models: litert.LiteRtModels,
-             x_calib, side_conv=None) -> tuple[Callable[[], bytes], str]:
+def _builder(ctx: RunContext, variant: str) -> tuple[Callable[[], bytes], str]:
     """How `variant` is built, and by which converter (the registry says which can): float is the float
     model; FIQ comes from the one calibration; a float .tflite input, or a variant only LiteRT Quantizer
     makes, goes to LiteRT Quantizer; the rest to TensorFlow's converter."""
-    if variant == "float":
+    model, float_model, quantizer, side_conv = ctx.model, ctx.float_model, ctx.quantizer, ctx.side
+    x_calib = ctx.data.x_calib
+    if variant == variants.FLOAT:
         return (lambda: float_model), ("given" if model.is_tflite else conv.CONVERTER)
-    if variant == "fiq" and quantizer is not None:
+    if variant == variants.FIQ and quantizer is not None:
         return (lambda: quantizer.quantize([])), quantizer.converter
     if model.is_tflite or variants.BY_NAME[variant].converters[0] == variants.LITERT:
-        return functools.partial(litert_models.build, variant), litert.CONVERTER
+        return functools.partial(ctx.litert_models.build, variant), litert.CONVERTER
     if side_conv is not None and side_conv.has(variant):  # converted on the side: the same bytes
         return (lambda: side_conv.result(variant) or conv.convert(model.make_converter, variant, x_calib)), \
             conv.CONVERTER
     return (lambda: conv.convert(model.make_converter, variant, x_calib)), conv.CONVERTER
 
 
-def _keras_outputs(model) -> tuple:
+def _keras_outputs(model: LoadedModel) -> tuple:
     """The Keras model's output names, in its order, and their shapes without the batch dimension (None, {}
     for a SavedModel folder or a .tflite: their signature names them)."""
     keras_model = model.keras_model
@@ -323,72 +390,3 @@ def _keras_outputs(model) -> tuple:
     if not names or len(names) != len(outputs):
         return None, {}
     return names, {n: tuple(o.shape[1:]) for n, o in zip(names, outputs)}
-
-
-def _forced_tasks(s: RunSettings, sig, model_path) -> dict[str, str]:
-    """--task by output name: "KIND" alone names the primary output's (the only one's) task; "OUTPUT=KIND"
-    must name an output."""
-    given = s.tasks()
-    names = [p.name for p in sig.outputs]
-    unknown = [n for n in given if n and n not in names]
-    if unknown:
-        raise InputError(model_path, f"--task {unknown[0]}=...: the model has no output {unknown[0]} (outputs:"
-                                     f" {', '.join(names)})")
-    found = {n: k for n, k in given.items() if n}
-    if "" in given:
-        lead = s.primary_output or names[0]
-        if len(names) > 1 and not s.primary_output:
-            raise InputError(model_path, f"--task {given['']}: the model has {len(names)} outputs"
-                                         f" ({', '.join(names)}); say which, e.g. --task {names[0]}={given['']}")
-        found.setdefault(lead, given[""])
-    return found
-
-
-def _task_score(task: Task, y):
-    """The task's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes; None for
-    a regression (its output error against float is its measure)."""
-    from reporter.measure import scoring
-
-    if task.dense:
-        return scoring.MeanIoU(task, y)
-    if task.classification:
-        return scoring.Score(task, y, "exact-match accuracy" if task.multilabel else "accuracy")
-    return None
-
-
-def _user_score(s: RunSettings, labels: dict, heads: list, lead: str, n: int):
-    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given."""
-    if not s.metric:
-        return None
-    from reporter.measure import scoring
-    from reporter.run import metric
-
-    name, fn = metric.load(s.metric, s.data if Path(str(s.data)).exists() else None)
-    if heads:
-        y_true = {h.port.name: labels.get(h.port.name) for h in heads}
-        return scoring.UserScore(name, fn, y_true, n, s.metric_mode != "min", primary=lead)
-    return scoring.UserScore(name, fn, next(iter(labels.values())), n, s.metric_mode != "min")
-
-
-def _head_spec(head: inputs.Head, source, made_by: str, threshold: float, forced=None) -> HeadSpec:
-    """What an output of a model with several outputs means: from its labels (classes, binary sigmoid,
-    regression), or without labels from its width and the op that makes it (`made_by`): class scores, one
-    sigmoid unit (LOGISTIC), or a value compared with float."""
-    size = head.port.size
-    y = head.y
-    if y is not None:
-        reading = inputs.read_task(y, head.labels_are_classes, head.port, made_by, source, f"y_{head.port.name}",
-                                   threshold, forced)
-        task, y = reading.task, reading.y
-    elif forced is not None:
-        shape = tuple(head.port.allocated or head.port.shape)[1:]
-        task = {"regression": Task(None), "binary": Task(2, binary_sigmoid=True, threshold=threshold),
-                "multilabel": Task(size, multilabel=True, threshold=threshold), "classification": Task(size),
-                "segmentation": Task(shape[-1] if shape else 1, dense=True)}[forced]
-    elif size == 1 and made_by == "LOGISTIC":
-        task = Task(2, binary_sigmoid=True, threshold=threshold)
-    elif size > 1 and made_by == "LOGISTIC":
-        task = Task(size, multilabel=True, threshold=threshold)
-    else:
-        task = Task(size if size > 1 else None)
-    return HeadSpec(head.port.name, head.port.key, task, y, head.primary)

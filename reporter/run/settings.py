@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from reporter.core.judgement import SUSPECT_THRESHOLD
 from reporter.measure.task import BINARY_THRESHOLD, TASK_KINDS
-from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS
+from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
 
 from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
 
@@ -22,7 +22,7 @@ from reporter.render import FORMATS  # noqa: E402 - the renderers own their form
 @dataclass(frozen=True)
 class Setting:
     name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
-    kind: str  # "int", "float", "str", "choice", "list" (comma-separated on the command line, a TOML list), "bool"
+    kind: str  # "int", "number", "str", "choice", "list" (comma-separated on the command line, a TOML list), "bool"
     # (a flag without a value on the command line, true or false in a TOML file)
     default: Any
     help: str
@@ -61,7 +61,7 @@ RUN = (
             choices=ALL_VARIANTS, metavar="LIST"),
     Setting("calibration_samples", "int", 100, "samples used for calibration and the debugger (default: 100)",
             "an integer >= 1", _int(1), metavar="N"),
-    Setting("suspect_threshold", "float", SUSPECT_THRESHOLD,
+    Setting("suspect_threshold", "number", SUSPECT_THRESHOLD,
             f"rmse/scale above which the rule flags a layer (default: {SUSPECT_THRESHOLD:g})",
             "a number > 0", _number(lambda v: v > 0), metavar="T"),
     Setting("first_layers", "int", 0,
@@ -72,10 +72,10 @@ RUN = (
     Setting("formats", "list", FORMATS, f"comma-separated: {', '.join(FORMATS)} (default: all)",
             f"a list from {', '.join(FORMATS)}", _list_of(FORMATS, nonempty=True), choices=FORMATS,
             metavar="LIST"),
-    Setting("recommend", "choice", "search",
+    Setting("recommend", "choice", SEARCH_METHOD,
             "search: measure candidate models for the fewest layers to keep in float (default);"
             " rule: the seed notebook's rmse/scale rule",
-            '"search" or "rule"', lambda v: v in ("search", "rule"), choices=("search", "rule")),
+            " or ".join(f'"{m}"' for m in METHODS), lambda v: v in METHODS, choices=METHODS),
     Setting("search_budget", "int", 60, "candidate models the search may build and measure (default: 60)",
             "an integer >= 1", _int(1), metavar="N"),
     Setting("selection_samples", "int", 500,
@@ -88,7 +88,7 @@ RUN = (
             "a model with several outputs: the output the report's main numbers and the search's target are about"
             " (default: every labelled output counts for the search and the gate; the first labelled leads)",
             "an output name", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="NAME"),
-    Setting("threshold", "float", BINARY_THRESHOLD,
+    Setting("threshold", "number", BINARY_THRESHOLD,
             f"sigmoid outputs (binary or multi-label): a class or label is predicted where the output is at least T"
             f" (default: {BINARY_THRESHOLD:g})", "a number between 0 and 1", _number(lambda v: 0 < v < 1),
             metavar="T"),
@@ -116,12 +116,12 @@ RUN = (
 )
 
 GATE = (
-    Setting("max_accuracy_drop", "float", None,
+    Setting("max_accuracy_drop", "number", None,
             "gate: exit with code 3 when the gate variant loses more than D accuracy (0..1) against float;"
             " also the search's target", "a number from 0 to 1", _number(lambda v: 0 <= v <= 1), metavar="D"),
-    Setting("variant", "choice", "fiq", "the variant the gate checks (default: fiq)",
-            'a quantized variant such as "fiq"', lambda v: v in ALL_VARIANTS and v != "float",
-            choices=tuple(v for v in ALL_VARIANTS if v != "float")),
+    Setting("variant", "choice", GATE_DEFAULT, f"the variant the gate checks (default: {GATE_DEFAULT})",
+            f'a quantized variant such as "{FIQ}"', lambda v: v in ALL_VARIANTS and v != FLOAT,
+            choices=tuple(v for v in ALL_VARIANTS if v != FLOAT)),
 )
 
 BY_NAME = {s.name: s for s in RUN}
@@ -174,7 +174,7 @@ class RunSettings:
         """Everything that can be checked before TensorFlow is imported: the settings' values, that the
         model and data exist and are of a kind quant-report reads, and that the output folder can be
         written. Raises QuantReportError naming the flag or file."""
-        from reporter.run import inputs
+        from reporter.run.preflight import preflight
         from reporter.core import files as output
         from reporter.core.errors import QuantReportError
 
@@ -183,7 +183,7 @@ class RunSettings:
             bad.insert(0, f"--name {output.name_problem(self.name)}")
         if bad:
             raise QuantReportError("; ".join(bad))
-        inputs.preflight(self.model, self.data)
+        preflight(self.model, self.data)
         if Path(self.model).suffix.lower() == ".tflite":
             from reporter.core.variants import NEEDS_TF_CONVERTER
 
@@ -236,7 +236,7 @@ def _argparse_type(setting: Setting) -> Callable[[str], Any]:
         try:
             if setting.kind == "int":
                 value = int(text)
-            elif setting.kind == "float":
+            elif setting.kind == "number":
                 value = float(text)
             elif setting.kind == "list":
                 parts = text.split(",") if setting.comma else [text]
