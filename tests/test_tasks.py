@@ -22,7 +22,7 @@ def test_predicted_classes_thresholds_one_unit_and_argmaxes_several():
 
 
 def _data(y, labels_are_classes):
-    from reporter.run.inputs import Dataset
+    from reporter.model.data import Dataset
 
     x = np.zeros((len(y), 3), np.float32)
     return Dataset("d.npz", x, np.asarray(y), x, "x", labels_are_classes)
@@ -31,11 +31,11 @@ def _data(y, labels_are_classes):
 def _classes(labels, are_classes, size, made_by=""):
     """The number of classes `read_task` reads from these labels for an output of `size` units."""
     from reporter.measure.signature import Port
-    from reporter.run.inputs import read_task
+    from reporter.run.task_reading import LabelSource, read_task
 
     y = np.asarray(labels)
     port = Port("out", "output_0", 0, (-1, size), "float32", allocated=(1, size))
-    return read_task(y, are_classes, port, made_by, "d.npz", "y").task.num_classes
+    return read_task(LabelSource(y, are_classes, "d.npz", "y"), port, made_by).task.num_classes
 
 
 def test_one_output_with_0_1_labels_is_a_binary_classifier():
@@ -50,25 +50,25 @@ def test_one_output_with_0_1_labels_is_a_binary_classifier():
 def test_float_labels_of_a_softmax_are_class_ids_with_a_note_and_fractions_are_refused():
     from reporter.core.errors import InputError
     from reporter.measure.signature import Port
-    from reporter.run.inputs import read_task
+    from reporter.run.task_reading import LabelSource, read_task
 
     port = Port("head", "output_0", 0, (-1, 2), "float32", allocated=(1, 2))
-    reading = read_task(np.array([0.0, 1.0, 1.0]), False, port, "SOFTMAX", "d.npz", "y")
+    reading = read_task(LabelSource(np.array([0.0, 1.0, 1.0]), False, "d.npz", "y"), port, "SOFTMAX")
     assert reading.task.num_classes == 2 and reading.y.dtype == np.int64 and "class ids" in reading.note
     with pytest.raises(InputError, match="not class ids .* softmax"):
-        read_task(np.array([0.3, 1.0]), False, port, "SOFTMAX", "d.npz", "y")
+        read_task(LabelSource(np.array([0.3, 1.0]), False, "d.npz", "y"), port, "SOFTMAX")
     with pytest.raises(InputError, match="multi-hot .* softmax"):
-        read_task(np.array([[1, 1], [0, 1]]), True, port, "SOFTMAX", "d.npz", "y")
+        read_task(LabelSource(np.array([[1, 1], [0, 1]]), True, "d.npz", "y"), port, "SOFTMAX")
 
 
 def test_sigmoid_units_with_label_rows_are_multilabel_and_never_argmaxed():
     from reporter.measure.signature import Port
     from reporter.measure.task import label_codes
-    from reporter.run.inputs import read_task
+    from reporter.run.task_reading import LabelSource, read_task
 
     rows = np.array([[1, 0, 1], [0, 1, 1], [1, 0, 0]])
     port = Port("tags", "output_0", 0, (-1, 3), "float32", allocated=(1, 3))
-    reading = read_task(rows, True, port, "LOGISTIC", "d.npz", "y")
+    reading = read_task(LabelSource(rows, True, "d.npz", "y"), port, "LOGISTIC")
     assert reading.task.multilabel and reading.task.num_classes == 3
     assert (reading.task.decode(reading.y) == rows).all()
     out = np.array([[0.9, 0.2, 0.7], [0.1, 0.8, 0.4], [0.6, 0.1, 0.2]])

@@ -13,12 +13,12 @@ def cnn_tflite(demo_cache, tmp_path_factory):
     (same calibration samples as `run` uses) for comparison."""
     from reporter.convert import converter as conv
     from reporter.run import demo
-    from reporter.run import inputs
+    from reporter.run import data_loading, model_loading
     from reporter.run.settings import RunSettings
 
     model_path, data_path = demo.ensure_model("digits_cnn")
-    loaded = inputs.load_model(model_path)
-    data = inputs.load_data(str(data_path), RunSettings(model_path, data_path, "").calibration_samples)
+    loaded = model_loading.load_model(model_path)
+    data = data_loading.load_data(str(data_path), RunSettings(model_path, data_path, "").calibration_samples)
     try:
         float_model = conv.convert(loaded.make_converter, "float", data.x_calib)
         tf_fiq = conv.convert(loaded.make_converter, "fiq", data.x_calib)

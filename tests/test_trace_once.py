@@ -8,7 +8,7 @@ import pytest
 
 from reporter.convert import converter as convert
 from reporter.measure import evaluate
-from reporter.run import inputs
+from reporter.run import model_loading
 from reporter.measure import structure
 from reporter.convert.quantize import FiqQuantizer
 
@@ -34,7 +34,7 @@ def test_exported_once_converts_to_the_same_models(demo_cache, name):
     from reporter.run import demo
 
     model_path, data_path = demo.ensure_model(name, say=lambda text: None)
-    loaded = inputs.load_model(model_path)  # the tool's factory: exports once
+    loaded = model_loading.load_model(model_path)  # the tool's factory: exports once
     keras_model = loaded.keras_model
     per_conversion = lambda: tf.lite.TFLiteConverter.from_keras_model(keras_model)  # noqa: E731 - the notebook's
     data = np.load(data_path)
@@ -62,14 +62,14 @@ def test_the_export_is_removed_after_the_run(mlp_files, tmp_path, monkeypatch):
     from reporter.run.pipeline import RunSettings, run
 
     made = []
-    original = inputs.traced_once.__call__
+    original = model_loading.traced_once.__call__
 
     def spy(self):
         converter = original(self)
         made.append(self._folder)
         return converter
 
-    monkeypatch.setattr(inputs.traced_once, "__call__", spy)
+    monkeypatch.setattr(model_loading.traced_once, "__call__", spy)
     model, data = mlp_files
     run(RunSettings(model=str(model), data=str(data), out=str(tmp_path), variants=("float", "fiq"),
                     formats=("json",), latency_runs=1, quiet=True))

@@ -254,9 +254,9 @@ def test_a_long_model_file_name_gets_a_short_distinct_folder():
 
 def test_the_exported_savedmodel_lives_in_the_staging_folder(mlp_files, tmp_path):
     """So that a killed run leaves it only inside its own .partial- folder, which a later run removes."""
-    from reporter.run import inputs
+    from reporter.run import model_loading
 
-    loaded = inputs.load_model(mlp_files[0], scratch=tmp_path)
+    loaded = model_loading.load_model(mlp_files[0], scratch=tmp_path)
     loaded.make_converter()
     exported = [p for p in tmp_path.iterdir() if p.name.startswith(".savedmodel-")]
     assert len(exported) == 1 and (exported[0] / "saved_model.pb").is_file()

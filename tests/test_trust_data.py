@@ -16,7 +16,7 @@ import pytest
 
 from conftest import one_error_line
 from reporter.core.errors import InputError
-from reporter.run import headers, inputs, usercode
+from reporter.run import data_loading, headers, model_loading, usercode
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = headers.BUDGET_ENV
@@ -48,9 +48,9 @@ def _in_child(script: str, cwd: Path, **env) -> dict:
 READ_IN_CHILD = """
     import json, resource, sys
     from reporter.core.errors import InputError
-    from reporter.run import inputs
+    from reporter.run import data_loading
     try:
-        inputs.load_data(sys.argv[-1] if len(sys.argv) > 1 else "DATA", 100)
+        data_loading.load_data(sys.argv[-1] if len(sys.argv) > 1 else "DATA", 100)
         error = None
     except InputError as exc:
         error = str(exc)
@@ -85,13 +85,13 @@ def test_an_npz_over_the_budget_is_one_line_from_the_cli(tmp_path, mlp_files, ru
 def test_the_data_are_checked_against_the_model_before_they_are_read(tmp_path, mlp_files, monkeypatch):
     """x with 31 features for a 30-input model: the shape error, from the header, before the budget (so before
     decompressing); and no array is read at all."""
-    model = inputs.load_model(mlp_files[0])
+    model = model_loading.load_model(mlp_files[0])
     data = tmp_path / "wide.npz"
     np.savez_compressed(data, x=np.zeros((20_000, 31), np.float32), y=np.zeros(20_000, np.int64))
     monkeypatch.setenv(BUDGET, "1000")
     monkeypatch.setattr(np.lib.format, "read_array", lambda *a, **k: pytest.fail("an array was read"))
     with pytest.raises(InputError) as caught:
-        inputs.load_data(str(data), 100, model=model)
+        data_loading.load_data(str(data), 100, model=model)
     assert str(caught.value) == f"{data}: 'x' has shape (31,) per sample but the model {mlp_files[0].name} expects (30)"
 
 
@@ -99,11 +99,11 @@ def test_headers_disagreeing_are_refused_before_anything_is_read(tmp_path, monke
     monkeypatch.setattr(np.lib.format, "read_array", lambda *a, **k: pytest.fail("an array was read"))
     np.savez(tmp_path / "counts.npz", x=np.zeros((5, 3), np.float32), y=np.zeros(4, np.int64))
     with pytest.raises(InputError, match=r"counts.npz: 'x' has 5 samples but 'y' has 4$"):
-        inputs.load_data(str(tmp_path / "counts.npz"), 2)
+        data_loading.load_data(str(tmp_path / "counts.npz"), 2)
     np.savez(tmp_path / "calib.npz", x=np.zeros((5, 3), np.float32), y=np.zeros(5, np.int64),
              x_calib=np.zeros((2, 4), np.float32))
     with pytest.raises(InputError, match=r"'x_calib' has shape \(4,\) per sample but the evaluation data have \(3,\)"):
-        inputs.load_data(str(tmp_path / "calib.npz"), 2)
+        data_loading.load_data(str(tmp_path / "calib.npz"), 2)
 
 
 def _npy_folder(tmp_path: Path, x_bytes: bytes) -> Path:
@@ -138,7 +138,7 @@ GOOD = _npy_bytes(np.zeros((5, 3), np.float32))
 def test_each_broken_npy_file_gets_its_own_true_message(tmp_path, x_bytes, message):
     folder = _npy_folder(tmp_path, x_bytes)
     with pytest.raises(InputError) as caught:
-        inputs.load_data(str(folder), 2)
+        data_loading.load_data(str(folder), 2)
     assert str(caught.value).startswith(f"{folder / 'x.npy'}: {message}"), str(caught.value)
     if "pickle" not in message:
         assert "pickle" not in str(caught.value)
@@ -149,12 +149,12 @@ def test_an_npz_entry_that_is_not_an_array_or_is_cut_short_is_named(tmp_path):
         archive.writestr("x.npy", "hello, not an array")
         archive.writestr("y.npy", _npy_bytes(np.zeros(5, np.int64)))
     with pytest.raises(InputError, match=r"text.npz: array 'x': not an .npy file"):
-        inputs.load_data(str(tmp_path / "text.npz"), 2)
+        data_loading.load_data(str(tmp_path / "text.npz"), 2)
     with zipfile.ZipFile(tmp_path / "short.npz", "w") as archive:
         archive.writestr("x.npy", GOOD[:-12])
         archive.writestr("y.npy", _npy_bytes(np.zeros(5, np.int64)))
     with pytest.raises(InputError, match=r"short.npz: array 'x': truncated \(or its header is wrong\)"):
-        inputs.load_data(str(tmp_path / "short.npz"), 2)
+        data_loading.load_data(str(tmp_path / "short.npz"), 2)
 
 
 FIFO_CLI = """
@@ -208,7 +208,7 @@ def test_a_keras_archive_too_large_inside_is_refused_before_keras_parses_it(tmp_
     assert bad.stat().st_size < 2_000_000
     monkeypatch.setattr(keras.saving, "load_model", lambda *a, **k: pytest.fail("Keras parsed the archive"))
     with pytest.raises(InputError) as caught:
-        inputs.load_model(bad)
+        model_loading.load_model(bad)
     assert str(caught.value).startswith(f"{bad}: {words}"), str(caught.value)
 
 

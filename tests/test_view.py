@@ -6,7 +6,7 @@ import pytest
 
 from reporter.core import formatting as fmt
 from reporter.core import judgement
-from reporter.findings import report_from_json
+from reporter.render import report_from_json
 from reporter.render import view
 from reporter.render.views import common
 
@@ -71,7 +71,7 @@ def test_long_names_are_shortened_in_the_middle(name, limit, short):
 def test_tiny_errors_and_near_equal_sizes_are_worded_so_that_they_read_right():
     """A regression variant with no error is 'no error', a tiny one is '< 0.01 %', never '0.00 %'; a size
     within 5 % of float is a percentage, never '1.0x smaller'."""
-    from reporter.findings.derive import _size_words
+    from reporter.render.words.verdicts import size_words as _size_words
     from reporter.core.formatting import fmt_mse
 
     assert fmt_mse(0.0, 3100.0) == "MSE 0 (no error)"

@@ -1,10 +1,12 @@
 """The variant registry: every model a report can hold, named once.
 
 Each entry says what the variant is called (short, table and long labels), which quantization scheme it
-is, which converter can build it (TensorFlow's converter, LiteRT Quantizer, or both) and its LiteRT
-Quantizer recipe, whether it needs calibration, and whether it is one of the models that fix FIQ (they
-are compared with FIQ as well as float). Conversion, the pipeline, findings, views, plots and the index
-read names and labels from here.
+is, which converter can build it (TensorFlow's converter, LiteRT Quantizer, or both), the TensorFlow
+converter's settings and the LiteRT Quantizer recipe that make it, whether it needs calibration, whether
+TensorFlow's converter makes it in the side process, whether a loss of it is fixed by keeping its blamed
+layers in float, which scheme an alternative gives the recommended layers, and whether it is one of the
+models that fix FIQ (they are compared with FIQ as well as float). Conversion, the pipeline, blame,
+findings, views, plots and the index read names, labels and these facts from here.
 """
 
 from __future__ import annotations
@@ -17,48 +19,79 @@ LITERT = "LiteRT Quantizer"
 
 
 @dataclass(frozen=True)
+class TfSettings:
+    """What TensorFlow's converter is set to for a variant (reporter.convert.converter.configure); a calibrated
+    variant is given the representative data as well."""
+
+    optimize: bool = True  # tf.lite.Optimize.DEFAULT (float: not set)
+    supported_types: tuple = ()  # target_spec.supported_types, by tf dtype name: ("float16",)
+    supported_ops: tuple = ()  # target_spec.supported_ops, by tf.lite.OpsSet name
+    io_type: Optional[str] = None  # inference input and output type, by tf dtype name: "int8"
+
+
+@dataclass(frozen=True)
 class Variant:
     name: str
     short: str  # in table headers and sentences: "FIQ"
     label: str  # in lists: "Full integer (FIQ)"
     long: str  # where there is room: "Full-integer quantization (float I/O)"
     converters: tuple = ()  # who can build it from a Keras or SavedModel input, preferred first
+    tf: Optional[TfSettings] = None  # TensorFlow converter settings (None: that converter does not make it)
     recipe: Optional[str] = None  # LiteRT Quantizer recipe function (litert_quantizer.recipe)
     calibrated: bool = False  # needs representative data
+    side: bool = False  # TensorFlow's converter makes it from the SavedModel in the side process
+    # A loss is fixed by keeping its blamed layers in float (LiteRT Quantizer; FIQ has the search instead, and
+    # LiteRT Quantizer has no float16 or int8-I/O recipe).
+    fixable: bool = False
+    layer_scheme: Optional[str] = None  # an alternative: FIQ with the recommended layers in this scheme
     fixes_fiq: bool = False  # a model that fixes FIQ: compared with FIQ too
     requested: bool = True  # a user can ask for it with --variants
     default: bool = False  # built when --variants is not given
+    scheme_words: str = ""  # the scheme in a sentence, where layers are given it: "dynamic range"
+    headline_blame: bool = False  # its blamed layers are named in the headline (FIQ has its own sentence)
+    gate_default: bool = False  # the variant --max-accuracy-drop checks unless --gate-variant says otherwise
 
 
 # Every variant's name, spelled once: code outside core/ uses these, never the string (an architecture test).
 FLOAT, DRQ, FIQ, F16, INT16X8, INT8_IO, WO8 = "float", "drq", "fiq", "f16", "int16x8", "int8_io", "wo8"
 SELECTIVE, RULE, ALT_FLOAT, ALT_INT16X8, ALT_DRQ = "selective", "rule", "alt_float", "alt_int16x8", "alt_drq"
+# How the recommended layers are found (--recommend): measured by the search, or by the rmse/scale rule (which
+# builds the RULE model).
+SEARCH_METHOD, RULE_METHOD = "search", RULE
+METHODS = (SEARCH_METHOD, RULE_METHOD)
 
 REGISTRY: tuple[Variant, ...] = (
-    Variant("float", "Float", "Float", "Float TFLite (reference)", (TF,), default=True),
-    Variant("drq", "DRQ", "Dynamic range (DRQ)", "Dynamic-range quantization (weights int8)", (TF, LITERT),
-            recipe="dynamic_wi8_afp32", default=True),
-    Variant("fiq", "FIQ", "Full integer (FIQ)", "Full-integer quantization (float I/O)", (TF, LITERT),
-            recipe="static_wi8_ai8", calibrated=True, default=True),
-    Variant("f16", "Float16", "Float16", "Float16 weights", (TF,)),
-    Variant("int16x8", "16x8", "16x8 (int16 activations)", "16-bit activations, 8-bit weights", (TF, LITERT),
-            recipe="static_wi8_ai16", calibrated=True),
-    Variant("int8_io", "Int8 I/O", "Integer only (int8 I/O)", "Integer only (int8 input and output)", (TF,),
-            calibrated=True),
-    Variant("wo8", "Weight-only", "Weight-only int8", "Weight-only int8 (dequantized to float at run time)",
-            (LITERT,), recipe="weight_only_wi8_afp32"),
-    # Models the recommendation builds: never asked for by name.
-    Variant("selective", "Recommended", "Selective (recommended layers in float)",
+    Variant(FLOAT, "Float", "Float", "Float TFLite (reference)", (TF,), TfSettings(optimize=False), default=True,
+            scheme_words="float"),
+    Variant(DRQ, "DRQ", "Dynamic range (DRQ)", "Dynamic-range quantization (weights int8)", (TF, LITERT),
+            TfSettings(), recipe="dynamic_wi8_afp32", side=True, fixable=True, default=True,
+            scheme_words="dynamic range", headline_blame=True),
+    Variant(FIQ, "FIQ", "Full integer (FIQ)", "Full-integer quantization (float I/O)", (TF, LITERT), TfSettings(),
+            recipe="static_wi8_ai8", calibrated=True, default=True, gate_default=True),
+    Variant(F16, "Float16", "Float16", "Float16 weights", (TF,), TfSettings(supported_types=("float16",)),
+            side=True, headline_blame=True),
+    Variant(INT16X8, "16x8", "16x8 (int16 activations)", "16-bit activations, 8-bit weights", (TF, LITERT),
+            TfSettings(supported_ops=("EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8",)),
+            recipe="static_wi8_ai16", calibrated=True, side=True, fixable=True, scheme_words="16x8",
+            headline_blame=True),
+    Variant(INT8_IO, "Int8 I/O", "Integer only (int8 I/O)", "Integer only (int8 input and output)", (TF,),
+            TfSettings(supported_ops=("TFLITE_BUILTINS_INT8",), io_type="int8"), calibrated=True, side=True,
+            headline_blame=True),
+    Variant(WO8, "Weight-only", "Weight-only int8", "Weight-only int8 (dequantized to float at run time)",
+            (LITERT,), recipe="weight_only_wi8_afp32", fixable=True, headline_blame=True),
+    # Models the recommendation builds: never asked for by name. The alternatives are measured in this order.
+    Variant(SELECTIVE, "Recommended", "Selective (recommended layers in float)",
             "FIQ with the recommended layers left in float", fixes_fiq=True, requested=False),
-    Variant("rule", "Rule", "Selective by the rmse/scale rule",
+    Variant(RULE, "Rule", "Selective by the rmse/scale rule",
             "FIQ with the rmse/scale rule's layers left in float", fixes_fiq=True, requested=False),
-    Variant("alt_float", "LiteRT, float layers", "float (LiteRT)", "FIQ with the recommended layers in float",
-            fixes_fiq=True, requested=False),
-    Variant("alt_int16x8", "16x8 layers", "16x8 (LiteRT)",
-            "FIQ with the recommended layers in 16x8 (int16 activations)", fixes_fiq=True, requested=False),
-    Variant("alt_drq", "DRQ layers", "DRQ (LiteRT)",
-            "FIQ with the recommended layers in dynamic range (int8 weights, float activations)", fixes_fiq=True,
+    Variant(ALT_FLOAT, "LiteRT, float layers", "float (LiteRT)", "FIQ with the recommended layers in float",
+            layer_scheme=FLOAT, fixes_fiq=True, requested=False),
+    Variant(ALT_INT16X8, "16x8 layers", "16x8 (LiteRT)",
+            "FIQ with the recommended layers in 16x8 (int16 activations)", layer_scheme=INT16X8, fixes_fiq=True,
             requested=False),
+    Variant(ALT_DRQ, "DRQ layers", "DRQ (LiteRT)",
+            "FIQ with the recommended layers in dynamic range (int8 weights, float activations)",
+            layer_scheme=DRQ, fixes_fiq=True, requested=False),
 )
 BY_NAME = {v.name: v for v in REGISTRY}
 
@@ -68,8 +101,16 @@ FIXES_FIQ = tuple(v.name for v in REGISTRY if v.fixes_fiq)
 RECIPES = {v.name: v.recipe for v in REGISTRY if v.recipe and v.requested}  # variant -> LiteRT recipe
 ONLY_LITERT = frozenset(v.name for v in REGISTRY if v.requested and v.converters == (LITERT,))
 # Float is the model itself (a float .tflite input is used as given), so it never needs a converter.
-NEEDS_TF_CONVERTER = frozenset(v.name for v in REGISTRY if v.requested and v.name != "float" and LITERT not in v.converters)
+NEEDS_TF_CONVERTER = frozenset(v.name for v in REGISTRY
+                               if v.requested and v.name != FLOAT and LITERT not in v.converters)
 CALIBRATED = frozenset(v.name for v in REGISTRY if v.calibrated)
+SIDE_PROCESS = tuple(v.name for v in REGISTRY if v.side)  # converted on the side (reporter.convert.side)
+# The schemes the recommended layers are given instead of FIQ's, in the order the alternatives are measured.
+ALTERNATIVES = {v.layer_scheme: v.name for v in REGISTRY if v.layer_scheme}
+
+SCHEME_WORDS = {v.name: v.scheme_words for v in REGISTRY if v.scheme_words}  # a scheme in a sentence
+BLAMED_IN_HEADLINE = tuple(v.name for v in REGISTRY if v.headline_blame)
+GATE_DEFAULT = next(v.name for v in REGISTRY if v.gate_default)
 
 SHORT_NAMES = {v.name: v.short for v in REGISTRY}
 LABELS = {v.name: v.label for v in REGISTRY}
@@ -83,10 +124,23 @@ def short(name: str) -> str:
 
 def ordered(names) -> tuple:
     """Float first (every comparison's reference), then the rest in the registry's order."""
-    wanted = set(names) | {"float"}
+    wanted = set(names) | {FLOAT}
     return tuple(v for v in ALL_VARIANTS if v in wanted)
 
 
 def alternative(scheme: str) -> str:
-    """The variant that keeps the recommended layers in `scheme` instead of float: "drq" -> "alt_drq"."""
-    return f"alt_{scheme}"
+    """The variant that keeps the recommended layers in `scheme` instead of FIQ's: "drq" -> "alt_drq"."""
+    return ALTERNATIVES[scheme]
+
+
+FIX_SUFFIX = "_fix"
+
+
+def fix(name: str) -> str:
+    """The model that fixes variant `name` by keeping its blamed layers in float: "drq" -> "drq_fix"."""
+    return name + FIX_SUFFIX
+
+
+def fixed_by(name: str) -> Optional[str]:
+    """The variant that the fix `name` fixes ("drq_fix" -> "drq"); None when `name` is no fix."""
+    return name[: -len(FIX_SUFFIX)] if name.endswith(FIX_SUFFIX) else None

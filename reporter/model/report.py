@@ -55,6 +55,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from reporter.core.variants import RULE_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind
 from reporter.model.decode import loads as bounded_loads
 from reporter.model.findings import Findings
@@ -442,7 +443,7 @@ class Recommendation:
     summary: str  # one sentence on what was found and what the selective model achieved
     selective: Optional[VariantResult] = None
     size_cost_bytes: Optional[int] = None  # selective size - FIQ size
-    method: str = "rule"  # "search" or "rule"
+    method: str = RULE_METHOD  # SEARCH_METHOD ("search") or RULE_METHOD ("rule")
     denylisted_ops: list[str] = field(default_factory=list)
     forced_nodes: list[str] = field(default_factory=list)  # --keep-float
     gap: Optional[GapStatus] = None
@@ -467,14 +468,14 @@ class Report:
     timings_s: dict[str, float]
     settings: dict[str, Any]
     debugger_error: Optional[str] = None
-    findings: Optional[Any] = None  # reporter.findings.derive.Findings, derived from everything above
+    findings: Optional[Findings] = None  # decided from everything above by reporter.findings, worded by render.words
 
     def variant(self, name: str) -> Optional[VariantResult]:
         """The variant called `name`, the selective model included, or None."""
         for v in self.variants:
             if v.name == name:
                 return v
-        if name == "selective" and self.recommendation:
+        if name == SELECTIVE and self.recommendation:
             return self.recommendation.selective
         return None
 
@@ -501,7 +502,7 @@ class Report:
         try:
             report = _build(cls, data)
             # Only loads: a report whose findings were dropped by `migrate` gets them from
-            # reporter.findings.load_report, the one place that derives them.
+            # reporter.render.load_report, the one place that decides and words them again.
             findings = _build(Findings, stored, "findings") if stored is not None else None
         except RecursionError:
             raise ValueError("report.json is nested too deeply to be a report") from None
@@ -555,7 +556,7 @@ def migrate(data: dict) -> dict:
         data["schema_version"] = 2
         rec = data.get("recommendation")
         if isinstance(rec, dict):  # anything else is reported by the typed decoder
-            rec.setdefault("method", "rule")
+            rec.setdefault("method", RULE_METHOD)
     if data.get("schema_version") == 2:
         # Version 3 only adds fields with defaults; the findings are derived when the report is built.
         data = json.loads(json.dumps(data))
