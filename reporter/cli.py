@@ -247,6 +247,9 @@ def _run(args) -> int:
     report, code = _run_one(settings, args.debug)
     if report is None:
         return int(code)
+    if _no_quantized_variant(report):  # the report is written, but it measured no quantization at all
+        _error(f"{settings.model}: no quantized variant could be built (see the report's failed variants)")
+        return int(ExitCode.FAILED)
     passed = True
     gate = report.findings.gate  # the run's gate (--max-accuracy-drop, --gate-variant), decided with its findings
     if gate is not None:
@@ -260,6 +263,14 @@ def _run(args) -> int:
         folder = Path(args.out) / folder_name(settings.display_name)
         passed = _against_baseline(args.baseline, folder, folder, args.max_accuracy_drop) and passed
     return exit_code(gate_failed=not passed)
+
+
+def _no_quantized_variant(report) -> bool:
+    """Quantized variants were asked for and none of them was built."""
+    from reporter.core.variants import FLOAT
+
+    quantized = [v for v in report.variants if v.name != FLOAT]
+    return bool(quantized) and all(v.status != "ok" for v in quantized)
 
 
 def _baseline_readable(base) -> bool:
@@ -278,16 +289,16 @@ def _against_baseline(base, new, folder, max_accuracy_drop) -> bool:
     """Writes diff.md and diff.json into `folder` and prints the baseline gate's failures; False if it failed."""
     from pathlib import Path
 
-    from reporter.findings import diff as qdiff
-    from reporter.render.diff import render as render_diff
+    from reporter.render import diff as rdiff
     from reporter.render.formats import write_atomic
 
-    result = qdiff.compare(base, new, max_accuracy_drop)
+    result = rdiff.compare(base, new, max_accuracy_drop)
     for fmt in ("md", "json"):
-        write_atomic(Path(folder) / f"diff.{fmt}", render_diff(result, fmt))
+        write_atomic(Path(folder) / f"diff.{fmt}", rdiff.render(result, fmt))
     for failure in result.gate_failures:
         print(f"quant-report: baseline gate FAILED: {failure.message}", file=sys.stderr)
-    print(f"quant-report: against the baseline: {result.summary}; {Path(folder) / 'diff.md'}", file=sys.stderr)
+    print(f"quant-report: against the baseline: {rdiff.summary(result)}; {Path(folder) / 'diff.md'}",
+          file=sys.stderr)
     return not result.gate_failures
 
 
@@ -295,14 +306,14 @@ def _diff(args) -> int:
     """Compares two runs; imports no TensorFlow."""
     from pathlib import Path
 
-    from reporter.findings import diff as qdiff
-    from reporter.render.diff import render as render_diff
+    from reporter.findings.diff import DiffError
+    from reporter.render import diff as rdiff
     from reporter.render.formats import write_atomic
 
     try:
-        result = qdiff.compare(args.base, args.new, args.max_accuracy_drop)
-        data = render_diff(result, args.format)
-    except qdiff.DiffError as exc:
+        result = rdiff.compare(args.base, args.new, args.max_accuracy_drop)
+        data = rdiff.render(result, args.format)
+    except DiffError as exc:
         _error(str(exc))
         return int(ExitCode.FAILED)
     except Exception as exc:  # noqa: BLE001 - whatever damaged reports still cause: one line, never a traceback

@@ -1,5 +1,6 @@
 """What every finding stands on: the variants judged, the main metric they are judged by, and the paired
-comparison of one variant with another. Pure: no TensorFlow, no files."""
+comparison of one variant with another (its words are reporter.render.words.comparison's). Pure: no TensorFlow,
+no files."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ from typing import TYPE_CHECKING
 
 from reporter.core import judgement as jd
 from reporter.core import variants
-from reporter.core.formatting import fmt_change, fmt_points
-from reporter.model.findings import Comparison
+from reporter.model.findings import OTHER_METRICS, SCORE, Comparison
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Metrics, Report
@@ -42,35 +42,29 @@ def measurable(report: "Report") -> bool:
 
 def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Comparison:
     """The main metric's difference (positive: better) with its paired test (exact McNemar on samples right,
-    or the paired bootstrap of mean IoU or a user's metric), worded."""
+    or the paired bootstrap of mean IoU or a user's metric); reporter.render.words.comparison words it."""
     main = metrics.main
     if main is not None or ref_metrics.main is not None:
         if main is None or ref_metrics.main is None or main.name != ref_metrics.main.name:
-            return Comparison(reference, 0.0, None, None, "not comparable: measured by different metrics")
+            return Comparison(reference, 0.0, None, None, "", measure=OTHER_METRICS)
         raw = main.value - ref_metrics.main.value
         delta = raw if main.higher_is_better else -raw
-        change = fmt_change(raw, main.share)
+        how = dict(measure=SCORE, share=main.share, higher_is_better=main.higher_is_better)
         paired_score = main.paired.get(reference)
         if paired_score is None:
-            return Comparison(reference, delta, None, None, f"{change}, significance not recorded")
+            return Comparison(reference, delta, None, None, "", **how)
         p = paired_score.p_value
         if not jd.nonzero(raw) and p >= jd.ALPHA:
-            return Comparison(reference, delta, p, False, f"{change}: the same value")
-        if not jd.significant(p):
-            return Comparison(reference, delta, p, False, f"within noise: {change}, {jd.p_text(p)}")
-        return Comparison(reference, delta, p, True, f"{change}, {jd.p_text(p)}")
+            return Comparison(reference, delta, p, False, "", same=True, **how)
+        return Comparison(reference, delta, p, bool(jd.significant(p)), "", **how)
     delta = metrics.accuracy - ref_metrics.accuracy
     paired = metrics.paired.get(reference) if metrics.paired else None
-    points = f"{fmt_points(delta)} points"
     if paired is None:
-        return Comparison(reference, delta, None, None, f"{points}, significance not recorded")
+        return Comparison(reference, delta, None, None, "")
     p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
-    sig = jd.significant(p)
     if paired.reference_only == paired.variant_only == 0:
-        return Comparison(reference, delta, p, False, "±0.0 points: right on exactly the same samples")
-    if not sig:
-        return Comparison(reference, delta, p, False, f"within noise: {points}, {jd.p_text(p)}")
-    return Comparison(reference, delta, p, True, f"{points}, {jd.p_text(p)}")
+        return Comparison(reference, delta, p, False, "", same=True)
+    return Comparison(reference, delta, p, bool(jd.significant(p)), "")
 
 
 def layer_of(tensor: str) -> str:

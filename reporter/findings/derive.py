@@ -7,9 +7,9 @@ its picks, the notices (reporter.findings.notices) and the gate (reporter.findin
 noise rules come from reporter.core.judgement, variant names from reporter.core.variants.
 
 The sentences that word these decisions are reporter.render.words' (`attach` there gives a report its
-findings, decided and worded, as report.json keeps them): a record's sentence fields stay empty here. What
-is still worded here: a comparison's difference (`Comparison.text`), the gap's reason (the search stores its
-own, `Recommendation.gap.reason`), and the cells of the per-output and trade-off tables.
+findings, decided and worded, as report.json keeps them): a record's sentence fields stay empty here (a
+comparison's difference, the gap's reason and the cells of the per-output and trade-off tables included),
+and what their words read beyond the stored numbers is in the records' `unstored` fields.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
-from reporter.core.formatting import fmt_amount, fmt_mse, fmt_percent, fmt_score
 from reporter.core.variants import LABELS, short
 from reporter.findings import gate as gt
 from reporter.findings import notices
 from reporter.findings import picks as pk
 from reporter.findings.basis import columns, compare, layer_of, measurable, metric_of
+from reporter.model import findings as mf
 from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, Findings,
                                      FixFinding, GapFinding, HeadFinding, Reason, TradeoffPoint, VariantFinding)
 
@@ -102,17 +102,13 @@ def _heads(report: "Report") -> list[HeadFinding]:
                 worse = bool(cmp and cmp.significant and cmp.delta < 0)
                 n = report.dataset.num_eval
                 low, high = jd.wilson_interval(round(h.metrics.accuracy * n), n)
-                text = (f"{fmt_percent(h.metrics.accuracy)} [{low * 100:.1f}–{high * 100:.1f}]"
-                        + (f" ({cmp.text})" if cmp else ""))
-                out.append(HeadFinding(o.name, v.name, "accuracy", h.metrics.accuracy, cmp, worse, text))
+                out.append(HeadFinding(o.name, v.name, "accuracy", h.metrics.accuracy, cmp, worse, low=low, high=high))
             elif h.agreement_with_float is not None:
-                out.append(HeadFinding(o.name, v.name, "agreement with float", h.agreement_with_float,
-                                       text=fmt_percent(h.agreement_with_float)))
+                out.append(HeadFinding(o.name, v.name, "agreement with float", h.agreement_with_float))
             else:
-                mse = h.output_error.mse if h.output_error else None
-                out.append(HeadFinding(o.name, v.name, "output MSE", mse,
-                                       text="reference" if v.name == variants.FLOAT else
-                                       (fmt_mse(mse, h.output_error.float_variance) if h.output_error else "")))
+                error = h.output_error
+                out.append(HeadFinding(o.name, v.name, "output MSE", error.mse if error else None,
+                                       variance=error.float_variance if error else None))
     return out
 
 
@@ -191,9 +187,10 @@ def _tradeoff(report: "Report", fix: Optional[FixFinding]) -> list[TradeoffPoint
     named = pk.picks(points)
     return [TradeoffPoint(
         name=v.name, label=LABELS.get(v.name, v.name), score=v.metrics.score,
-        score_text=fmt_score(v.metrics.score, v.metrics.share), vs_float=cmp, size_bytes=v.size_bytes,
+        score_text="", vs_float=cmp, size_bytes=v.size_bytes,
         latency_ms=p.latency_ms, meets_target=p.meets_target, pareto=on_front,
-        picks=[name for name in pk.PICKS if named.get(name) == v.name], chosen=v.name == chosen)
+        picks=[name for name in pk.PICKS if named.get(name) == v.name], chosen=v.name == chosen,
+        share=v.metrics.share)
         for (v, cmp, p), on_front in zip(rows, pk.front(points))]
 
 
@@ -350,32 +347,30 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
     rec = report.recommendation
     fiq = report.variant(variants.FIQ)
     if fiq is None or not fiq.ok:
-        return GapFinding("not_measurable", "FIQ was not built" if fiq is None else f"FIQ failed: {fiq.error}")
+        return GapFinding("not_measurable", "", why=mf.FIQ_NOT_BUILT if fiq is None else mf.FIQ_FAILED)
     if not measurable(report):
-        return GapFinding("not_measurable", "the model's output is not class scores, so there is no accuracy;"
-                                            " the report compares output error instead")
+        return GapFinding("not_measurable", "", why=mf.NOT_CLASS_SCORES)
     flt = report.variant(variants.FLOAT)
-    metric, share = metric_of(report)
-    for name, v in (("FIQ", fiq), (variants.FLOAT, flt)):
+    for v in (fiq, flt):
         if v is not None and v.ok and v.not_measured("metrics"):
-            return GapFinding("not_measurable", f"{name}'s {metric} was not measured: {v.not_measured('metrics')}")
+            return GapFinding("not_measurable", "", why=mf.METRIC_NOT_MEASURED, variant=v.name)
     if rec is not None and rec.gap is not None:
         g = rec.gap
         # The stored p-value is the last comparison made (the fixed model's, once fixed); the gap's
         # own p-value is FIQ's against float.
         p = fiq_found.vs_float.p_value if fiq_found and fiq_found.vs_float else None
-        return GapFinding(g.status, g.reason, g.fiq_drop, p if p is not None else
-                          (g.p_value if g.status in ("gap", "no_gap") else None))
+        return GapFinding(g.status, "", g.fiq_drop, p if p is not None else
+                          (g.p_value if g.status in ("gap", "no_gap") else None), why=mf.SEARCHED)
     if flt is None or not flt.ok or flt.metrics is None or fiq.metrics is None:
-        return GapFinding("not_measurable", "float was not measured")
+        return GapFinding("not_measurable", "", why=mf.FLOAT_NOT_MEASURED)
     c = compare(fiq.metrics, flt.metrics, variants.FLOAT)
     drop = -c.delta
     why = jd.gap_kind(drop, c.p_value)
     if why == "not_worse":
-        return GapFinding("no_gap", f"FIQ is at least as good as float on {metric}", drop, c.p_value)
+        return GapFinding("no_gap", "", drop, c.p_value, why=mf.NOT_WORSE)
     if why == "noise":
-        return GapFinding("no_gap", f"the drop is within noise ({jd.p_text(c.p_value)})", drop, c.p_value)
-    return GapFinding("gap", f"FIQ loses {fmt_amount(drop, share, metric)}", drop, c.p_value)
+        return GapFinding("no_gap", "", drop, c.p_value, why=mf.NOISE)
+    return GapFinding("gap", "", drop, c.p_value, why=mf.LOSES)
 
 
 def _culprits(report: "Report", gap: GapFinding) -> list[Culprit]:

@@ -1,12 +1,18 @@
-"""Two runs compared: what a change did to each model and variant (`quant-report diff BASE NEW`).
+"""Two runs compared: what a change did to each model and variant (`quant-report diff BASE NEW`), decided.
 
 BASE and NEW are report.json files, report folders, or batch output folders (their index.json), matched
 by model name. Accuracy changes are tested on the same samples with McNemar (each report stores which
 samples every variant gets right, and a fingerprint of the evaluation data); where the samples differ
 or an older report did not store them, the report says so and tests nothing. Two runs measured on different
 data, or of different tasks or main metrics, are shown side by side, each number under its own run's metric
-name, and never gated (`ModelDiff.gate_note` says why). What counts as a change is
+name, and never gated (`ModelDiff.incomparable` says why). What counts as a change is
 reporter.core.judgement's; variant names are reporter.core.variants'. Pure: no TensorFlow.
+
+The records hold the decisions only: numbers, flags, short codes and names. Their sentence fields
+(`Change.text`, `VariantDiff.why`, `ModelDiff.samples_note`, `gap`, `headline`, `error` and `gate_note`,
+`GateFailure.message`) stay empty here: reporter.render.words.diff writes them from the fields marked
+`unstored` (reporter.core.records: what the words read, which diff.json does not keep), so that diff.json
+reads as it always did.
 """
 
 from __future__ import annotations
@@ -20,8 +26,7 @@ from typing import Optional
 from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.errors import QuantReportError
-from reporter.core.formatting import (fmt_bytes, fmt_change, fmt_ms, fmt_percent, fmt_score, fmt_signed_bytes,
-                                      fmt_signed_points)
+from reporter.core.records import as_stored, unstored
 from reporter.core.variants import short
 from reporter.measure.metrics import unpack_correct
 from reporter.model.decode import JSONLimitError, got, kind, show_string
@@ -38,6 +43,34 @@ class DiffError(QuantReportError):
 
 
 # --- the records -------------------------------------------------------------------------------------
+# What a Change measures (`Change.kind`), which says how its numbers read.
+POINTS = "points"  # accuracy (a share of samples right), in points, McNemar-tested on the same samples
+SCORE = "score"  # a main metric other than accuracy, untested: its per-sample values are not stored
+OTHER_METRICS = "other_metrics"  # a variant measured by another main metric in each run: not compared
+OTHER_RUN_METRICS = "other_run_metrics"  # the runs judged by different metrics: each score under its own name
+VALUES = "values"  # the secondary metric (ROC AUC, top-5 accuracy, macro F1)
+MSE = "mse"  # the output's mean squared error against float's (a model whose output is not class scores)
+SIZE = "size"
+LATENCY = "latency"
+
+# Why a variant counts as changed (`VariantDiff.reasons`: a code and the output it concerns, "" for the
+# variant's main numbers), in the order the words list them.
+ADDED, REMOVED = "added", "removed"
+FAILED_IN_BASE, FAILED_IN_NEW = "failed_in_base", "failed_in_new"
+MEASURED_APART = "measured_apart"  # each run measured by its own metric (`Change.names`)
+NOT_COMPARED = "not_compared"  # no difference computed (`Change.kind` says why)
+ACCURACY_CHANGED = "accuracy_changed"  # beyond noise, or any change where untested
+OUTPUT_ERROR_CHANGED = "output_error_changed"
+SIZE_CHANGED = "size_changed"
+LATENCY_CHANGED = "latency_changed"
+
+# Why BASE's numbers are no baseline for NEW's (`ModelDiff.incomparable`), so that no gate applies.
+OTHER_DATA = "other_data"  # the data fingerprints differ
+OTHER_SAMPLE_COUNT = "other_sample_count"  # an older report without a fingerprint: the sample counts differ
+OTHER_TASK = "other_task"
+OTHER_METRIC = "other_metric"
+
+
 @dataclass(frozen=True)
 class Change:
     """One quantity in BASE and NEW."""
@@ -48,6 +81,11 @@ class Change:
     p_value: Optional[float] = None  # McNemar on the same samples (accuracy only)
     significant: Optional[bool] = None  # None: not tested (other samples, or not stored)
     text: str = ""
+    kind: str = unstored("")  # POINTS, SCORE, ...: how the numbers read
+    share: bool = unstored(True)  # SCORE, OTHER_RUN_METRICS: NEW's metric is a share (percent, points)
+    base_share: bool = unstored(True)  # OTHER_RUN_METRICS: BASE's metric is a share
+    names: tuple[str, str] = unstored(("", ""))  # OTHER_METRICS, OTHER_RUN_METRICS: each run's metric name
+    same_answers: bool = unstored(False)  # POINTS: right on exactly the same samples in both runs
 
 
 @dataclass(frozen=True)
@@ -61,28 +99,45 @@ class VariantDiff:
     output_mse: Optional[Change] = None  # a model whose output is not class scores
     size: Optional[Change] = None
     latency: Optional[Change] = None
-    why: list[str] = field(default_factory=list)  # what changed, in words
+    why: list[str] = field(default_factory=list)  # what changed, in words (`reasons` worded)
     error: str = ""
     heads: dict[str, Change] = field(default_factory=dict)  # several outputs: each labelled one's accuracy
     metric: str = ""  # what `accuracy` measures: "accuracy", "mean IoU", the user's metric ("" when not measured)
     new_main_metric: str = ""  # the secondary metric's name in NEW ("" when the same as BASE's)
     base_metric: str = ""  # what `accuracy` measures in BASE, when not the same as in NEW
+    reasons: tuple[tuple[str, str], ...] = unstored(())  # what changed: (code, output), codes above
 
-    @property
-    def main_label(self) -> str:
-        """The secondary metric's column name: BASE's, or "BASE's → NEW's" when the two runs differ."""
-        if self.new_main_metric and self.new_main_metric != self.main_metric:
-            return f"{self.main_metric} → {self.new_main_metric}"
-        return self.main_metric
 
-    @property
-    def main_named_text(self) -> str:
-        """The secondary metric with its name beside each run's value ("ROC AUC 0.991 → Top-5 accuracy 0.950")."""
-        if self.main is None:
-            return ""
-        if self.new_main_metric and self.new_main_metric != self.main_metric:
-            return f"{self.main_metric} {self.main.base:.3f} → {self.new_main_metric} {self.main.new:.3f}"
-        return f"{self.main_metric} {self.main.text}"
+@dataclass(frozen=True)
+class Task:
+    """What a run's model does: its task, classes and outputs, as the diff compares them."""
+
+    kind: str  # "binary" (one sigmoid unit), or the model's task
+    num_classes: Optional[int] = None  # a classification or segmentation model's classes
+    outputs: tuple[tuple[str, str], ...] = ()  # several outputs: (name, task)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A variant's main number in one run."""
+
+    metric: str
+    value: float
+    share: bool = True
+
+
+@dataclass(frozen=True)
+class Run:
+    """What the words of a model's diff read from one run's report."""
+
+    num_eval: int
+    source: str
+    task: Task
+    metric: str  # the main metric's name (reporter.findings.basis.metric_of)
+    gap: str  # the recommended model's gap status; "" without one
+    float_layers: int  # layers the recommended model keeps in float
+    variants: int  # variants in the report
+    fiq: Optional[Score] = None  # FIQ's main number, when measured
 
 
 @dataclass(frozen=True)
@@ -98,24 +153,18 @@ class ModelDiff:
     headline: str = ""
     error: str = ""
     # Why BASE and NEW are not comparable (other data, task or main metric), so that no gate applies to this
-    # model: "" when they are.
+    # model, in words: "" when they are (`incomparable` decides it).
     gate_note: str = ""
+    base_run: Optional[Run] = unstored(None)  # None: not in BASE, or failed there
+    new_run: Optional[Run] = unstored(None)
+    base_error: Optional[str] = unstored(None)  # why the model failed in BASE
+    new_error: Optional[str] = unstored(None)
+    base_name: str = unstored("")  # the model's name in BASE, when two single reports name it differently
+    incomparable: tuple[str, ...] = unstored(())  # OTHER_DATA, OTHER_SAMPLE_COUNT, OTHER_TASK, OTHER_METRIC
 
     @property
     def gated(self) -> bool:
-        return self.status == "compared" and not self.gate_note
-
-    @property
-    def main_header(self) -> str:
-        """The secondary metric's column name for this model's changed variants: theirs when they all agree."""
-        labels = {v.main_label for v in self.changed if v.main is not None}
-        return labels.pop() if len(labels) == 1 else "Main metric"
-
-    def main_cell(self, v: VariantDiff) -> str:
-        """`v`'s secondary metric under `main_header`: the values, named when the header cannot name them."""
-        if v.main is None:
-            return "–"
-        return v.main.text if v.main_label == self.main_header else v.main_named_text
+        return self.status == "compared" and not self.incomparable
 
     @property
     def changed(self) -> list[VariantDiff]:
@@ -144,7 +193,8 @@ class GateFailure:
     base: float
     new: float
     drop: float
-    message: str
+    message: str = ""
+    output: str = unstored("")  # the labelled output that lost accuracy; "" for the main metric
 
 
 @dataclass(frozen=True)
@@ -161,32 +211,21 @@ class Diff:
         return None if self.max_accuracy_drop is None else not self.gate_failures
 
     @property
-    def ungated(self) -> list[ModelDiff]:
-        """Models compared without the gate: BASE and NEW measured different data, tasks or main metrics."""
-        return [m for m in self.models if m.status == "compared" and m.gate_note]
+    def compared(self) -> list[ModelDiff]:
+        return [m for m in self.models if m.status == "compared"]
 
     @property
-    def summary(self) -> str:
-        compared = [m for m in self.models if m.status == "compared"]
-        changed = [m for m in compared if m.changed or m.float_layers_added or m.float_layers_removed]
-        parts = [f"{len(compared)} model{'s' if len(compared) != 1 else ''} compared, {len(changed)} changed"]
-        for status, word in (("added", "added"), ("removed", "removed"), ("failed", "failed in a run")):
-            n = sum(1 for m in self.models if m.status == status)
-            if n:
-                parts.append(f"{n} {word}")
-        if self.max_accuracy_drop is not None:
-            ungated = len(self.ungated)
-            if compared and ungated == len(compared):
-                parts.append("gate not applied (BASE and NEW are not comparable)")
-            else:
-                parts.append(f"gate {'passed' if self.gate_passed else 'FAILED'}"
-                             f" (limit: {self.max_accuracy_drop * 100:.1f} accuracy points below BASE)")
-                if ungated:
-                    parts.append(f"{ungated} model{'s' if ungated != 1 else ''} not comparable, not gated")
-        return "; ".join(parts)
+    def ungated(self) -> list[ModelDiff]:
+        """Models compared without the gate: BASE and NEW measured different data, tasks or main metrics."""
+        return [m for m in self.compared if m.incomparable]
+
+    def model(self, name: str) -> ModelDiff:
+        return next(m for m in self.models if m.name == name)
 
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, allow_nan=False) + "\n"
+        """diff.json: every field but the `unstored` ones (the words, reporter.render.words.diff, fill the
+        sentence fields first)."""
+        return json.dumps(as_stored(self), indent=2, allow_nan=False) + "\n"
 
 
 # --- reading a side ------------------------------------------------------------------------------------
@@ -274,19 +313,19 @@ def _from_index(path: Path) -> tuple[dict[str, Report], dict[str, str]]:
 
 # --- comparing -----------------------------------------------------------------------------------------
 def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> Diff:
+    """BASE and NEW compared, decided; reporter.render.words.diff words it."""
     base, base_failed = load_side(base_path)
     new, new_failed = load_side(new_path)
-    renamed = ""
+    base_name = ""
     if _single(base_path) and _single(new_path) and len(base) == len(new) == 1 and set(base) != set(new):
         # Two single reports are compared whatever their names (a model renamed between runs).
-        (old_name, report), = base.items()
-        renamed = f"Named {old_name} in BASE and {next(iter(new))} in NEW. "
+        (base_name, report), = base.items()
         base = {next(iter(new)): report}
     names = list(dict.fromkeys([*base, *base_failed, *new, *new_failed]))
     models = [_model(name, base.get(name), new.get(name), base_failed.get(name), new_failed.get(name))
               for name in sorted(names)]
-    if renamed:
-        models = [dataclasses.replace(m, samples_note=(renamed + m.samples_note).strip()) for m in models]
+    if base_name:
+        models = [dataclasses.replace(m, base_name=base_name) for m in models]
     failures = _gate_failures(models, max_accuracy_drop) if max_accuracy_drop is not None else []
     return Diff(DIFF_SCHEMA_VERSION, str(base_path), str(new_path), models, max_accuracy_drop, failures)
 
@@ -304,13 +343,7 @@ def _gate_failures(models: list[ModelDiff], limit: float) -> list[GateFailure]:
                       if c is not None and c.base is not None and c.new is not None and c.delta is not None]
             for loss in failing(losses, limit):
                 a = changes[loss.output]
-                what = f" output {loss.output}" if loss.output else ""
-                if v.metric in ("", "accuracy") or what:
-                    words = (f"accuracy {fmt_percent(a.base)} → {fmt_percent(a.new)} ({fmt_signed_points(-loss.drop)}"
-                             f" points; limit {limit * 100:.1f} points)")
-                else:
-                    words = f"{v.metric} {a.text}; limit {limit:g}"
-                out.append(GateFailure(m.name, v.name, a.base, a.new, loss.drop, f"{m.name}: {v.label}{what} {words}"))
+                out.append(GateFailure(m.name, v.name, a.base, a.new, loss.drop, output=loss.output))
     return out
 
 
@@ -328,92 +361,64 @@ def _variants(report: Report) -> dict[str, VariantResult]:
     return found
 
 
-def _samples(base: Report, new: Report) -> tuple[Optional[bool], str]:
+def _same_samples(base: Report, new: Report) -> Optional[bool]:
+    """Both runs evaluated the same samples; None when a report does not record which."""
     b, n = base.dataset, new.dataset
-    if b.fingerprint and n.fingerprint:
-        if b.fingerprint == n.fingerprint:
-            return True, ""
-        return False, (f"The evaluation data differ ({b.num_eval:,} samples from {b.source} in BASE,"
-                       f" {n.num_eval:,} from {n.source} in NEW): accuracy changes mix the model's and the"
-                       " data's, and no significance is computed.")
-    return None, (f"BASE or NEW does not record which samples were evaluated (a report written before"
-                  f" quant-report stored it; {b.num_eval:,} and {n.num_eval:,} samples): changes are shown"
-                  " without a significance test.")
+    return b.fingerprint == n.fingerprint if b.fingerprint and n.fingerprint else None
 
 
-def _not_comparable(base: Report, new: Report) -> str:
-    """Why BASE's numbers are no baseline for NEW's (other data, task or main metric), as the line the diff
-    shows; "" when they are comparable."""
+def _incomparable(base: Report, new: Report) -> tuple[str, ...]:
+    """Why BASE's numbers are no baseline for NEW's (other data, task or main metric); () when they are
+    comparable."""
     reasons = []
     b, n = base.dataset, new.dataset
     if b.fingerprint and n.fingerprint:
         if b.fingerprint != n.fingerprint:
-            reasons.append("were measured on different data (fingerprints differ)")
+            reasons.append(OTHER_DATA)
     elif b.num_eval != n.num_eval:  # an older report without a fingerprint: the sample counts still tell
-        reasons.append(f"were measured on different data ({b.num_eval:,} and {n.num_eval:,} evaluation samples)")
-    bt, nt = _task(base), _task(new)
-    if bt != nt:
-        reasons.append(f"measure different tasks ({bt} in BASE, {nt} in NEW)")
-    (bm, _), (nm, _) = metric_of(base), metric_of(new)
-    if bm != nm:
-        reasons.append(f"are judged by different metrics ({bm} in BASE, {nm} in NEW)")
-    return f"BASE and NEW {' and '.join(reasons)}: compared without a gate" if reasons else ""
+        reasons.append(OTHER_SAMPLE_COUNT)
+    if _task(base) != _task(new):
+        reasons.append(OTHER_TASK)
+    if metric_of(base)[0] != metric_of(new)[0]:
+        reasons.append(OTHER_METRIC)
+    return tuple(reasons)
 
 
-def _task(report: Report) -> str:
-    """The task of a report's model in words, its outputs' too when it has several."""
+def _task(report: Report) -> Task:
+    """The task of a report's model, its outputs' too when it has several."""
     model = report.model
-    task = "binary" if model.binary_sigmoid else model.task
-    if task in ("classification", "segmentation") and model.num_classes:
-        task = f"{model.num_classes}-class {task}"
-    if model.outputs:
-        task += " (outputs " + ", ".join(f"{o.name}: {'binary' if o.task == 'binary' else o.task}"
-                                          for o in model.outputs) + ")"
-    return task
+    kind = "binary" if model.binary_sigmoid else model.task
+    classes = model.num_classes if kind in ("classification", "segmentation") and model.num_classes else None
+    return Task(kind, classes, tuple((o.name, o.task) for o in model.outputs))
+
+
+def _run(report: Report) -> Run:
+    fiq = report.variant(variants.FIQ)
+    score = Score(metric_name(fiq), fiq.metrics.score, fiq.metrics.share) \
+        if fiq is not None and fiq.ok and fiq.metrics else None
+    return Run(report.dataset.num_eval, report.dataset.source, _task(report), metric_of(report)[0], _gap(report),
+               len(_kept(report)), len(report.variants), score)
 
 
 def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_error) -> ModelDiff:
-    if base is None and new is None:
-        return ModelDiff(name, "failed", error=f"failed in BASE ({base_error}) and in NEW ({new_error})")
+    base_run, new_run = (_run(r) if r is not None else None for r in (base, new))
+    if base is None and new is None or (base is None and base_error) or (new is None and new_error):
+        return ModelDiff(name, "failed", base_error=base_error, new_error=new_error, base_run=base_run,
+                         new_run=new_run)
     if base is None:
-        if base_error:
-            return ModelDiff(name, "failed", error=f"failed in BASE: {base_error}")
-        return ModelDiff(name, "added", headline=f"{name}: new in NEW; " + _brief(new))
+        return ModelDiff(name, "added", new_run=new_run)
     if new is None:
-        if new_error:
-            return ModelDiff(name, "failed", error=f"failed in NEW: {new_error}")
-        return ModelDiff(name, "removed", headline=f"{name}: not in NEW (was: {_brief(base)})")
-    same, note = _samples(base, new)
-    gate_note = _not_comparable(base, new)
+        return ModelDiff(name, "removed", base_run=base_run)
     bv, nv = _variants(base), _variants(new)
     order = [v for v in [*bv, *nv] if v in bv or v in nv]
-    metrics = (metric_of(base)[0], metric_of(new)[0])
-    variants = [_variant(v, bv.get(v), nv.get(v), same, base.dataset.num_eval, metrics)
-                for v in dict.fromkeys(order)]
-    b_layers = _kept(base)
-    n_layers = _kept(new)
-    added = [n for n in n_layers if n not in b_layers]
-    removed = [n for n in b_layers if n not in n_layers]
-    gap = ""
-    bg, ng = _gap(base), _gap(new)
-    if bg != ng:
-        gap = f"{bg or 'none'} → {ng or 'none'}"
-    changed = [v for v in variants if v.status != "unchanged"]
-    if not changed and not added and not removed:
-        headline = f"{name}: no change beyond noise."
-    else:
-        bits = [f"{v.label} {'; '.join(v.why)}" for v in changed if v.why]
-        if added or removed:
-            bits.append(f"layers kept in float: {len(b_layers)} → {len(n_layers)}")
-        headline = f"{name}: " + "; ".join(bits) + "."
-    return ModelDiff(name, "compared", same, note, variants, added, removed, gap, headline, gate_note=gate_note)
-
-
-def _brief(report: Report) -> str:
-    fiq = report.variant(variants.FIQ)
-    if fiq is not None and fiq.ok and fiq.metrics:
-        return f"FIQ {metric_name(fiq)} {fmt_score(fiq.metrics.score, fiq.metrics.share)}"
-    return f"{len(report.variants)} variants"
+    same = _same_samples(base, new)
+    metrics = (base_run.metric, new_run.metric)
+    found = [_variant(v, bv.get(v), nv.get(v), same, base.dataset.num_eval, metrics) for v in dict.fromkeys(order)]
+    b_layers, n_layers = _kept(base), _kept(new)
+    return ModelDiff(name, "compared", same, variants=found,
+                     float_layers_added=[n for n in n_layers if n not in b_layers],
+                     float_layers_removed=[n for n in b_layers if n not in n_layers], base_run=base_run,
+                     new_run=new_run, incomparable=_incomparable(base, new))
 
 
 def _kept(report: Report) -> list[str]:
@@ -431,72 +436,59 @@ def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], 
     """One variant in BASE and NEW; `metrics`: what each run's main numbers are (accuracy, mean IoU, ...)."""
     label = short(name)
     if b is None:
-        return VariantDiff(name, label, "added", why=["added"])
+        return VariantDiff(name, label, "added", reasons=((ADDED, ""),))
     if n is None:
-        return VariantDiff(name, label, "removed", why=["removed"])
+        return VariantDiff(name, label, "removed", reasons=((REMOVED, ""),))
     if not b.ok or not n.ok:
-        which = "BASE" if not b.ok else "NEW"
         err = (b.error if not b.ok else n.error) or ""
-        return VariantDiff(name, label, "failed", why=[f"failed in {which}"], error=err)
+        failed = FAILED_IN_BASE if not b.ok else FAILED_IN_NEW
+        return VariantDiff(name, label, "failed", error=err, reasons=((failed, ""),))
     why = []
     accuracy = main = mse = None
     main_label = new_main_label = base_metric = ""
     if b.metrics and n.metrics:
         if metrics[0] != metrics[1]:  # each number under its own run's metric name; never one delta of two
             base_metric = metrics[0]
-            accuracy = Change(b.metrics.score, n.metrics.score, None, None, None,
-                              f"{metrics[0]} {_score(b)} in BASE, {metrics[1]} {_score(n)} in NEW: not compared")
-            why.append(f"measured by {metrics[0]} in BASE and {metrics[1]} in NEW")
+            accuracy = Change(b.metrics.score, n.metrics.score, None, kind=OTHER_RUN_METRICS, share=n.metrics.share,
+                              base_share=b.metrics.share, names=metrics)
+            why.append((MEASURED_APART, ""))
         else:
-            accuracy = _accuracy(b, n, same, num_eval)
+            accuracy = _accuracy_of(b.metrics, n.metrics, same, num_eval)
             if accuracy.delta is None:
-                why.append(accuracy.text)
+                why.append((NOT_COMPARED, ""))
             elif jd.accuracy_differs(accuracy.significant, accuracy.delta):
-                why.append(f"{metric_name(n)} {accuracy.text}")
+                why.append((ACCURACY_CHANGED, ""))
         main_label, new_main_label, bm, nm = _main(b), _main(n), _main_value(b), _main_value(n)
         if bm is not None and nm is not None:
-            same_metric = main_label == new_main_label
-            main = Change(bm, nm, nm - bm if same_metric else None, text=f"{bm:.3f} → {nm:.3f}")
+            main = Change(bm, nm, nm - bm if main_label == new_main_label else None, kind=VALUES)
     elif b.output_error and n.output_error:
-        d = n.output_error.mse - b.output_error.mse
-        mse = Change(b.output_error.mse, n.output_error.mse, d, text=f"{b.output_error.mse:.4g} → {n.output_error.mse:.4g}")
+        mse = Change(b.output_error.mse, n.output_error.mse, n.output_error.mse - b.output_error.mse, kind=MSE)
         if jd.output_error_changed(b.output_error.mse, n.output_error.mse):
-            why.append(f"output MSE vs float {mse.text}")
+            why.append((OUTPUT_ERROR_CHANGED, ""))
     size = None
     if b.size_bytes and n.size_bytes:
-        size = Change(b.size_bytes, n.size_bytes, n.size_bytes - b.size_bytes,
-                      text=f"{fmt_bytes(b.size_bytes)} → {fmt_bytes(n.size_bytes)}")
+        size = Change(b.size_bytes, n.size_bytes, n.size_bytes - b.size_bytes, kind=SIZE)
         if n.size_bytes != b.size_bytes:
-            why.append(f"size {fmt_signed_bytes(n.size_bytes - b.size_bytes)}")
+            why.append((SIZE_CHANGED, ""))
     latency = None
     if b.latency_ms and n.latency_ms and b.latency_ms.median > 0:
-        ratio = n.latency_ms.median / b.latency_ms.median
         latency = Change(b.latency_ms.median, n.latency_ms.median, n.latency_ms.median - b.latency_ms.median,
-                         text=f"{fmt_ms(b.latency_ms.median)} → {fmt_ms(n.latency_ms.median)}")
+                         kind=LATENCY)
         if jd.latency_changed(b.latency_ms.median, n.latency_ms.median):
-            why.append(f"latency {ratio:.2f}x")
+            why.append((LATENCY_CHANGED, ""))
     heads = {}
     for output, bh in b.heads.items():  # several outputs: each labelled one, on the same samples
         nh = n.heads.get(output)
         if bh.metrics is not None and nh is not None and nh.metrics is not None:
             heads[output] = _accuracy_of(bh.metrics, nh.metrics, same, num_eval)
             if heads[output].delta is None:
-                why.append(f"output {output} {heads[output].text}")
+                why.append((NOT_COMPARED, output))
             elif jd.accuracy_differs(heads[output].significant, heads[output].delta):
-                why.append(f"output {output} accuracy {heads[output].text}")
+                why.append((ACCURACY_CHANGED, output))
     return VariantDiff(name, label, "changed" if why else "unchanged", accuracy, main_label, main, mse, size,
-                       latency, why, heads=heads, metric=metric_name(n) if n.metrics else "",
+                       latency, heads=heads, metric=metric_name(n) if n.metrics else "",
                        new_main_metric=new_main_label if new_main_label != main_label else "",
-                       base_metric=base_metric)
-
-
-def _score(v: VariantResult) -> str:
-    m = v.metrics
-    return fmt_score(m.score, m.share) if m.score is not None else "not measured"
-
-
-def _accuracy(b: VariantResult, n: VariantResult, same: Optional[bool], num_eval: int) -> Change:
-    return _accuracy_of(b.metrics, n.metrics, same, num_eval)
+                       base_metric=base_metric, reasons=tuple(why))
 
 
 def _accuracy_of(b_metrics, n_metrics, same: Optional[bool], num_eval: int) -> Change:
@@ -506,19 +498,16 @@ def _accuracy_of(b_metrics, n_metrics, same: Optional[bool], num_eval: int) -> C
         return _main_change(b, n)
     ba, na = b.accuracy, n.accuracy
     if ba is None or na is None:  # not measured in one run: nothing to compare or gate
-        return Change(ba, na, None, None, None, f"{fmt_percent(ba)} → {fmt_percent(na)}: not measured in both runs")
+        return Change(ba, na, None, kind=POINTS)
     delta = na - ba
-    points = f"{fmt_percent(ba)} → {fmt_percent(na)} ({fmt_signed_points(delta)} points"
     if same:
         b_ok, n_ok = _correct(b.correct_bits, num_eval), _correct(n.correct_bits, num_eval)
         if b_ok is not None and n_ok is not None:
             p = jd.mcnemar_p(b_ok, n_ok)
             if not (b_ok != n_ok).any():
-                return Change(ba, na, delta, p, False, f"{fmt_percent(na)}: right on exactly the same samples")
-            sig = jd.significant(p)
-            text = f"{points}, {jd.p_text(p)})" + ("" if sig else ", within noise")
-            return Change(ba, na, delta, p, sig, text)
-    return Change(ba, na, delta, None, None, f"{points}, not tested)")
+                return Change(ba, na, delta, p, False, kind=POINTS, same_answers=True)
+            return Change(ba, na, delta, p, jd.significant(p), kind=POINTS)
+    return Change(ba, na, delta, kind=POINTS)
 
 
 def _correct(bits: str, num_eval: int):
@@ -533,14 +522,12 @@ def _main_change(b, n) -> Change:
     """A main metric other than accuracy (mean IoU, the user's metric) in BASE and NEW: its per-sample values
     are not stored, so the change is shown untested (any change counts); `delta` is positive when better."""
     if b.main is None or n.main is None or b.main.name != n.main.name:
-        names = [m.main.name if m.main else "accuracy" for m in (b, n)]
-        return Change(b.score, n.score, None, None, None, f"measured by {names[0]} in BASE and {names[1]} in NEW:"
-                                                          " not compared")
+        names = tuple(m.main.name if m.main else "accuracy" for m in (b, n))
+        return Change(b.score, n.score, None, kind=OTHER_METRICS, names=names)
     raw = n.main.value - b.main.value
     delta = raw if n.main.higher_is_better else -raw
-    text = (f"{fmt_score(b.main.value, n.main.share)} → {fmt_score(n.main.value, n.main.share)}"
-            f" ({fmt_change(raw, n.main.share)}, not tested: per-sample values are not stored)")
-    return Change(b.main.value, n.main.value, delta, None, None if jd.nonzero(raw) else False, text)
+    return Change(b.main.value, n.main.value, delta, None, None if jd.nonzero(raw) else False, kind=SCORE,
+                  share=n.main.share)
 
 
 def metric_name(v: VariantResult) -> str:

@@ -2,8 +2,9 @@
 
 They are decided by reporter.findings.derive (one pure function, `decide`) and worded by reporter.render.words:
 the numbers and kinds of a record are the decision, its sentence fields (`verdict`, `text`, `headline`,
-`recommendation`, `message`) the words. Every renderer, the index, the gate and the CLI read them. This module
-only declares them.
+`recommendation`, `message`, `reason`, `score_text`) the words. A field marked `unstored` (reporter.core.records)
+is a decision only the words read: report.json does not keep it. Every renderer, the index, the gate and the
+CLI read them. This module only declares them.
 """
 
 from __future__ import annotations
@@ -12,6 +13,22 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from reporter.core import variants
+from reporter.core.records import unstored
+
+# How a Comparison's numbers read (`Comparison.measure`).
+POINTS = "points"  # accuracy, a share of samples right: in points, McNemar on the paired counts
+SCORE = "score"  # a main metric other than accuracy (mean IoU, the user's metric): the paired bootstrap
+OTHER_METRICS = "other_metrics"  # the two were measured by different metrics: not comparable
+
+# Why the gap is what it is (`GapFinding.why`).
+FIQ_NOT_BUILT, FIQ_FAILED = "fiq_not_built", "fiq_failed"
+NOT_CLASS_SCORES = "not_class_scores"  # no accuracy: the report compares output error instead
+METRIC_NOT_MEASURED = "metric_not_measured"  # FIQ's or float's main metric was not measured (`GapFinding.variant`)
+SEARCHED = "searched"  # the search decided it (its reason is Recommendation.gap.reason)
+FLOAT_NOT_MEASURED = "float_not_measured"
+NOT_WORSE = "not_worse"  # FIQ at least as good as float
+NOISE = "noise"  # FIQ's drop within noise
+LOSES = "loses"  # FIQ worse beyond noise: the gap (`fiq_drop`)
 
 
 @dataclass(frozen=True)
@@ -23,6 +40,10 @@ class Comparison:
     p_value: Optional[float]  # exact McNemar (paired bootstrap for mean IoU or a user's metric); None: not recorded
     significant: Optional[bool]
     text: str  # "−32.5 points (p < 0.001)", "within noise (+0.9 points, p = 1)"
+    measure: str = unstored(POINTS)  # POINTS, SCORE or OTHER_METRICS
+    share: bool = unstored(True)  # SCORE: the metric is a share (0..1), compared in points
+    higher_is_better: bool = unstored(True)  # SCORE
+    same: bool = unstored(False)  # right on exactly the same samples (POINTS), the same value (SCORE)
 
 
 @dataclass(frozen=True)
@@ -109,9 +130,11 @@ class Culprit:
 @dataclass(frozen=True)
 class GapFinding:
     status: str  # "no_gap", "gap" (nothing fixed it), "recovered", "open" (partly), "not_measurable"
-    reason: str
+    reason: str  # `why` in words
     fiq_drop: Optional[float] = None  # float - FIQ accuracy
     p_value: Optional[float] = None
+    why: str = unstored("")  # FIQ_NOT_BUILT, ..., LOSES
+    variant: str = unstored("")  # METRIC_NOT_MEASURED: the variant whose main metric was not measured
 
 
 @dataclass(frozen=True)
@@ -177,7 +200,10 @@ class HeadFinding:
     value: Optional[float] = None
     vs_float: Optional[Comparison] = None  # labelled class-score outputs
     worse: bool = False  # less accurate than float beyond noise
-    text: str = ""  # the cell: "51.9 % (−44.4 points, p < 0.001)"
+    text: str = ""  # the cell: "51.9 % [42.3–61.2] (−44.4 points, p < 0.001)"
+    low: Optional[float] = unstored(None)  # accuracy: the Wilson 95 % interval
+    high: Optional[float] = unstored(None)
+    variance: Optional[float] = unstored(None)  # output MSE: the float output's variance (the MSE's scale)
 
 
 @dataclass(frozen=True)
@@ -196,6 +222,7 @@ class TradeoffPoint:
     pareto: bool  # no other model is smaller, faster and better at once
     picks: list[str] = field(default_factory=list)  # "most accurate", "balanced", "smallest meeting the target"
     chosen: bool = False  # the recommendation's model
+    share: bool = unstored(True)  # the main metric is a share (0..1): `score_text` in percent
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The sentences of the findings: reporter.findings decides, these modules word it, one module per section
-(`verdicts`: each variant's line and blamed layer; `recommendation`: the recommendation's sentence, kept
-layers, fix and lighter schemes; `headline`: the story told first; `notices`: warnings and hints; `gate`:
-the gate's line). A wording change touches no decision, and every format reads the same words.
+(`comparison`: a paired difference, which the others quote; `verdicts`: each variant's line, blamed layer
+and output cells; `recommendation`: the gap's reason, the recommendation's sentence, kept layers, fix,
+lighter schemes and trade-off scores; `headline`: the story told first; `notices`: warnings and hints;
+`gate`: the gate's line; `diff`: `quant-report diff`'s). A wording change touches no decision, and every
+format reads the same words.
 
 `attach` gives a measured report its findings, decided and worded, as report.json keeps them; the pipeline
 calls it once, and reporter.render.load_report for a report.json whose findings an older version dropped.
@@ -16,7 +18,7 @@ from reporter.findings.basis import columns
 from reporter.findings.derive import Decisions, decide
 from reporter.model.findings import Findings
 from reporter.model.report import Report
-from reporter.render.words import gate, headline, notices, recommendation, verdicts
+from reporter.render.words import comparison, gate, headline, notices, recommendation, verdicts
 
 
 def attach(report: Report) -> Report:
@@ -35,7 +37,12 @@ def findings_of(report: Report) -> Findings:
 
 def word(report: Report, decided: Decisions) -> Findings:
     """The decided findings with every sentence written."""
+    decided = comparison.worded(decided)  # every comparison's difference first: the sentences quote them
     found = decided.findings
+    found = dataclasses.replace(
+        found, gap=dataclasses.replace(found.gap, reason=recommendation.gap_reason(report, found.gap)),
+        heads=[dataclasses.replace(h, text=verdicts.head_cell(h)) for h in found.heads],
+        tradeoff=[dataclasses.replace(t, score_text=recommendation.score_text(t)) for t in found.tradeoff])
     results = {v.name: v for v in columns(report)}
     found_variants = []
     for f in found.variants:

@@ -1,6 +1,6 @@
-"""The words of the recommendation: its one sentence, why each layer is kept, what the fix measured, the
-lighter schemes tried for the recommended layers, and the variants that win FIQ's gap back instead
-(reporter.findings.derive decides all of them)."""
+"""The words of the recommendation: the gap's reason, its one sentence, why each layer is kept, what the fix
+measured, the lighter schemes tried for the recommended layers, the variants that win FIQ's gap back instead,
+and the trade-off points' scores (reporter.findings.derive decides all of them)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,50 @@ from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
-from reporter.core.formatting import fmt_bytes, fmt_number, fmt_percent, fmt_points, fmt_score, fmt_signed_bytes
+from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_number, fmt_percent, fmt_points, fmt_score,
+                                      fmt_signed_bytes)
 from reporter.findings.basis import metric_of
 from reporter.findings.derive import Closing
-from reporter.model.findings import AlternativeFinding, Comparison, Findings, FixFinding, GapFinding, Reason
+from reporter.model import findings as mf
+from reporter.model.findings import (AlternativeFinding, Comparison, Findings, FixFinding, GapFinding, Reason,
+                                     TradeoffPoint)
 from reporter.model.report import Alternative, Recommendation, Report, SearchResult
 from reporter.core.variants import SEARCH_METHOD
 
 # A scheme in a sentence (float is called by its name).
 SCHEME_NAMES = variants.SCHEME_WORDS  # a scheme in a sentence: "dynamic range"
+
+
+def gap_reason(report: Report, gap: GapFinding) -> str:
+    """Why FIQ's gap is what it is (`GapFinding.why`): "FIQ loses 32.5 points", "FIQ failed: ..."."""
+    why = gap.why
+    if why == mf.FIQ_NOT_BUILT:
+        return "FIQ was not built"
+    if why == mf.FIQ_FAILED:
+        return f"FIQ failed: {report.variant(variants.FIQ).error}"
+    if why == mf.NOT_CLASS_SCORES:
+        return ("the model's output is not class scores, so there is no accuracy; the report compares output error"
+                " instead")
+    if why == mf.SEARCHED:
+        return report.recommendation.gap.reason  # the search's own words, kept with its measurements
+    if why == mf.FLOAT_NOT_MEASURED:
+        return "float was not measured"
+    metric, share = metric_of(report)
+    if why == mf.METRIC_NOT_MEASURED:
+        name = "FIQ" if gap.variant == variants.FIQ else gap.variant
+        return f"{name}'s {metric} was not measured: {report.variant(gap.variant).not_measured('metrics')}"
+    if why == mf.NOT_WORSE:
+        return f"FIQ is at least as good as float on {metric}"
+    if why == mf.NOISE:
+        return f"the drop is within noise ({jd.p_text(gap.p_value)})"
+    if why == mf.LOSES:
+        return f"FIQ {jd.worse_words(fmt_amount(gap.fiq_drop, share, metric))}"
+    raise ValueError(f"a gap for an unknown reason {why!r}")
+
+
+def score_text(point: TradeoffPoint) -> str:
+    """A trade-off point's main metric, as measured: "85.3 %", or a plain number."""
+    return fmt_score(point.score, point.share)
 
 
 def sentence(report: Report, found: Findings, closing: list[Closing]) -> str:
