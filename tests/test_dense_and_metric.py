@@ -223,13 +223,12 @@ def test_a_segmentation_collapse_is_fixed_on_mean_iou(dense_runs):
 
 # --- --task ---------------------------------------------------------------------------------------------------
 
-def test_task_regression_measures_the_output_error_only(dense_runs):
-    _, report, _, _ = _run(dense_runs, "segmentation_as_regression")
-    assert report["model"]["task"] == "regression", report["model"]
-    _all_ok(report, ("float", "fiq"))
-    assert all(v["metrics"] is None for v in report["variants"]), [v["metrics"] for v in report["variants"]]
-    fiq = next(v for v in report["variants"] if v["name"] == "fiq")
-    assert fiq["output_error"] is not None and fiq["output_error"]["mse"] >= 0, fiq["output_error"]
+def test_task_regression_with_class_ids_for_a_dense_output_is_refused(dense_runs):
+    """--task regression checks y against the output (issue 34): class ids (n, h, w) are not targets of the
+    output's shape (n, h, w, classes), so the run stops with exit 1 and writes no report."""
+    code, error, folder, _, _ = dense_runs["segmentation_as_regression"]
+    assert code == 1 and error is None, (code, error)
+    assert not (folder / "report.json").exists()
 
 
 def test_task_multilabel_for_a_softmax_is_refused_in_one_line(demo_cache, tmp_path, capfd, run_cli):

@@ -1,6 +1,8 @@
-"""The batch index: one row per model comparing accuracy, size, latency, suspects and the gate.
+"""The batch index: one row per model comparing its main metric, size, latency, suspects and the gate.
 
-Written as index.json (the data), index.html (self-contained) and index.md, atomically.
+Written as index.json (the data), index.html (self-contained) and index.md, atomically. Models are grouped by
+their main metric and its direction (accuracy, mean IoU, a user's `auc` or `recon_mse`): a column never holds
+two metrics, and index.json keeps each row's numbers under the metric's own name.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_change, fmt_me
 from reporter.core import variants
 from reporter.core.variants import short
 
-INDEX_SCHEMA_VERSION = 1
+ACCURACY_NAMES = ("accuracy", "exact-match accuracy")
+INDEX_SCHEMA_VERSION = 2  # 2: `scores` by metric name; `accuracy` only for accuracy
 
 
 @dataclass(frozen=True)
@@ -37,10 +40,10 @@ class IndexRow:
     status: str  # "ok", "failed" or "skipped" (kept from an earlier run)
     folder: str
     links: dict  # format -> relative path, for the files that exist
-    accuracy: dict  # variant -> the main metric (accuracy, or `metric`) for float, drq, fiq, selective
+    accuracy: dict  # variant -> accuracy (or exact-match accuracy) for float, drq, fiq, selective; {} otherwise
     size_bytes: dict
     latency_ms: dict  # variant -> median
-    accuracy_drop: Optional[float]  # float - gate variant (or FIQ) accuracy
+    accuracy_drop: Optional[float]  # float - gate variant (or FIQ) accuracy; None when the metric is another
     suspects: Optional[int]
     gap_recovered: Optional[float]
     gate: Optional[dict]  # {passed, variant, limit, drop, message}
@@ -55,6 +58,9 @@ class IndexRow:
     not_measured: dict = dataclasses.field(default_factory=dict)
     metric: str = "accuracy"  # the main metric the row's numbers are: accuracy, mean IoU, the user's metric
     metric_share: bool = True  # a share (0..1); else a number in the metric's own units
+    higher_is_better: bool = True  # the main metric's direction
+    scores: dict = dataclasses.field(default_factory=dict)  # {metric name: {variant: value}}
+    metric_drop: Optional[float] = None  # float - gate variant on the main metric, oriented (positive: worse)
 
 
 def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
@@ -72,17 +78,23 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
                         gap_recovered=None, gate=None, **base)
     found = report.findings  # every number and verdict below comes from the report's findings
     metric, share = metric_of(report)
+    flt = report.variant(variants.FLOAT)
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
     ok = [f for f in found.variants if f.ok and f.name != variants.RULE]
-    accuracy = {f.name: f.accuracy for f in ok if f.accuracy is not None}
+    values = {f.name: f.accuracy for f in ok if f.accuracy is not None}  # the main metric, whatever it is
+    is_accuracy = metric in ACCURACY_NAMES
     target = found.variant(gate.variant if gate else variants.GATE_DEFAULT)
     drop = -target.vs_float.delta if target is not None and target.vs_float is not None else None
     gate_result = dataclasses.asdict(check(report, gate)) if gate else None
     return IndexRow(
         links={fmt: f"{outcome.folder}/{FILE_NAMES[fmt]}" for fmt in FILE_NAMES if (folder / FILE_NAMES[fmt]).is_file()},
-        accuracy=accuracy,
+        accuracy=values if is_accuracy else {},
+        scores={metric: values} if values else {},
+        higher_is_better=main.higher_is_better if main is not None else True,
+        metric_drop=drop,
         size_bytes={f.name: f.size_bytes for f in ok},
         latency_ms={f.name: f.latency_ms for f in ok if f.latency_ms is not None},
-        accuracy_drop=drop,
+        accuracy_drop=drop if is_accuracy else None,
         suspects=sum(1 for layer in report.layers if layer.suspect) if report.layers else None,
         gap_recovered=found.fix.share_of_gap if found.fix else None,
         gate=gate_result,
@@ -158,31 +170,49 @@ class IndexView:
 
     @property
     def rows(self):
-        out = []
+        """Every reported row's cells, in the order of the config (failed rows carry only their error)."""
+        return [self._cells(r) for r in self.index.rows]
+
+    @property
+    def groups(self) -> list[dict]:
+        """One table per main metric and direction, in order of first appearance: its title, column labels and
+        the cells of its reported rows. A column never mixes metrics."""
+        found: dict = {}
         for r in self.index.rows:
-            gate = ""
-            if r.gate:
-                gate = "pass" if r.gate["passed"] else "FAIL"
-            gated = self.index.gate["variant"] if self.index.gate else variants.GATE_DEFAULT
-            out.append({
-                "row": r,
-                "metric": "" if r.metric == "accuracy" else r.metric,
-                "accuracy": [NOT_MEASURED if _missing(r, v, "metrics") else
-                             (fmt_metric if r.metric_share else fmt_number)(r.accuracy.get(v)) for v in self.VARIANTS],
-                "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],
-                # a built FIQ without a latency: its timing failed or was skipped (latency runs 0)
-                "latency": NOT_MEASURED
-                if variants.FIQ in r.size_bytes and r.latency_ms.get(variants.FIQ) is None
-                else fmt_ms(r.latency_ms.get(variants.FIQ)),
-                "drop": (NOT_MEASURED if _missing(r, gated, "metrics") or _missing(r, variants.FLOAT, "metrics") else "–")
-                if r.accuracy_drop is None else (fmt_points(-r.accuracy_drop) if r.metric_share
-                                                 else fmt_change(-r.accuracy_drop, False)),
-                "suspects": "–" if r.suspects is None else str(r.suspects),
-                "gap": fmt_percent(r.gap_recovered, 0),
-                "gate": gate,
-                "gate_message": r.gate["message"] if r.gate else "",
-            })
-        return out
+            if r.status == "failed":
+                continue
+            key = (r.metric, r.higher_is_better, r.metric_share)
+            found.setdefault(key, []).append(self._cells(r))
+        return [{"title": metric_title(*key), "metric": key[0], "labels": [f"{short(v)} {key[0]}" for v in
+                 self.VARIANTS], "drop_label": self._drop_label(*key), "rows": rows} for key, rows in found.items()]
+
+    def _cells(self, r: IndexRow) -> dict:
+        gate = ""
+        if r.gate:
+            gate = "pass" if r.gate["passed"] else "FAIL"
+        gated = self.index.gate["variant"] if self.index.gate else variants.GATE_DEFAULT
+        values = r.scores.get(r.metric, r.accuracy)
+        return {
+            "row": r,
+            "metric": "" if r.metric == "accuracy" else r.metric,
+            "accuracy": [NOT_MEASURED if _missing(r, v, "metrics") else
+                         (fmt_metric if r.metric_share else fmt_number)(values.get(v)) for v in self.VARIANTS],
+            "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],
+            # a built FIQ without a latency: its timing failed or was skipped (latency runs 0)
+            "latency": NOT_MEASURED
+            if variants.FIQ in r.size_bytes and r.latency_ms.get(variants.FIQ) is None
+            else fmt_ms(r.latency_ms.get(variants.FIQ)),
+            "drop": _drop_cell(r, _missing(r, gated, "metrics") or _missing(r, variants.FLOAT, "metrics")),
+            "suspects": "–" if r.suspects is None else str(r.suspects),
+            "gap": fmt_percent(r.gap_recovered, 0),
+            "gate": gate,
+            "gate_message": r.gate["message"] if r.gate else "",
+        }
+
+    def _drop_label(self, metric: str, higher_is_better: bool, share: bool) -> str:
+        variant = self.index.gate["variant"] if self.index.gate else variants.GATE_DEFAULT
+        unit = "points" if share else metric
+        return f"{short(variant)} vs float ({unit}, + is better)"
 
     @property
     def summary(self) -> str:
@@ -199,7 +229,7 @@ class IndexView:
     @property
     def drop_label(self) -> str:
         variant = self.index.gate["variant"] if self.index.gate else variants.GATE_DEFAULT
-        return f"{short(variant)} vs float (points)"
+        return f"{short(variant)} vs float"
 
     @property
     def seconds_text(self) -> str:
@@ -211,6 +241,20 @@ class IndexView:
         if not g:
             return ""
         return f"{g['variant']} may lose at most {g['max_accuracy_drop'] * 100:.1f} accuracy points against float"
+
+
+def metric_title(metric: str, higher_is_better: bool, share: bool) -> str:
+    """A group's heading: the metric and which way is better ("accuracy (higher is better)")."""
+    return f"{metric} ({'higher' if higher_is_better else 'lower'} is better{', a share' if share else ''})"
+
+
+def _drop_cell(r: IndexRow, missing: bool) -> str:
+    """The gated variant against float on the row's main metric, oriented so that + is better: points of 100 for a
+    share, the metric's own units otherwise."""
+    drop = r.metric_drop if r.metric_drop is not None else r.accuracy_drop
+    if drop is None:
+        return NOT_MEASURED if missing else "–"
+    return fmt_points(-drop) if r.metric_share else fmt_change(-drop, False)
 
 
 def _missing(row: IndexRow, variant: str, measurement: str) -> bool:

@@ -145,6 +145,8 @@ def work(job: Job, messages) -> None:
 def outcome(job: Job, result: Optional[dict], exitcode: int, stage: str, out: Path) -> Outcome:
     folder = folder_name(job.name)
     log = Path(job.log)
+    if result is None:  # the worker died: what its run wrote went to the staging folder's run.log; keep it
+        _keep_staged_log(log, out, folder)
     rel_log = str(log.relative_to(out)) if log.exists() else ""
     if result is None:
         how = f"exit code {exitcode}"
@@ -161,3 +163,14 @@ def outcome(job: Job, result: Optional[dict], exitcode: int, stage: str, out: Pa
         return Outcome(job.name, "ok", folder, seconds=result["seconds"], peak_rss_mb=result["peak_rss_mb"])
     return Outcome(job.name, "failed", folder, stage=result["stage"], error=result["error"], log=rel_log,
                    seconds=result["seconds"], peak_rss_mb=result["peak_rss_mb"])
+
+
+def _keep_staged_log(log: Path, out: Path, folder: str):
+    """Appends the run.log a dead worker's run left in its staging folder (`.NAME.partial-*`) to the model's
+    log, so that the log keeps what the run wrote."""
+    for staged in sorted(Path(out).glob(f".{folder}.partial-*/run.log"), key=lambda p: p.stat().st_mtime)[-1:]:
+        try:
+            with open(log, "ab") as kept:
+                kept.write(staged.read_bytes())
+        except OSError:
+            pass

@@ -17,6 +17,7 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 
+from reporter.convert import contained
 from reporter.convert.converter import configure, positional_dataset, representative_dataset
 from reporter.core import variants
 from reporter.core.errors import QuantReportError
@@ -46,7 +47,7 @@ class FiqQuantizer:
     converter = variants.TF
 
     def __init__(self, make_converter: Callable, x_calib: np.ndarray, force_public: bool = False,
-                 float_model: Optional[bytes] = None):
+                 float_model: Optional[bytes] = None, child: Optional[contained.Child] = None):
         self._make_converter = make_converter
         self._x_calib = x_calib
         self.float_model = float_model  # the float variant it calibrates from (None: through the converter)
@@ -55,6 +56,7 @@ class FiqQuantizer:
         self.calibrated: Optional[bytes] = None
         self.calibrated_from = ""  # "float model" (no conversion of its own) or "converter"
         self._mlir_quantize = None
+        self._child = child  # where the calibration runs (None: in this process); a crash there raises NativeCrash
         if not force_public:
             try:
                 mlir_quantize = _private_mlir_quantize()
@@ -83,15 +85,26 @@ class FiqQuantizer:
         `add_intermediate_tensors`, then `Calibrator.calibrate`), done on the float variant already
         converted: the same calibrated model (tested on every demo and test model, LSTM included)
         without a third conversion (3.5 s of a MobileNetV2's run). None if it fails: the caller
-        then calibrates through the converter."""
-        try:
-            from tensorflow.lite.python.optimize import calibrator
+        then calibrates through the converter.
 
-            model = calibrator.add_intermediate_tensors(float_model)
-            return bytes(calibrator.Calibrator(model).calibrate(representative_dataset(self._x_calib)))
+        In `child` (a contained.Child), when given: a native crash there raises contained.NativeCrash (the
+        caller records FIQ as failed); an ordinary error there falls back as above (its traceback is in run.log).
+        """
+        try:
+            if self._child is not None:
+                return bytes(self._child.call(contained.CALIBRATE, contained.calibrate, bytes(float_model),
+                                              self._x_calib))
+            return contained.calibrate(float_model, self._x_calib)
+        except contained.NativeCrash:
+            raise
         except Exception:  # noqa: BLE001 - a private API that may move; the converter's path still works
             traceback.print_exc()  # into run.log
             return None
+
+    @property
+    def child(self) -> Optional[contained.Child]:
+        """The contained child the calibration ran in (None: this process); the debugger runs there too."""
+        return self._child if self._child is not None and self._child.crashed is None else None
 
     # --- models --------------------------------------------------------------------------------
     def quantize(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> bytes:

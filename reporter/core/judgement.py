@@ -50,14 +50,34 @@ def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
     return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
 
 
+BOOTSTRAP_DENSE = 1000  # resamples for mean IoU (vectorized: cheap)
+BOOTSTRAP_USER = 200  # resamples for a user's metric (one call of the function each)
+# A resampling test's p-value has a floor: with B resamples none on the far side of zero means only p < 1/(B+1).
+# `bootstrap_p` returns exactly that bound then, and `p_text` shows it as "p < 1/(B+1)", never as a value.
+RESAMPLE_COUNTS = (BOOTSTRAP_USER, BOOTSTRAP_DENSE)
+
+
 def bootstrap_p(differences: np.ndarray) -> float:
     """Two-sided p-value of a paired bootstrap: `differences` holds (variant - reference) on each resample;
-    the share of resamples on the far side of zero, doubled (with the +1 correction, never 0)."""
+    the share of resamples on the far side of zero, doubled (with the +1 correction, never 0). When no
+    resample is on the far side, the floor 1/(B+1): the true p is below it, and `p_text` says so."""
     d = np.asarray(differences, np.float64)
     if d.size == 0 or not np.any(d):
         return 1.0
     tail = min(int(np.sum(d <= 0)), int(np.sum(d >= 0)))
+    if tail == 0:
+        return resample_floor(d.size)
     return float(min(1.0, 2.0 * (tail + 1) / (d.size + 1)))
+
+
+def resample_floor(resamples: int) -> float:
+    """The smallest p-value `resamples` resamples can tell: 1/(B+1)."""
+    return 1.0 / (resamples + 1)
+
+
+def is_resample_floor(p_value: float) -> bool:
+    """A p-value that is a resampling test's floor (no resample on the far side), not a measured value."""
+    return any(abs(p_value - resample_floor(b)) < 1e-15 for b in RESAMPLE_COUNTS)
 
 
 def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -117,8 +137,8 @@ def gap_of(drop: Optional[float], p_value: Optional[float], max_accuracy_drop: O
     if why == "allowed":
         return Gap("no_gap", drop, p_value, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
     if why == "noise":
-        return Gap("no_gap", drop, p_value, f"the drop is within noise ({test} p = {p_value:.2g})")
-    return Gap("gap", drop, p_value, f"{name} loses {unit(drop)} ({test} p = {p_value:.2g})")
+        return Gap("no_gap", drop, p_value, f"the drop is within noise ({test} {p_text(p_value)})")
+    return Gap("gap", drop, p_value, f"{name} {worse_words(unit(drop))} ({test} {p_text(p_value)})")
 
 
 def gap_kind(drop: float, p_value: Optional[float], max_accuracy_drop: Optional[float] = None) -> str:
@@ -144,13 +164,13 @@ def after_fix(gap: Gap, drop: Optional[float], p: Optional[float], max_accuracy_
     if drop <= 0:
         return Gap("recovered", drop, p, "the recommended model is as good as float")
     if p >= ALPHA:
-        return Gap("recovered", drop, p, f"{unit(drop)} below float, within noise: {test} p = {p:.2g}")
+        return Gap("recovered", drop, p, f"{unit(drop)} below float, within noise: {test} {p_text(p)}")
     if max_accuracy_drop is not None and within(drop, max_accuracy_drop):
         return Gap("recovered", drop, p, f"{unit(drop)} below float: within --max-accuracy-drop"
                                          f" {max_accuracy_drop:g}")
     if share is not None and share >= RECOVERED_SHARE:
         return Gap("recovered", drop, p, f"{unit(drop)} below float, {share:.1%} of the gap won back")
-    return Gap("open", drop, p, f"the recommended model still loses {unit(drop)}, {test} p = {p:.2g}")
+    return Gap("open", drop, p, f"the recommended model still {worse_words(unit(drop))}, {test} {p_text(p)}")
 
 
 def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
@@ -279,8 +299,30 @@ def ratio_in_percent(ratio: float) -> bool:
 
 
 def p_text(p_value: float) -> str:
-    """"p < 0.001" or "p = 0.62": two significant digits."""
-    return "p < 0.001" if p_value < 0.001 else f"p = {p_value:.2g}"
+    """"p = 0.62": two significant digits, or as many more as it takes for the shown value to be on the same
+    side of ALPHA as the value itself ("p = 0.0498", never "p = 0.05" for a significant p); "p < 0.005" for a
+    resampling test's floor 1/(B+1); "p < 0.001" below that."""
+    if is_resample_floor(p_value):
+        return f"p < {p_value:.2g}"
+    if p_value < 0.001:
+        return "p < 0.001"
+    return f"p = {p_digits(p_value)}"
+
+
+def worse_words(amount: str) -> str:
+    """How a worse model is said: "loses 4.3 points" for a share (accuracy, mean IoU), "is worse by 0.2433 of
+    recon_mse" for any other metric, which may point either way (never "loses" an error)."""
+    return f"loses {amount}" if "points" in amount else f"is worse by {amount}"
+
+
+def p_digits(p_value: float) -> str:
+    """`p_value` with two significant digits, or more until the shown number decides significance as the value
+    does (shown < ALPHA exactly when p < ALPHA)."""
+    for digits in range(2, 8):
+        shown = f"{p_value:.{digits}g}"
+        if (float(shown) < ALPHA) == significant(p_value) and float(shown) != ALPHA:
+            return shown
+    return repr(p_value)
 
 
 def detectable_share(n: int) -> Optional[float]:

@@ -14,14 +14,27 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.convert import contained
 from reporter.convert.converter import positional_dataset
 from reporter.convert.quantize import FiqQuantizer
 from reporter.model.report import LayerStat, VariantResult
 
 
-def _statistics(debug_model: bytes, x_calib: np.ndarray):
-    """The debugger's CSV dump of one debug model, as a pandas frame and as text."""
+def _statistics(debug_model: bytes, x_calib: np.ndarray, child: Optional[contained.Child] = None):
+    """The debugger's CSV dump of one debug model, as a pandas frame: run in `child` (a contained.Child) when
+    given, where a native crash raises contained.NativeCrash ("debugger crashed (SIGSEGV)") instead of ending
+    the run."""
     import pandas as pd
+
+    if child is not None:
+        text = child.call(contained.DEBUG, _statistics_csv, bytes(debug_model), x_calib)
+    else:
+        text = _statistics_csv(debug_model, x_calib)
+    return pd.read_csv(io.StringIO(text))
+
+
+def _statistics_csv(debug_model: bytes, x_calib: np.ndarray) -> str:
+    """The debugger's CSV dump of one debug model."""
     import tensorflow as tf
 
     debugger = tf.lite.experimental.QuantizationDebugger(
@@ -29,7 +42,7 @@ def _statistics(debug_model: bytes, x_calib: np.ndarray):
     debugger.run()
     buf = io.StringIO()
     debugger.layer_statistics_dump(buf)
-    return pd.read_csv(io.StringIO(buf.getvalue()))
+    return buf.getvalue()
 
 
 def _rmse_over_scale(mse: float, scale: float) -> float:
@@ -38,11 +51,12 @@ def _rmse_over_scale(mse: float, scale: float) -> float:
 
 def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray) -> tuple[list[LayerStat], str]:
     """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv."""
-    frame = _statistics(quantizer.debug_model(whole_model=False), x_calib)
+    child = getattr(quantizer, "child", None)
+    frame = _statistics(quantizer.debug_model(whole_model=False), x_calib, child)
     propagated: dict[str, tuple[float, float]] = {}
     whole = quantizer.debug_model(whole_model=True)
     if whole is not None:
-        for row in _statistics(whole, x_calib).itertuples(index=False):
+        for row in _statistics(whole, x_calib, child).itertuples(index=False):
             propagated[str(row.tensor_name)] = (float(row.mean_squared_error), float(row.scale))
     layers = []
     for i, row in enumerate(frame.itertuples(index=False)):

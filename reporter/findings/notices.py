@@ -80,6 +80,10 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
     missed, and which output of several the main numbers read."""
     out = []
     model = report.model
+    if model.twin_max_abs_difference is not None:
+        out.append(Fact("keras_twin"))
+    if model.input_changes:
+        out.append(Fact("tflite_changed"))
     if model.task_reason:
         out.append(Fact("task"))
     if model.label_note:

@@ -80,7 +80,8 @@ class Measurer:
         if score is None:
             return ()
         return (lambda d: fmt_amount(d, score.share, score.name)), \
-            ("paired bootstrap" if score.bootstrapped else "McNemar")
+            ("paired t-test" if getattr(score, "paired_t", False) else
+             "paired bootstrap" if score.bootstrapped else "McNemar")
 
     def gap(self, name: str, max_drop: Optional[float], label: str):
         """judgement.Gap of model `name` against float on the main metric."""
@@ -158,7 +159,9 @@ class Measurer:
                 progress.say(f"{name}: produced NaN or inf on {nonfinite:,} of {len(out):,} samples ("
                              + ("they count as wrong; " if task.classification else "")
                              + "errors against float leave them out)")
-            metrics = output_error = None
+            metrics = output_error = target_error = None
+            if not task.classification and _targets_fit(data.y, out):
+                target_error = attempt("target_error", lambda: qmetrics.target_error(out, data.y))
             if task.classification:
                 metrics = attempt("metrics", lambda: self._classification_metrics(name, out))
             elif name != variants.FLOAT and variants.FLOAT in self.outputs:
@@ -176,6 +179,8 @@ class Measurer:
                    f"accuracy {metrics.accuracy:.1%}" if metrics and metrics.accuracy is not None else None) or (
             f"output MSE vs float {output_error.mse:.3g}" if output_error else
             ("reference output" if name == variants.FLOAT else "quality not measured"))
+        if target_error is not None:
+            quality += f", MAE vs target {target_error.mae:.3g}"
         progress.say(f"{name}: {len(tflite):,} bytes, {quality} on {len(data.x)} samples"
                      f" ({time.perf_counter() - t0:.1f} s to measure)")
         return VariantResult(
@@ -191,6 +196,7 @@ class Measurer:
             measurement_errors=errors,
             heads=heads,
             nonfinite_outputs=nonfinite,
+            target_error=target_error,
         )
 
     def references(self, name: str) -> tuple:
@@ -282,6 +288,14 @@ class Measurer:
                 found[h.name] = HeadResult(agreement_with_float=agree)
             else:
                 error = qmetrics.output_error(mine, ref) if ref is not None and name != variants.FLOAT else None
-                found[h.name] = HeadResult(output_error=error)
+                target = qmetrics.target_error(mine, h.y) if h.labelled and _targets_fit(h.y, mine) else None
+                found[h.name] = HeadResult(output_error=error, target_error=target)
         return found
 
+
+
+def _targets_fit(y, out) -> bool:
+    """Regression targets for `out`: as many values per sample as the output, for as many samples."""
+    if y is None or out is None or len(y) != len(out) or np.asarray(y).dtype.kind not in "fiub":
+        return False
+    return int(np.prod(np.shape(y)[1:])) == int(np.prod(np.shape(out)[1:]))

@@ -14,7 +14,7 @@ import numpy as np
 
 from reporter.core.arrays import chunks
 from reporter.measure.task import NO_CLASS
-from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired
+from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired, TargetError
 
 
 def _skm():
@@ -239,6 +239,26 @@ def output_error(outputs: np.ndarray, float_outputs: np.ndarray) -> OutputError:
     diff = mine[both] - ref[both]
     return OutputError(mse=float(np.mean(diff**2)), max_abs_error=float(np.max(np.abs(diff))),
                        float_variance=float(np.var(ref[both])))
+
+
+def target_error(outputs: np.ndarray, targets: np.ndarray) -> TargetError:
+    """Error of a regression output against its targets (same number of values per sample), over the samples
+    whose output is finite: MAE, RMSE and R² = 1 - residual sum of squares / the targets' sum of squares about
+    each value's mean (scikit-learn's variance-weighted R², except that errors on a value whose target never
+    varies still count; None when no target varies); a ValueError when the shapes differ or no output is
+    finite."""
+    mine, ref = np.asarray(outputs, np.float64), np.asarray(targets, np.float64)
+    mine, ref = mine.reshape(len(mine), -1), ref.reshape(len(ref), -1)
+    if mine.shape != ref.shape:
+        raise ValueError(f"targets of shape {ref.shape} for outputs of shape {mine.shape}")
+    ok = np.isfinite(mine).all(axis=1) & np.isfinite(ref).all(axis=1)
+    if not ok.any():
+        raise ValueError(f"none of the {len(ok):,} samples has finite outputs and targets")
+    mine, ref = mine[ok], ref[ok]
+    diff = mine - ref
+    total = float(((ref - ref.mean(axis=0)) ** 2).sum())
+    r2 = 1.0 - float((diff**2).sum()) / total if total > 0 else None
+    return TargetError(mae=float(np.mean(np.abs(diff))), rmse=float(np.sqrt(np.mean(diff**2))), r2=r2)
 
 
 def pack_correct(correct: np.ndarray) -> str:

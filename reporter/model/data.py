@@ -63,6 +63,8 @@ class Dataset:
     # Labels by output name ("" for the one array `y`): (labels, labels_are_classes). `y` above is the
     # primary output's, once `bind_labels` has matched them to the model's outputs.
     labels: dict = field(default_factory=dict)
+    # Per-sample arrays `meta_<name>` by name (one row per evaluation sample), for the user's metric.
+    meta: dict = field(default_factory=dict)
 
     @property
     def calibration_overlaps_eval(self) -> bool:

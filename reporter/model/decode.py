@@ -6,7 +6,8 @@ report.json is refused when it is read, not by a renderer later. No TensorFlow h
 
 Types understood: int (not true/false), float (an integer too; not NaN or infinite), str, bool, Any,
 Optional[X] (and X | None), list / list[X], dict / dict[str, X], and dataclasses (their fields by name: no
-unknown key, every field without a default present).
+unknown key, every field without a default present; a field files do not keep, reporter.core.records'
+`unstored`, is an unknown key).
 
 `loads` is the one way the tool parses JSON it did not just write (report.json, index.json): bounded in
 nesting depth and number size, so a hostile file fails in one line (`JSONLimitError`), never with a
@@ -23,6 +24,8 @@ import re
 import types
 import typing
 from typing import Any
+
+from reporter.core.records import is_stored
 
 # A string shown in a message is cut to this many characters.
 SHOWN_CHARS = 40
@@ -138,7 +141,7 @@ def _dataclass(tp, value, path: str):
 def _fields(tp) -> tuple[dict, tuple, frozenset]:
     """A dataclass's field types (forward references resolved), its fields without a default, all its names."""
     hints = typing.get_type_hints(tp)
-    fields = dataclasses.fields(tp)
+    fields = [f for f in dataclasses.fields(tp) if is_stored(f)]  # a file keeps no unstored field
     required = tuple(f.name for f in fields
                      if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING)
     return hints, required, frozenset(f.name for f in fields)

@@ -55,8 +55,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from reporter.core.records import as_stored
 from reporter.core.variants import RULE_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind
+from reporter.model.regression import TargetError
 from reporter.model.decode import loads as bounded_loads
 from reporter.model.findings import Findings
 
@@ -72,6 +74,7 @@ MEASUREMENTS = {
     "ops": "operators and tensor types",
     "metrics": "accuracy and metrics",
     "output_error": "output error against float",
+    "target_error": "error against the targets",
     "latency": "latency",
     "heads": "metrics of each output",
 }
@@ -118,6 +121,13 @@ class ModelInfo:
     # The metric every verdict, gap and gate reads: "accuracy", "exact-match accuracy", "mean IoU" or the
     # name of the user's --metric ("" in reports written before it was recorded: accuracy).
     main_metric: str = ""
+    # A Keras 3 recurrent model converted through a tf_keras twin (batch 1): the largest absolute output
+    # difference between the twin and the Keras 3 model, on `twin_samples` evaluation samples (None: no twin).
+    twin_max_abs_difference: Optional[float] = None
+    twin_samples: int = 0
+    # A .tflite input changed so it can be quantized (a signature built, float16 constants widened, op codes
+    # normalized: reporter/run/tflite_prep.py), one sentence per change; empty when used as given.
+    input_changes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -183,6 +193,8 @@ class MainMetric:
     low: Optional[float] = None  # 95 % bootstrap interval over samples
     high: Optional[float] = None
     paired: dict[str, PairedScore] = field(default_factory=dict)  # reference variant -> paired test
+    # a user's metric that returned one value per sample: the value is their mean and `paired` holds paired t-tests
+    per_sample: bool = False
 
 
 @dataclass(frozen=True)
@@ -250,6 +262,7 @@ class HeadResult:
     metrics: Optional[Metrics] = None  # a labelled classification head
     output_error: Optional[OutputError] = None  # a regression head, or any head without labels
     agreement_with_float: Optional[float] = None  # an unlabelled classification head: same class as float
+    target_error: Optional[TargetError] = None  # a regression head with targets: error against them
 
 
 @dataclass(frozen=True)
@@ -279,6 +292,7 @@ class VariantResult:
     # Evaluation samples on which the model output NaN or inf (any output): they predict no class (wrong), and
     # errors against float leave them out. Counted on every model that ran; 0 in reports written before.
     nonfinite_outputs: int = 0
+    target_error: Optional[TargetError] = None  # a regression output with targets: error against them
 
     @property
     def ok(self) -> bool:
@@ -480,7 +494,8 @@ class Report:
         return None
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        """report.json's data: every field but the `unstored` ones (reporter.core.records)."""
+        return as_stored(self)
 
     def to_json(self) -> str:
         """Standard JSON: every number that is not finite (NaN, inf) is written as null, so that every JSON

@@ -61,6 +61,7 @@ def _load_data(spec: str, calibration_samples: int, code_dir, say, model) -> Dat
             raise InputError(spec, f"'x' has {len(x)} samples but '{what}' has {y_raw.shape[0]}")
         labels[name] = read_labels(spec, y_raw, what)
     y, labels_are_classes = next(iter(labels.values()))
+    meta = _meta_arrays(spec, arrays, len(x))
 
     if calibration_samples < 1:
         raise InputError(spec, "calibration needs at least 1 sample")
@@ -83,7 +84,33 @@ def _load_data(spec: str, calibration_samples: int, code_dir, say, model) -> Dat
             a = inputs[name]
             if np.issubdtype(a.dtype, np.floating) and not all_finite(a):
                 raise InputError(spec, "'x' or 'x_calib' holds NaN or infinite values")
-    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool, labels)
+    return Dataset(str(spec), x, y, x_calib, calib_source, labels_are_classes, x_pool, labels, meta)
+
+
+def _meta_arrays(spec, arrays: dict, n: int) -> dict:
+    """The per-sample arrays for the user's metric by name: `meta_<name>` (npz keys, .npy files) or a "meta"
+    mapping from a data function; each numeric (or boolean) with one row per evaluation sample."""
+    found = arrays.get("meta")
+    if found is not None and not hasattr(found, "keys"):
+        raise InputError(spec, f"'meta' must be a mapping of per-sample arrays by name, got {type(found).__name__}")
+    named = {f"meta_{k}": v for k, v in (found or {}).items()}
+    named.update({k: v for k, v in arrays.items() if k.startswith("meta_")})
+    out = {}
+    for key, value in named.items():
+        name = key[len("meta_"):]
+        if not name.isidentifier():
+            raise InputError(spec, f"'{key}': a meta array's name must be a Python identifier (it is passed to the"
+                                   " metric as a keyword argument)")
+        try:
+            a = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(spec, f"'{key}' is not numeric: {first_line(exc)}") from exc
+        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim == 0:
+            raise InputError(spec, f"'{key}' is not a numeric array (got {a.dtype}, shape {a.shape})")
+        if a.shape[0] != n:
+            raise InputError(spec, f"'x' has {n} samples but '{key}' has {a.shape[0]}")
+        out[name] = a
+    return out
 
 
 def _label_arrays(spec, arrays: dict) -> dict:

@@ -38,10 +38,25 @@ def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]
     if fn is None or not callable(fn):
         raise InputError(spec, f"no function {func_name} in {getattr(module, '__file__', target)}")
     try:
-        inspect.signature(fn).bind(None, None)
+        params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         raise InputError(spec, f"{func_name} must take two arguments, (y_true, y_pred)") from None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < 2 and not any(p.kind is p.VAR_POSITIONAL for p in params):
+        raise InputError(spec, f"{func_name} must take two arguments, (y_true, y_pred)")
     return func_name, fn
+
+
+def check_meta(spec: str, fn: Callable, meta: dict) -> None:
+    """Every parameter of the metric after (y_true, y_pred) that has no default must be a `meta_<name>` array of
+    the data; InputError naming the parameter and the arrays there are otherwise."""
+    params = list(inspect.signature(fn).parameters.values())
+    rest = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)][2:]
+    missing = [p.name for p in rest if p.default is p.empty and p.name not in meta]
+    if missing:
+        have = ", ".join(f"meta_{k}" for k in meta) or "none"
+        raise InputError(spec, f"the metric takes {', '.join(missing)}, but the data hold no array"
+                               f" {', '.join('meta_' + m for m in missing)} (meta arrays found: {have})")
 
 
 def _module(spec: str, target: str, beside):
@@ -75,12 +90,18 @@ def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
     return None
 
 
-def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int) -> Optional[Score]:
-    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given."""
+def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int,
+               meta: Optional[dict] = None) -> Optional[Score]:
+    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given and
+    the data's `meta_<name>` arrays it declares."""
     if not s.metric:
         return None
     name, fn = load(s.metric, s.data if Path(str(s.data)).exists() else None)
+    check_meta(s.metric, fn, meta or {})
     if heads:
         y_true = {h.port.name: labels.get(h.port.name) for h in heads}
-        return UserScore(name, fn, y_true, n, s.metric_mode != "min", primary=lead)
-    return UserScore(name, fn, next(iter(labels.values())), n, s.metric_mode != "min")
+        score = UserScore(name, fn, y_true, n, s.metric_mode != "min", primary=lead)
+    else:
+        score = UserScore(name, fn, next(iter(labels.values())), n, s.metric_mode != "min")
+    score.meta = dict(meta or {})
+    return score

@@ -6,6 +6,7 @@ Every problem becomes an InputError naming the file, raised before anything is w
 from __future__ import annotations
 
 import atexit
+import re
 import shutil
 import tempfile
 import traceback
@@ -14,12 +15,24 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from reporter.core.errors import InputError, first_line, storage_problem
-from reporter.run import headers
+from reporter.run import tflite_prep
+from reporter.run import headers, keras_twin
 
 KERAS3_RNN_HINT = (
     "Keras 3 recurrent layers ({names}) do not convert to TFLite (TensorListReserve / READ_VARIABLE);"
     " rebuild the model with tf_keras and a fixed batch_size=1 input, save it as .h5, and run that"
 )
+TWIN_HINT = ("Keras 3 recurrent layers ({names}) do not convert to TFLite, and the tf_keras twin quant-report builds"
+             " to convert them cannot be: {reason}; rebuild the model with tf_keras and a fixed batch_size=1 input,"
+             " save it as .h5, and run that")
+PROOF_HINT = ("the tf_keras twin quant-report built to convert its Keras 3 recurrent layers ({names}) does not compute"
+              " what the model does: {reason}; rebuild the model with tf_keras and a fixed batch_size=1 input, save"
+              " it as .h5, and run that")
+CUSTOM_HINT = ("needs the custom class {name}, which is not registered: pass --custom-objects MODULE (a module that"
+               " registers it, e.g. with @keras.saving.register_keras_serializable()) together with --trust-model")
+# How Keras 3 and tf_keras name a class they could not find, somewhere in the chain of exceptions.
+_MISSING_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'|Unknown (?:layer|object|class)[^:]*:"
+                            r" '?([A-Za-z_][\w.>]*)")
 
 
 @dataclass
@@ -29,8 +42,35 @@ class LoadedModel:
     path: Path
     format: str  # "keras", "h5", "saved_model" or "tflite"
     make_converter: Optional[Callable]  # None for a .tflite: there is nothing to convert
-    keras_model: object = None  # the loaded Keras model (not for a SavedModel folder)
-    tflite: Optional[bytes] = None  # a float .tflite input, as given
+    keras_model: object = None  # the loaded Keras model (not for a SavedModel folder); the twin, for a Keras 3 RNN
+    tflite: Optional[bytes] = None  # a float .tflite input, as given (made usable: `tflite_changes`)
+    tflite_changes: tuple = ()  # what was changed in a .tflite input to quantize it (run/tflite_prep.py)
+    keras3_model: object = None  # a Keras 3 recurrent model converted through its tf_keras twin (`keras_model`)
+    twin_proof: Optional[keras_twin.TwinProof] = None  # the twin proved on the data (`prove_twin`)
+
+    def fit_twin(self, x) -> None:
+        """A twin whose inputs leave a dimension unknown (a sequence length) is built again with the data's sizes
+        (`x`, the evaluation inputs), before anything exports it: the measured models then take whole samples."""
+        if self.keras3_model is None or not keras_twin.unknown_dims(self.keras_model):
+            return
+        try:
+            twin = keras_twin.build_twin(self.keras3_model, keras_twin.data_shapes(self.keras3_model, x))
+        except keras_twin.TwinError as exc:
+            names = ", ".join(sorted(set(keras_twin.recurrent_layers(self.keras3_model))))
+            raise InputError(self.path, TWIN_HINT.format(names=names, reason=str(exc))) from None
+        self.keras_model = twin
+        self.make_converter.twin = twin
+
+    def prove_twin(self, x) -> None:
+        """A model converted through a tf_keras twin: proves the twin on the evaluation inputs `x` (the largest
+        output difference against the Keras 3 model, kept in `twin_proof`); InputError if they differ."""
+        if self.keras3_model is None:
+            return
+        try:
+            self.twin_proof = keras_twin.prove(self.keras3_model, self.keras_model, x)
+        except keras_twin.TwinError as exc:
+            names = ", ".join(sorted(set(keras_twin.recurrent_layers(self.keras3_model))))
+            raise InputError(self.path, PROOF_HINT.format(names=names, reason=str(exc))) from None
 
     @property
     def is_tflite(self) -> bool:
@@ -52,14 +92,20 @@ TRUST_HINT = ("refused: this {kind} model holds Python code (a Lambda layer's fu
               " pass --trust-model (in a batch file: trust_model = true)")
 
 
-def load_model(path, trust: bool = False, scratch: Optional[Path] = None) -> LoadedModel:
+def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom_objects: Optional[str] = None,
+               code_dir: Optional[str] = None) -> LoadedModel:
     """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model. Keras models load in
     safe mode (no Python code from the file runs) unless `trust`: a model that needs it is refused in one line.
+    `custom_objects` names a module imported first (it registers the model's custom classes; needs `trust`),
+    installed, else MODULE.py in `code_dir` (a batch file's folder) or the current folder.
+    A Keras 3 model with recurrent layers is converted through its tf_keras twin (reporter.run.keras_twin).
     A Keras model is exported once to a SavedModel in `scratch` (the run's staging folder, so that it goes with
     it even when the run is killed), else in the system's temporary folder."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, "no such file or folder")
+    if custom_objects:
+        import_custom_objects(custom_objects, trust, code_dir)
     if path.is_dir():
         if not (path / "saved_model.pb").is_file():
             raise InputError(path, "folder is not a SavedModel (no saved_model.pb inside)")
@@ -73,7 +119,8 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None) -> Loa
 
     suffix = path.suffix.lower()
     if suffix == ".tflite":
-        return LoadedModel(path, "tflite", None, tflite=_float_tflite(path))
+        prepared = _float_tflite(path)
+        return LoadedModel(path, "tflite", None, tflite=prepared.data, tflite_changes=tuple(prepared.changes))
     if suffix == ".keras":
         import zipfile
 
@@ -85,9 +132,9 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None) -> Loa
 
         model = _load(path, lambda: keras.saving.load_model(str(path), compile=False, safe_mode=not trust),
                       "Keras 3 .keras")
-        rnn = _keras3_rnn_layers(model, keras)
+        rnn = keras_twin.recurrent_layers(model)
         if rnn:
-            raise InputError(path, KERAS3_RNN_HINT.format(names=", ".join(sorted(set(rnn)))))
+            return _through_twin(path, model, rnn, scratch)
         fmt = "keras"
     elif suffix == ".h5":
         import tf_keras
@@ -110,8 +157,67 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None) -> Loa
     return LoadedModel(path, fmt, traced_once(model, export, scratch), model)
 
 
-def _float_tflite(path: Path) -> bytes:
-    """The bytes of a float .tflite; InputError if it is not a TFLite model or is already quantized."""
+def _through_twin(path: Path, model, rnn: list[str], scratch: Optional[Path]) -> LoadedModel:
+    """A Keras 3 recurrent model as its tf_keras twin (batch 1, the same weights), which converts; proved on the
+    data later (`LoadedModel.prove_twin`). InputError naming the layer when the twin cannot be built."""
+    import tensorflow as tf
+
+    try:
+        twin = keras_twin.build_twin(model)
+    except keras_twin.TwinError as exc:
+        raise InputError(path, TWIN_HINT.format(names=", ".join(sorted(set(rnn))), reason=str(exc))) from None
+    return LoadedModel(path, "keras", _TwinExport(twin, scratch), twin, keras3_model=model)
+
+
+class _TwinExport:
+    """The converter factory of a tf_keras twin: `traced_once` of the twin as it is when it is first exported
+    (`LoadedModel.fit_twin` may build it again with the data's sizes before that)."""
+
+    def __init__(self, twin, scratch: Optional[Path]):
+        import tensorflow as tf
+
+        self.twin = twin
+        self._traced = traced_once(twin, lambda folder: tf.saved_model.save(self.twin, folder), scratch)
+
+    def __call__(self):
+        self._traced._model = self.twin  # what `from_keras_model` reads if the export fails
+        return self._traced()
+
+    def adopt(self, folder: str, future) -> None:
+        self._traced.adopt(folder, future)
+
+    def saved_model_folder(self) -> Optional[str]:
+        return self._traced.saved_model_folder()
+
+    def cleanup(self):
+        self._traced.cleanup()
+
+    def _export(self, folder: str) -> None:
+        if keras_twin.unknown_dims(self.twin):  # its sizes come from the data, which the side process has not
+            raise RuntimeError("the tf_keras twin's input sizes come from the data: exported by the run itself")
+        self._traced._export(folder)
+
+
+def import_custom_objects(module: str, trust: bool, code_dir: Optional[str] = None) -> None:
+    """Imports `module` (installed, else MODULE.py in `code_dir` or the current folder), which registers a
+    model's custom Keras classes; its code runs, so only with `trust`. InputError naming the setting otherwise."""
+    from reporter.run import usercode
+
+    if not trust:
+        raise InputError(module, "--custom-objects imports this module, whose code runs: pass --trust-model too")
+    try:
+        with usercode.wall(module, "the --custom-objects module", "it must only import and register classes"):
+            folders = ([Path(code_dir)] if code_dir else []) + [Path.cwd()]
+            usercode.import_module(module, folders, installed_first=True)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's module failed as it loaded
+        raise InputError(module, f"--custom-objects: cannot import it: {first_line(exc)}") from exc
+
+
+def _float_tflite(path: Path) -> tflite_prep.Prepared:
+    """The bytes of a float .tflite, made usable (a signature, float16 constants widened, op codes normalized:
+    reporter/run/tflite_prep.py); InputError if it is not a TFLite model or is already quantized."""
     from reporter.measure import structure
 
     data = path.read_bytes()
@@ -123,13 +229,14 @@ def _float_tflite(path: Path) -> bytes:
     if wrong:
         raise InputError(path, f"cannot use this TFLite model: {wrong}")
     try:
-        quantized = structure.quantized_tensors(data)
+        prepared = tflite_prep.prepare(data)
+        quantized = structure.quantized_tensors(prepared.data)
     except Exception as exc:  # noqa: BLE001 - a damaged flatbuffer
         raise InputError(path, f"cannot read the TFLite model: {first_line(exc)}") from exc
     if quantized:
         raise InputError(path, f"the model is already quantized ({quantized} int8/int16/float16 tensors, e.g."
                                " weights); quant-report needs the float .tflite to quantize it")
-    return data
+    return prepared
 
 
 class traced_once:
@@ -196,10 +303,11 @@ class traced_once:
             self._folder, self._exported = None, None
 
 
-def export_saved_model(model_path: str, trust: bool, folder: str) -> str:
+def export_saved_model(model_path: str, trust: bool, folder: str, custom_objects: Optional[str] = None,
+                       code_dir: Optional[str] = None) -> str:
     """Loads the Keras model (in safe mode unless `trust`, as the run does) and exports it into `folder`: run in
     the side process (reporter.convert.side) while the run imports TensorFlow and loads the model itself."""
-    loaded = load_model(model_path, trust=trust)
+    loaded = load_model(model_path, trust=trust, custom_objects=custom_objects, code_dir=code_dir)
     loaded.make_converter._export(folder)
     return folder
 
@@ -210,16 +318,19 @@ def _load(path, loader, kind):
     except Exception as exc:  # noqa: BLE001 - keras raises many kinds for a bad file
         if "safe_mode" in str(exc) or "arbitrary code" in str(exc):
             raise InputError(path, TRUST_HINT.format(kind=kind)) from exc
+        missing = _missing_class(exc)
+        if missing:
+            raise InputError(path, CUSTOM_HINT.format(name=missing)) from exc
         raise InputError(path, f"cannot be read as a {kind} model: {first_line(exc)}") from exc
 
 
-def _keras3_rnn_layers(model, keras) -> list[str]:
-    found = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, keras.layers.RNN):
-            found.append(type(layer).__name__)
-        # Bidirectional wraps RNNs in attributes, not sub-layers the walk always reaches.
-        inner = getattr(layer, "forward_layer", None)
-        if inner is not None and isinstance(inner, keras.layers.RNN):
-            found.append(type(inner).__name__)
-    return found
+def _missing_class(exc: BaseException) -> Optional[str]:
+    """The class Keras could not find, read from `exc` or the exceptions it was raised from (Keras 3's outer
+    message only says a model "could not be deserialized properly")."""
+    seen = 0
+    while exc is not None and seen < 20:
+        found = _MISSING_CLASS.search(str(exc))
+        if found:
+            return (found.group(1) or found.group(2)).rpartition(">")[2]
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return None

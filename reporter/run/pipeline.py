@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Optional
 
 from reporter import __version__
 from reporter.convert import converter as conv
-from reporter.convert import litert, side
+from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import variants
 from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line, storage_problem
@@ -85,15 +85,17 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
 def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
-    side_conv, exporting = None, None
+    side_conv, exporting, child = None, None, None
     try:
+        if variants.FIQ in s.variants and Path(s.model).suffix.lower() != ".tflite":
+            child = contained.Child()  # calibrates where a native crash cannot end the run; imports TF meanwhile
         if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.variants) \
                 and side.worth_it(Path(s.model), s.side_converter):
             side_conv = side.SideConverter()
             if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
                 target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
                 exporting = (target, side_conv.call(model_loading.export_saved_model, str(s.model), s.trust_model,
-                                                    target))
+                                                    target, s.custom_objects, s.code_dir))
         import tensorflow  # noqa: F401 - imported here so that its start-up chatter lands in run.log
         from reporter.run import preload
 
@@ -101,21 +103,27 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
     except BaseException:  # SIGTERM or Ctrl-C while TensorFlow imports: the side process stops (and writes no
         if side_conv is not None:  # more into the staging folder) before that folder is removed
             side_conv.close()
+        if child is not None:
+            child.close()
         raise
     previous_lock = evaluate.set_timing_lock(_quiet_lock(side_conv, evaluate.set_timing_lock(None)))
     model = None
     try:
         with progress.stage("load", "model and data loaded"):
-            model = model_loading.load_model(s.model, trust=s.trust_model, scratch=folder)
+            model = model_loading.load_model(s.model, trust=s.trust_model, scratch=folder,
+                                             custom_objects=s.custom_objects, code_dir=s.code_dir)
             if exporting is not None and hasattr(model.make_converter, "adopt"):
                 model.make_converter.adopt(*exporting)
             data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model)
+            model.fit_twin(data.x)  # a Keras 3 recurrent model's twin takes the data's sequence length
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
-        return _run_loaded(RunStart(s, folder, progress, side_conv), model, data)
+        return _run_loaded(RunStart(s, folder, progress, side_conv), model, data, child)
     finally:
         evaluate.set_timing_lock(previous_lock)
+        if child is not None:
+            child.close()
         if side_conv is not None:
             side_conv.close()
         if model is not None:  # the SavedModel exported once for the conversions (batch workers skip atexit)
@@ -166,11 +174,13 @@ class _Debugged(NamedTuple):
     error: Optional[str]
 
 
-def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset) -> Report:
-    """The stages after loading, in order: each reads the run context."""
+def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset,
+                child: Optional[contained.Child] = None) -> Report:
+    """The stages after loading, in order: each reads the run context. `child` is where the calibration runs
+    (None: in this process)."""
     ctx = _prepare(start, model, data)
-    ctx, calibration_error = _calibrate(ctx)
-    m, results = _measure(ctx)
+    ctx, calibration_error = _calibrate(ctx, child)
+    m, results = _measure(ctx, child.crashed if child is not None else None)
     debugged = _debug(ctx, m, results, calibration_error)
     overlays.write_variant_overlays(ctx.folder, results, debugged.layers)
     return _report(ctx, m, results, debugged)
@@ -188,6 +198,7 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
     except ValueError as exc:
         raise InputError(model.path, str(exc)) from None
     data = binding.bind(data, sig, model.path)
+    model.prove_twin(data.x)  # a Keras 3 recurrent model's tf_keras twin, against that model on the data
     _side_variants(start, model, data.x_calib, calibrated=True)
     data, heads = labels.bind_labels(data, sig, model.path, s.primary_output)
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
@@ -200,7 +211,7 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
     head_specs = tuple(task_reading.head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold,
                                               forced.get(h.port.name)) for h in heads)
     score = metric.task_score(reading.task, data.y)
-    user = metric.user_score(s, raw_labels, heads, lead.name, len(data.x))
+    user = metric.user_score(s, raw_labels, heads, lead.name, len(data.x), data.meta)
     litert_models = litert.LiteRtModels(float_model, data.x_calib, start.side.calibration if start.side else None)
     return RunContext(**vars(start), model=model, float_model=float_model, signature=sig, data=data,
                       reading=reading, heads=head_specs, score=user or score, task_score=score,
@@ -220,7 +231,7 @@ def _float_model(start: RunStart, model: LoadedModel, data: Dataset) -> bytes:
             raise _conversion_error(model.path, exc) from exc
 
 
-def _calibrate(ctx: RunContext) -> tuple[RunContext, Optional[str]]:
+def _calibrate(ctx: RunContext, child: Optional[contained.Child] = None) -> tuple[RunContext, Optional[str]]:
     """Calibrates once for FIQ, the debugger and the search (when FIQ is asked for): the context with its
     quantizer, and why the calibration failed (None: it did not; FIQ is then recorded as failed)."""
     if variants.FIQ not in ctx.variants:
@@ -232,7 +243,8 @@ def _calibrate(ctx: RunContext) -> tuple[RunContext, Optional[str]]:
                 quantizer = ctx.litert_models.quantizer()
                 quantizer.calibration()
             else:
-                quantizer = FiqQuantizer(ctx.model.make_converter, ctx.data.x_calib, float_model=ctx.float_model)
+                quantizer = FiqQuantizer(ctx.model.make_converter, ctx.data.x_calib, float_model=ctx.float_model,
+                                         child=child)
     except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
         traceback.print_exc()
         calibration_error = one_line(exc)
@@ -242,14 +254,17 @@ def _calibrate(ctx: RunContext) -> tuple[RunContext, Optional[str]]:
     return dataclasses.replace(ctx, quantizer=quantizer), calibration_error
 
 
-def _measure(ctx: RunContext) -> tuple[Measurer, dict[str, VariantResult]]:
-    """Builds and measures every variant, then blames the layers of those that lose accuracy."""
+def _measure(ctx: RunContext,
+             crash: Optional[contained.NativeCrash] = None) -> tuple[Measurer, dict[str, VariantResult]]:
+    """Builds and measures every variant, then blames the layers of those that lose accuracy. After a crashed
+    calibration (`crash`), FIQ fails with it and the other calibrated variants convert in a child of their own."""
     s, side_conv = ctx.settings, ctx.side
     m = Measurer(ctx.folder, ctx.data, ctx.task, ctx.progress, s.latency_runs, heads=list(ctx.heads),
                  score=ctx.score, fallback=ctx.task_score)
     results: dict[str, VariantResult] = {}
     for variant in ctx.variants:
-        build, converter = _builder(ctx, variant)
+        build, converter = _crashed_builder(ctx, variant, crash) if crash is not None else (None, None)
+        build, converter = (build, converter) if build is not None else _builder(ctx, variant)
         results[variant] = m.build_and_measure(variant, build, converter)
     if side_conv is not None and not ctx.litert_models.has_calibration():  # after the variants' latencies,
         side_conv.submit_calibration(ctx.float_model, ctx.data.x_calib)  # before the debugger and the search
@@ -318,6 +333,8 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
             stateful=structure.has_variable_tensors(float_model),
             binary_sigmoid=task.binary_sigmoid,
             largest_weight_elements=structure.largest_weight_elements(float_model),
+            **_twin_fields(ctx.model),
+            input_changes=list(ctx.model.tflite_changes),
         ),
         dataset=DatasetInfo(
             source=s.shown_paths[1] if s.shown_paths else str(s.data),
@@ -334,6 +351,14 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
         settings=s.recorded(),
         debugger_error=debugged.error,
     )
+
+
+def _twin_fields(model: LoadedModel) -> dict:
+    """A Keras 3 recurrent model converted through its tf_keras twin: the proof, as ModelInfo fields."""
+    proof = model.twin_proof
+    if proof is None:
+        return {}
+    return {"twin_max_abs_difference": proof.max_abs_difference, "twin_samples": proof.samples}
 
 
 def _conversion_error(path, exc) -> Exception:
@@ -379,6 +404,23 @@ def _builder(ctx: RunContext, variant: str) -> tuple[Callable[[], bytes], str]:
         return (lambda: side_conv.result(variant) or conv.convert(model.make_converter, variant, x_calib)), \
             conv.CONVERTER
     return (lambda: conv.convert(model.make_converter, variant, x_calib)), conv.CONVERTER
+
+
+def _crashed_builder(ctx: RunContext, variant: str, crash: contained.NativeCrash) -> tuple:
+    """After the calibration crashed: FIQ fails with that crash; another variant TF's converter calibrates
+    (16x8, int8 I/O) converts in a child of its own (the converter calibrates the same way); (None, None) for
+    the rest (built as usual)."""
+    if variant not in variants.CALIBRATED or ctx.model.is_tflite \
+            or variants.BY_NAME[variant].converters[0] == variants.LITERT:
+        return None, None
+    if variant == variants.FIQ:
+        def fail():
+            raise crash
+        return fail, variants.TF
+    folder, x_calib = ctx.model.saved_model_folder(), ctx.data.x_calib
+    if folder is None:
+        return None, None
+    return (lambda: contained.convert_once(folder, variant, x_calib)), conv.CONVERTER
 
 
 def _keras_outputs(model: LoadedModel) -> tuple:

@@ -110,6 +110,11 @@ RUN = (
             "load a Keras model (.keras, .h5) that holds Python code, such as a Lambda layer's function: that code"
             " runs when the model loads, so only for a file you trust (default: refused)",
             "true or false", lambda v: isinstance(v, bool)),
+    Setting("custom_objects", "str", None,
+            "a Keras model with custom layers or functions: import MODULE first (installed, else MODULE.py beside a"
+            " batch file or in the current folder), which registers them (e.g. @keras.saving.register_keras_serializable()); its code"
+            " runs, so only with --trust-model", "a module name", lambda v: v is None or (
+                isinstance(v, str) and all(part.isidentifier() for part in v.split("."))), metavar="MODULE"),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -156,6 +161,7 @@ class RunSettings:
     metric: Optional[str] = DEFAULTS["metric"]  # the user's metric function, MODULE:FUNCTION
     metric_mode: str = DEFAULTS["metric_mode"]  # "max" or "min"
     trust_model: bool = DEFAULTS["trust_model"]  # a Keras model's Python code (Lambda layers) may run when it loads
+    custom_objects: Optional[str] = DEFAULTS["custom_objects"]  # a module registering custom Keras classes
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False
@@ -179,6 +185,9 @@ class RunSettings:
         from reporter.core.errors import QuantReportError
 
         bad = problems({name: getattr(self, name) for name in DEFAULTS})
+        if self.custom_objects and not self.trust_model:
+            bad.append(f"--custom-objects {self.custom_objects} imports that module, whose code runs: pass"
+                       " --trust-model too (in a batch file: trust_model = true)")
         if self.name is not None and output.name_problem(self.name):
             bad.insert(0, f"--name {output.name_problem(self.name)}")
         if bad:

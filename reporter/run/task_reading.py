@@ -15,7 +15,7 @@ import numpy as np
 from reporter.core.errors import InputError
 from reporter.measure.measurer import HeadSpec
 from reporter.measure.signature import Port, Signature
-from reporter.measure.task import BINARY_THRESHOLD, Task, binary_sigmoid_labels, label_codes
+from reporter.measure.task import BINARY_THRESHOLD, TASK_KINDS, Task, binary_sigmoid_labels, label_codes
 from reporter.run.labels import Head
 from reporter.run.settings import RunSettings
 
@@ -50,7 +50,11 @@ def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = 
     * one-hot rows or class ids for k class scores: classification; 0/1 ids for one unit: a binary sigmoid;
     * whole-number float labels for a classifier: class ids, with a note;
     * labels that contradict the output (multi-hot rows or fractions for a softmax) are an error naming it;
-    * other float targets: the output is compared with float (regression)."""
+    * targets of the output's shape for a linear output (float, or 0/1 rows that are not one-hot), or float
+      targets for sigmoid units: regression, measured against the targets (MAE, RMSE, R²) and against float;
+    * one label per sample for a linear output of more than two values that is only 0/1 or not whole, and
+      rows or arrays of another shape than the output's, are an error naming the output and the --task choices;
+    * other float targets (one output unit): the output is compared with float (regression)."""
     name, y, source, what = port.name, labels.y, labels.source, labels.what
     if forced is not None:
         return _forced_task(forced, labels, port, threshold)
@@ -58,9 +62,32 @@ def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = 
     if dense is not None:
         return dense
     if y.ndim > 2:
+        if _linear(made_by) and _values_per_sample(y) == port.size:
+            return _regression(y, port, what)
         raise InputError(source, f"'{what}' has shape {y.shape} but output {name} has shape"
-                                 f" {_shape(port)}: expected one label per sample, or one per position")
+                                 f" {_shape(port)}: expected one label per sample, or one per position{_CHOICES}")
     return _read_flat(labels, port, made_by, threshold)
+
+
+# How every refusal of labels that cannot fit an output ends: the tasks the user may name instead.
+_CHOICES = f" (or name the output's task: --task {'|'.join(TASK_KINDS)})"
+
+
+def _linear(made_by: str) -> bool:
+    """An output made by a linear op: neither class scores (SOFTMAX) nor sigmoid units (LOGISTIC)."""
+    return made_by not in ("SOFTMAX", "LOGISTIC")
+
+
+def _values_per_sample(y: np.ndarray) -> int:
+    return int(np.prod(np.shape(y)[1:]))
+
+
+def _regression(y: np.ndarray, port: Port, what: str, note: str = "",
+                why: str = "is linear (no softmax or sigmoid)") -> TaskReading:
+    """Targets of the output's shape for a linear output: regression, measured against them and against float."""
+    return TaskReading(np.asarray(y, np.float32), Task(None), f"output {port.name} {why} and '{what}' holds"
+                                      f" targets of its shape {_shape(port)}: regression, each variant's output"
+                                      " measured against the targets (MAE, RMSE, R²) and against float's", note)
 
 
 def _read_flat(labels: LabelSource, port: Port, made_by: str, threshold: float) -> TaskReading:
@@ -73,17 +100,27 @@ def _read_flat(labels: LabelSource, port: Port, made_by: str, threshold: float) 
         one_hot = binary_values and bool((rows.sum(axis=1) == 1).all())
         if made_by == "LOGISTIC" and size == rows.shape[1] > 1 and binary_values:
             return _multilabel(rows, size, threshold, "sigmoid units")
+        if rows.shape[1] != size:
+            raise InputError(source, f"'{what}' holds rows of shape {rows.shape} that do not fit output {name} of"
+                                     f" shape {_shape(port)}: expected {size} values per sample{_CHOICES}")
+        if made_by == "LOGISTIC" and not binary_values:  # sigmoid units (a [0, 1] reconstruction), float targets
+            return _regression(rows, port, what, why="is made by sigmoid units and its targets are not 0/1")
+        if _linear(made_by) and not one_hot:  # float or multi-hot targets of a linear output's width
+            note = (f"'{what}' holds 0/1 rows that are not one-hot; output {name} is linear (no sigmoid), so they were"
+                    " read as targets (regression); for labels say --task multilabel") if binary_values else ""
+            return _regression(rows, port, what, note)
         if binary_values and not one_hot and size > 1:
             raise InputError(source, f"'{what}' holds multi-hot rows (several labels per sample) but output {name} is"
                                      f" {'a softmax' if softmax else 'not a sigmoid per label'}: one label per sample"
                                      " (or --task multilabel)")
         if not binary_values:
             raise InputError(source, f"'{what}' holds rows of shape {rows.shape} that are not one-hot for output"
-                                     f" {name} of shape {_shape(port)}")
+                                     f" {name} ({made_by or 'its op'}) of shape {_shape(port)}{_CHOICES}")
         y = rows.argmax(axis=1).astype(np.int64)  # one-hot rows: class ids
         reason = f"{size} class scores and one-hot labels: the top score is the class"
         return TaskReading(y, Task(_classes(y, size, source, what)), reason)
     note = ""
+    _refuse_flat_for_wide_linear(labels, port, made_by)
     if not labels_are_classes:
         whole = bool(np.all(np.isfinite(y)) and np.all(y == np.round(y)))
         fits = whole and y.size and y.min() >= 0 and (y.max() < size if size > 1 else y.max() <= 1)
@@ -102,6 +139,23 @@ def _read_flat(labels: LabelSource, port: Port, made_by: str, threshold: float) 
         return TaskReading(y, Task(None), f"{why}: each variant's output is compared with float's", note)
     return TaskReading(y, Task(_classes(y, size, source, what)),
                        f"{size} class scores and class-id labels: the top score is the class", note)
+
+
+def _refuse_flat_for_wide_linear(labels: LabelSource, port: Port, made_by: str) -> None:
+    """One label per sample for a linear output of more than two values cannot be read without a word from the
+    user when the labels are only 0/1 (as class ids they would name 2 of its classes: an anomaly flag against a
+    reconstruction, say) or are not whole numbers (no task gives one float to many values)."""
+    y, size = np.asarray(labels.y), port.size
+    if size <= 2 or not _linear(made_by) or not y.size:
+        return
+    flags = bool(np.isin(y, (0, 1)).all())
+    whole = bool(np.all(np.isfinite(y)) and np.all(y == np.round(y)))
+    if flags or not whole:
+        kind = "0/1 labels" if flags else "float values"
+        raise InputError(labels.source, f"'{labels.what}' holds {kind}, one per sample, but output {port.name} is"
+                                        f" {size} linear values of shape {_shape(port)} (no softmax): give targets"
+                                        f" of that shape for regression, or class ids with --task classification"
+                                        f"{_CHOICES}")
 
 
 def _multilabel(rows, size, threshold, what: str) -> TaskReading:
@@ -157,8 +211,14 @@ def _forced_task(kind: str, labels: LabelSource, port: Port, threshold: float) -
     name, size = port.name, port.size
     said = f"as --task {kind} says"
     if kind == "regression":
-        return TaskReading(np.asarray(y, np.float32), Task(None), f"{said}: each variant's output is compared with"
-                                                                  " float's")
+        y = np.asarray(y)
+        if y.ndim == 0 or _values_per_sample(y) != size:
+            raise InputError(source, f"--task regression: '{what}' has shape {y.shape} but output {name} has shape"
+                                     f" {_shape(port)}: targets must have {size} value(s) per sample"
+                                     f" (n, {', '.join(str(d) for d in _shape(port)) or 1})")
+        found = _regression(y, port, what)
+        return dataclasses.replace(found, reason=f"{said}: each variant's output is measured against the targets"
+                                                 " (MAE, RMSE, R²) and against float's")
     if kind == "segmentation":
         found = _dense_labels(labels, port, required=True)
         return dataclasses.replace(found, reason=f"{said}: " + found.reason)

@@ -57,9 +57,13 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
     gap = found.gap
     size = size_words(fiq.size_ratio) if fiq.size_ratio else ""
     if gap.status == "not_measurable":
+        heads = [h for h in found.heads if h.variant == variants.FIQ]
+        if heads:  # several outputs: each head's own measure, never "accuracy is not measured" beside a measured one
+            return (f"FIQ is {size}; each output is judged by its own measure: "
+                    + "; ".join(f"output {h.output}, {h.measure}: {h.text}" for h in heads) + "." + _targets(report))
         if fiq.output_mse is not None:
             return (f"The model's output is not class scores, so accuracy is not measured: FIQ's output differs from"
-                    f" float's, {fmt_mse(fiq.output_mse, fiq.output_variance)}; FIQ is {size}.")
+                    f" float's, {fmt_mse(fiq.output_mse, fiq.output_variance)}; FIQ is {size}." + _targets(report))
         return f"FIQ's accuracy gap is not measurable ({gap.reason})."
     metric, share = metric_of(report)
     if gap.status == "no_gap":
@@ -68,11 +72,11 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
                 f" {fmt_score(flt.accuracy, share)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
         if fiq.vs_float is not None and fiq.vs_float.delta < 0 and _lost(-fiq.vs_float.delta, metric, share) != \
                 _lost(0.0, metric, share):
-            what = (f"FIQ is {size} and loses {_lost(-fiq.vs_float.delta, metric, share)}"
+            what = (f"FIQ is {size} and {jd.worse_words(_lost(-fiq.vs_float.delta, metric, share))}"
                     f" ({fmt_score(flt.accuracy, share)} → {fmt_score(fiq.accuracy, share)}), {gap.reason}")
         return what + ": no layer needs to stay in float."
     p = jd.p_text(gap.p_value) if gap.p_value is not None else "p not recorded"
-    text = (f"FIQ loses {_lost(gap.fiq_drop, metric, share)} against float ({fmt_score(flt.accuracy, share)} →"
+    text = (f"FIQ {jd.worse_words(_lost(gap.fiq_drop, metric, share))} against float ({fmt_score(flt.accuracy, share)} →"
             f" {fmt_score(fiq.accuracy, share)}, {p})")
     if fiq.degenerate is not None:
         unit = "pixels" if report.model.task == "segmentation" else "samples"
@@ -168,3 +172,13 @@ def _cost(report: Report, fix: FixFinding) -> str:
 
 def _others(found: list[VariantFinding]) -> str:
     return "; ".join(v.verdict for v in found if v.name != variants.FLOAT) or "only the float model was measured."
+
+
+def _targets(report: Report) -> str:
+    """A regression output measured against its targets: FIQ's MAE and R² against float's ("" when not)."""
+    by = {v.name: v.target_error for v in report.variants if v.ok}
+    fiq, flt = by.get(variants.FIQ), by.get(variants.FLOAT)
+    if fiq is None or flt is None:
+        return ""
+    r2 = "" if fiq.r2 is None or flt.r2 is None else f", R² {fiq.r2:.3f} against {flt.r2:.3f}"
+    return f" Against the targets FIQ's MAE is {fiq.mae:.4g} against float's {flt.mae:.4g}{r2}."

@@ -96,6 +96,17 @@ def _task(report: Report, fact: Fact) -> str:
     return f"Measured as {kind} ({model.task_reason})."
 
 
+def _keras_twin(report: Report, fact: Fact) -> str:
+    model = report.model
+    return (f"Converted through a tf_keras twin (batch 1), because Keras 3 recurrent layers do not convert: largest"
+            f" output difference against the Keras 3 model {model.twin_max_abs_difference:.2g} on"
+            f" {model.twin_samples:,} samples.")
+
+
+def _tflite_changed(report: Report, fact: Fact) -> str:
+    return f"The .tflite file was changed so it can be quantized: {'; '.join(report.model.input_changes)}."
+
+
 def _labels_as_classes(report: Report, fact: Fact) -> str:
     return f"{report.model.label_note}."
 
@@ -103,6 +114,10 @@ def _labels_as_classes(report: Report, fact: Fact) -> str:
 def _user_metric(report: Report, fact: Fact) -> str:
     main = report.variant(variants.FLOAT).metrics.main
     way = "higher is better" if main.higher_is_better else "lower is better (--metric-mode min)"
+    if getattr(main, "per_sample", False):
+        return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.get('metric')},"
+                f" {way}): the mean of the value it returned for each sample; two models are compared by a paired"
+                f" t-test over those values, and its interval resamples whole samples ({BOOTSTRAP_WORDS}).")
     return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.get('metric')},"
             f" {way}); its intervals and paired tests resample whole samples ({BOOTSTRAP_WORDS}).")
 
@@ -152,8 +167,8 @@ _TEXTS = {
     "selection_overlap": _selection_overlap, "stateful": _stateful, "classes_missing": _classes_missing,
     "variant_failed": _variant_failed, "measurement_failed": _measurement_failed,
     "nonfinite_outputs": _nonfinite_outputs, "debugger_failed": _debugger_failed, "target_not_met": _target_not_met,
-    "task": _task, "labels_as_classes": _labels_as_classes, "user_metric": _user_metric,
+    "keras_twin": _keras_twin, "task": _task, "labels_as_classes": _labels_as_classes, "user_metric": _user_metric,
     "user_metric_failed": _user_metric_failed, "bootstrap": _bootstrap, "latency_skipped": _latency_skipped,
     "rule_false_alarm": _rule_false_alarm, "wide_range": _wide_range, "primary_output": _primary_output,
-    "unlabelled_output": _unlabelled_output,
+    "unlabelled_output": _unlabelled_output, "tflite_changed": _tflite_changed,
 }

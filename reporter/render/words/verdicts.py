@@ -1,5 +1,5 @@
-"""The words of each variant's verdict line and of the layer its per-layer error blames (reporter.findings.derive
-decides both)."""
+"""The words of each variant's verdict line, of the layer its per-layer error blames, and of each output's cell
+for a model with several (reporter.findings.derive decides them)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from reporter.core import variants
 from reporter.core.formatting import fmt_ms, fmt_mse, fmt_percent, fmt_score, fmt_signed_bytes
 from reporter.findings.basis import layer_of, metric_of
 from reporter.findings.derive import drq_quantized_nothing
-from reporter.model.findings import BlameFinding, VariantFinding
+from reporter.model.findings import BlameFinding, HeadFinding, VariantFinding
 from reporter.model.report import Report, VariantResult
 
 
@@ -62,11 +62,11 @@ def blame(report: Report, v: VariantResult, b: BlameFinding) -> str:
         why.append(f"its output's SNR is {snr} although its inputs are exact")
     elif row.snr_drop_db is not None:
         why.append(f"{row.snr_drop_db:.1f} dB of SNR lost at this op")
-    where = f"{b.layer} ({b.op}" + (f": {', '.join(why)})" if why else ")")
+    where = f"{b.layer or b.tensor} ({b.op}" + (f": {', '.join(why)})" if why else ")")  # a .tflite: no scopes
     fix = v.fix
     if fix is None:
         return f"{label}'s per-layer error blames {where}."
-    layers = ", ".join(layer_of(n) for n in b.fix_layers)
+    layers = ", ".join(layer_of(n) or n for n in b.fix_layers)
     if b.fix_status == "failed":
         return (f"{label}'s per-layer error blames {where}; the model keeping {layers} in float could not be built:"
                 f" {fix.error or (fix.model.error if fix.model else '')}.")
@@ -81,6 +81,19 @@ def blame(report: Report, v: VariantResult, b: BlameFinding) -> str:
     if b.fix_status == "fixed":
         return f"{label}'s loss is caused by {where}: {result}: fixed."
     return f"{label}'s per-layer error blames {where}, but {result}: the loss stays."
+
+
+def head_cell(h: HeadFinding) -> str:
+    """One output of one variant, in its table cell: "51.9 % [42.3–61.2] (−44.4 points, p < 0.001)", an
+    agreement with float's class, or the output's error against float's (`h` with its comparison worded)."""
+    if h.measure == "accuracy":
+        return (f"{fmt_percent(h.value)} [{h.low * 100:.1f}–{h.high * 100:.1f}]"
+                + (f" ({h.vs_float.text})" if h.vs_float else ""))
+    if h.measure == "agreement with float":
+        return fmt_percent(h.value)
+    if h.variant == variants.FLOAT:
+        return "reference"
+    return fmt_mse(h.value, h.variance) if h.value is not None else ""
 
 
 def size_words(ratio: float) -> str:
