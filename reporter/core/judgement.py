@@ -17,11 +17,20 @@ DEFAULT_TARGET_AGREEMENT = 0.99  # no --max-accuracy-drop: aim at 99 % agreement
 DEFAULT_TARGET_R2 = 0.99  # regression: 1 - MSE / variance of the float output
 RECOVERED_SHARE = 0.99  # share of the accuracy gap that counts as recovered in full
 TOLERANCE = 1e-12  # float rounding: a value within this of a limit counts as at the limit
+KEEP_GAIN_SHARE = 0.5  # the search's pruning keeps at least this share of what its best model won back over FIQ
 
 
 def within(value: float, limit: float) -> bool:
     """`value <= limit`, where a value equal to the limit up to float rounding is within it."""
     return value <= limit + TOLERANCE
+
+
+def keeps_gain(score: float, best: float, start: float) -> bool:
+    """A pruned candidate's selection score (higher is better) keeps at least KEEP_GAIN_SHARE of what the best
+    model found won back over the search's start (FIQ): a paired test on few samples cannot call a large loss
+    worse, and a prune must not give the fix away on that account."""
+    gain = best - start
+    return gain <= TOLERANCE or score - start >= KEEP_GAIN_SHARE * gain - TOLERANCE
 
 
 def nonzero(value: float) -> bool:

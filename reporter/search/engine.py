@@ -269,8 +269,11 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         if policy.target_is_hard and meets(reference):  # a user's hard target allows any loss above it
             return meets(ev)
         # a layer stays only if the selection data show it is needed beyond noise, even when dropping it
-        # leaves the default target just missed: a gain within noise is not a need
-        return not worse(ev, current) and not worse(ev, reference)
+        # leaves the default target just missed: a gain within noise is not a need. Drops judged step by step
+        # can each cost "only noise" (on few samples no paired test calls anything worse) and add up to losing
+        # the fix the search found: whatever the tests say, a drop keeps most of what the best model won back.
+        return (not worse(ev, current) and not worse(ev, reference)
+                and judgement.keeps_gain(ev.score, best.score, start.score))
 
     chunk = max(1, len(current.nodes - forced) // 2)
     while current.nodes - forced:
