@@ -250,3 +250,24 @@ def test_a_prune_that_gives_the_found_fix_away_is_refused():
     for step in trace.steps:  # no accepted drop below what the rule allows
         if step.phase == "drop" and step.accepted:
             assert step.evaluation.score - start.score >= judgement.KEEP_GAIN_SHARE * (best.score - start.score) - 1e-9
+
+
+def test_with_two_labelled_regression_outputs_the_target_holds_for_each():
+    """Seen on a two-output landmark model: the score read only the first output, so the search said "FIQ
+    already meets the target" while the second output stayed at 3 % of its variance (target 1 %)."""
+    from types import SimpleNamespace
+
+    from reporter.search.recommend import heads_scorer
+
+    rng = np.random.default_rng(0)
+    flt = {"mesh": rng.normal(size=(50, 10)), "iris": 100 * rng.normal(size=(50, 4))}  # different scales
+    regression = SimpleNamespace(classification=False)
+    score = heads_scorer(flt, [("mesh", regression), ("iris", regression)])
+    near = {"mesh": flt["mesh"] + 0.01 * rng.normal(size=(50, 10)),
+            "iris": flt["iris"] + 100 * 0.17 * rng.normal(size=(50, 4))}  # iris off by ~3 % of its variance
+    value, per_sample = score(near)
+    iris_score = 1 - np.mean((near["iris"] - flt["iris"]) ** 2) / np.var(flt["iris"])
+    assert value == pytest.approx(iris_score) and value < 0.99  # the worst output decides: the target is missed
+    mesh_units = np.mean((near["mesh"] - flt["mesh"]) ** 2, axis=1) / np.var(flt["mesh"])
+    iris_units = np.mean((near["iris"] - flt["iris"]) ** 2, axis=1) / np.var(flt["iris"])
+    assert per_sample == pytest.approx(mesh_units + iris_units)  # each output in units of its own variance

@@ -114,7 +114,7 @@ def scorer(float_out: np.ndarray, classification: bool, binary_sigmoid: bool = F
                 agree = agree.mean(axis=1)
             return float(agree.mean()), agree
         return score
-    var = float(np.var(float_out)) or 1.0
+    var = _variance(float_out)
 
     def score_reg(out):
         err = np.mean((out.astype(np.float64) - float_out) ** 2, axis=1)
@@ -124,18 +124,31 @@ def scorer(float_out: np.ndarray, classification: bool, binary_sigmoid: bool = F
 
 def heads_scorer(float_outs: dict, heads: list) -> Callable[[dict], tuple[float, np.ndarray]]:
     """Several outputs: a sample agrees with float when every class-score output in `heads` predicts float's
-    class (the target must hold for each); without such an output, the first output's error score."""
+    class (the target must hold for each). Without such an output the target must hold for every output too:
+    the score is the worst output's 1 - MSE / variance, and a sample's error the sum of its errors over the
+    outputs, each in units of its output's variance (so that no output's scale outweighs another's)."""
     classifying = [(key, task) for key, task in heads if task.classification]
     if not classifying:
-        key, _ = heads[0]
-        one = scorer(float_outs[key], False)
-        return lambda outs: one(outs[key])
+        scores = [(key, scorer(float_outs[key], False)) for key, _ in heads]
+
+        def worst(outs):
+            measured = [one(outs[key]) for key, one in scores]
+            value = min(v for v, _ in measured)
+            per_sample = np.sum([err / _variance(float_outs[key]) for (key, _), (_, err) in zip(scores, measured)],
+                                axis=0)
+            return float(value), per_sample
+        return worst
     refs = {key: task.classes(float_outs[key]) for key, task in classifying}
 
     def score(outs):
         agree = np.logical_and.reduce([_per_sample(task.classes(outs[key]) == refs[key]) for key, task in classifying])
         return float(agree.mean()), agree
     return score
+
+
+def _variance(float_out: np.ndarray) -> float:
+    """The float output's variance, the unit of a regression output's selection error (1 when it is constant)."""
+    return float(np.var(float_out)) or 1.0
 
 
 def _per_sample(agree: np.ndarray) -> np.ndarray:
