@@ -33,6 +33,14 @@ def keeps_gain(score: float, best: float, start: float) -> bool:
     return gain <= TOLERANCE or score - start >= KEEP_GAIN_SHARE * gain - TOLERANCE
 
 
+CLIPPED_NOTABLE_SHARE = 0.001  # an integer output that clips at least this share of float's values: said
+
+
+def clipping_notable(share: float) -> bool:
+    """An integer output's range cuts off enough of float's values to say so (one in a thousand or more)."""
+    return share >= CLIPPED_NOTABLE_SHARE
+
+
 def nonzero(value: float) -> bool:
     """A difference beyond float rounding."""
     return abs(value) > TOLERANCE

@@ -27,7 +27,7 @@ class Fact:
 
     code: str
     subject: str = ""  # the variant (variant_failed, measurement_failed) or output (unlabelled_output) it is about
-    detail: str = ""  # the measurement that failed (measurement_failed)
+    detail: str = ""  # the measurement that failed (measurement_failed); the output that clips (output_clipped)
     layer: Optional["LayerStat"] = None  # the worst flagged layer (rule_false_alarm), the widest (wide_range)
     count: Optional[int] = None  # layers flagged (rule_false_alarm)
     items: tuple = ()  # the classes missing (classes_missing); the variants with non-finite outputs
@@ -68,6 +68,8 @@ def warnings(report: "Report") -> list[Fact]:
     found = nonfinite(report)
     if found:
         out.append(Fact("nonfinite_outputs", items=tuple(v.name for v in found)))
+    out += [Fact("output_clipped", v.name, output) for v in cols if v.ok for output in v.clipped_outputs
+            if jd.clipping_notable(v.clipped_outputs[output].share)]
     if report.debugger_error:
         out.append(Fact("debugger_failed"))
     if rec and rec.search and not rec.search.target_met and rec.selective is not None:

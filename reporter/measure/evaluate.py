@@ -166,3 +166,47 @@ def latency_ms(model: bytes, sample, runs: int = 50, warmup: int = 5) -> tuple[f
             it.invoke()
             times.append((time.perf_counter() - t0) * 1000.0)
     return float(np.median(times)), float(np.percentile(times, 90)), runs
+
+
+def integer_output_ranges(model: bytes) -> dict[str, tuple[float, float, float, str]]:
+    """Each output (by signature key) made by an integer tensor: the real values it can hold and its step,
+    (low, high, scale, dtype name). The output itself when it is int8/int16, else the input of the DEQUANTIZE that makes it; outputs made
+    in float are left out."""
+    interpreter = _interpreter(model)
+    sig = signature(model)
+    tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
+    makers = {}
+    for op in interpreter._get_ops_details():  # noqa: SLF001 - the only way to read which op makes a tensor
+        for out in op["outputs"]:
+            makers[int(out)] = op
+    ranges = {}
+    for port in sig.outputs:
+        tensor = tensors.get(port.index)
+        op = makers.get(port.index)
+        if tensor is not None and np.dtype(tensor["dtype"]) == np.float32 and op is not None \
+                and op["op_name"] == "DEQUANTIZE":
+            tensor = tensors.get(int(op["inputs"][0]))
+        if tensor is None or np.dtype(tensor["dtype"]) not in (np.int8, np.int16):
+            continue
+        scale, zero = tensor["quantization"]
+        if not scale:
+            continue
+        info = np.iinfo(np.dtype(tensor["dtype"]))
+        ranges[port.key] = (float((info.min - zero) * scale), float((info.max - zero) * scale), float(scale),
+                           np.dtype(tensor["dtype"]).name)
+    return ranges
+
+
+def clipped_share(values: np.ndarray, low: float, high: float, step: float) -> float:
+    """The share of `values` (finite ones) that an integer output with range [low, high] clips by more than
+    rounding does: beyond it by more than half a `step` and more than CLIP_MARGIN of the range (a softmax's
+    int8 output stops at 0.996, one step short of 1.0: that is rounding, not clipping)."""
+    values = np.asarray(values, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0.0
+    margin = max(step / 2, CLIP_MARGIN * (high - low))
+    return float(np.mean((values < low - margin) | (values > high + margin)))
+
+
+CLIP_MARGIN = 0.01  # a value beyond an integer output's range by less than this share of the range is not clipped

@@ -24,6 +24,7 @@ from reporter.measure import metrics as qmetrics
 from reporter.measure.scoring import Score, Scored
 from reporter.measure.task import Task, nonfinite_rows
 from reporter.model.data import Dataset
+from reporter.model.output_range import ClippedOutput
 from reporter.model.report import HeadResult, Latency, Metrics, VariantResult
 
 
@@ -167,6 +168,7 @@ class Measurer:
             elif name != variants.FLOAT and variants.FLOAT in self.outputs:
                 output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs[variants.FLOAT]))
             heads = (attempt("heads", lambda: self._heads(name)) or {}) if self.heads else {}
+            clipped = (attempt("clipping", lambda: self._clipped(name, tflite)) or {}) if name != variants.FLOAT else {}
             if self.score is not None and (metrics is not None or not task.classification):
                 metrics = self._main(name, out, metrics, attempt)
         latency = None
@@ -197,7 +199,30 @@ class Measurer:
             heads=heads,
             nonfinite_outputs=nonfinite,
             target_error=target_error,
+            clipped_outputs=clipped,
         )
+
+    def _clipped(self, name: str, tflite: bytes) -> dict[str, ClippedOutput]:
+        """The outputs of model `name` made by an integer tensor whose range cuts off float's values (by output
+        name), measured on float's outputs for the evaluation data."""
+        if variants.FLOAT not in self.outputs:
+            return {}
+        if self.heads:
+            floats = {h.key: (h.name, self.head_outputs[variants.FLOAT][h.name]) for h in self.heads}
+        else:
+            floats = None
+        found = {}
+        for key, (low, high, step, dtype) in evaluate.integer_output_ranges(tflite).items():
+            if floats is None:
+                label, values = key, self.outputs[variants.FLOAT]
+            elif key in floats:
+                label, values = floats[key]
+            else:
+                continue
+            share = evaluate.clipped_share(values, low, high, step)
+            if share > 0:
+                found[label] = ClippedOutput(share=share, low=low, high=high, dtype=dtype)
+        return found
 
     def references(self, name: str) -> tuple:
         """The models a model's metrics are paired with: float, FIQ for the models that fix it, the variant a

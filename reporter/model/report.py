@@ -57,9 +57,9 @@ from typing import Any, Optional
 
 from reporter.core.records import as_stored
 from reporter.core.variants import RULE_METHOD, SELECTIVE
-from reporter.model.decode import DecodeError, decode, got, kind
+from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
+from reporter.model.output_range import ClippedOutput
 from reporter.model.regression import TargetError
-from reporter.model.decode import loads as bounded_loads
 from reporter.model.findings import Findings
 
 SCHEMA_VERSION = 5
@@ -77,6 +77,7 @@ MEASUREMENTS = {
     "target_error": "error against the targets",
     "latency": "latency",
     "heads": "metrics of each output",
+    "clipping": "output range against float's values",
 }
 
 
@@ -293,6 +294,7 @@ class VariantResult:
     # errors against float leave them out. Counted on every model that ran; 0 in reports written before.
     nonfinite_outputs: int = 0
     target_error: Optional[TargetError] = None  # a regression output with targets: error against them
+    clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
 
     @property
     def ok(self) -> bool:

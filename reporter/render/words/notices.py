@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reporter.core import variants
-from reporter.core.formatting import fmt_number
+from reporter.core.formatting import fmt_number, fmt_percent
 from reporter.findings.basis import columns, metric_of
 from reporter.findings.notices import Fact
 from reporter.model.findings import Notice
@@ -78,6 +78,14 @@ def _nonfinite_outputs(report: Report, fact: Fact) -> str:
     how = ("Those samples count as wrong (they predict no class); errors against float leave them out."
            if report.model.num_classes else "Errors against float leave those samples out.")
     return f"{nonfinite_text(report, fact)} {how}"
+
+
+def _output_clipped(report: Report, fact: Fact) -> str:
+    clip = report.variant(fact.subject).clipped_outputs[fact.detail]
+    return (f"{variants.short(fact.subject)}'s {clip.dtype} output {fact.detail} holds only {clip.low:.4g} to"
+            f" {clip.high:.4g}: {fmt_percent(clip.share)} of float's output values on the evaluation data lie"
+            f" beyond it and clip. No layer kept in float changes that; only the output's range does (an int16"
+            f" or float output), which this run did not measure.")
 
 
 def _debugger_failed(report: Report, fact: Fact) -> str:
@@ -166,7 +174,8 @@ _TEXTS = {
     "calibration_overlap": _calibration_overlap, "calibration_short": _calibration_short,
     "selection_overlap": _selection_overlap, "stateful": _stateful, "classes_missing": _classes_missing,
     "variant_failed": _variant_failed, "measurement_failed": _measurement_failed,
-    "nonfinite_outputs": _nonfinite_outputs, "debugger_failed": _debugger_failed, "target_not_met": _target_not_met,
+    "nonfinite_outputs": _nonfinite_outputs, "output_clipped": _output_clipped, "debugger_failed": _debugger_failed,
+    "target_not_met": _target_not_met,
     "keras_twin": _keras_twin, "task": _task, "labels_as_classes": _labels_as_classes, "user_metric": _user_metric,
     "user_metric_failed": _user_metric_failed, "bootstrap": _bootstrap, "latency_skipped": _latency_skipped,
     "rule_false_alarm": _rule_false_alarm, "wide_range": _wide_range, "primary_output": _primary_output,
