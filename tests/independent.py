@@ -11,7 +11,8 @@ def accuracy(tflite: bytes, x, y) -> float:
 
 
 def outputs(tflite: bytes, x) -> np.ndarray:
-    """Raw outputs (N, k), one sample per invoke, with the plain LiteRT interpreter."""
+    """Raw outputs (N, k), one sample per invoke with the state reset, with the plain LiteRT interpreter; the
+    samples in the input's own type when it takes integers (token ids), else as float32."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=tflite)
@@ -20,7 +21,8 @@ def outputs(tflite: bytes, x) -> np.ndarray:
     rows = []
     for i in range(len(x)):
         it.reset_all_variables()
-        it.set_tensor(inp["index"], x[i : i + 1].astype(np.float32))
+        ids = np.issubdtype(inp["dtype"], np.integer) and inp["quantization"][0] == 0
+        it.set_tensor(inp["index"], x[i : i + 1].astype(inp["dtype"] if ids else np.float32))
         it.invoke()
         rows.append(np.array(it.get_tensor(out["index"])[0]).reshape(-1))
     return np.stack(rows)

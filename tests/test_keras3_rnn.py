@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
+import independent
 import model_fixtures as M
 from conftest import one_error_line, run_cli
 
@@ -80,20 +81,7 @@ def gru_files(demo_cache):
 
 
 # --- independent computations --------------------------------------------------------------------------------
-def litert_outputs(tflite: bytes, x: np.ndarray) -> np.ndarray:
-    """Raw outputs, one sample per invoke with the state reset, in the input's own type (token ids as int32)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=tflite)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    rows = []
-    for i in range(len(x)):
-        it.reset_all_variables()
-        it.set_tensor(inp["index"], x[i:i + 1].astype(inp["dtype"]))
-        it.invoke()
-        rows.append(np.array(it.get_tensor(out["index"])[0]))
-    return np.stack(rows)
+litert_outputs = independent.outputs  # raw outputs, one sample per invoke, token ids as int32
 
 
 def hand_twin(keras3_model, layers):
