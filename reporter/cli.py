@@ -198,7 +198,7 @@ def _settings(args, model, data, name):
         name=name,
         **from_args(args),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
-        gate_variant=args.variant if gated else None,
+        gate_variant=args.variant if gated and args.variant else None,
         quiet=args.quiet,
     )
 

@@ -112,7 +112,7 @@ def test_no_gap_with_a_flagged_layer_is_a_false_alarm_not_a_fix(base):
     f = r.findings
     assert f.gap.status == "no_gap" and f.culprits == [] and f.fix is None
     assert [h.code for h in f.hints] == ["rule_false_alarm"]
-    assert "no layer needs to stay in float" in f.headline[0]
+    assert "no layer needs to stay in float" in f.headline[1]  # after the model to ship
     html = render.render_html(r).decode()
     assert "Layers to keep in float" not in html and "Reproduce the recommended model" not in html
 
@@ -158,7 +158,7 @@ def test_missing_classes_are_warned_and_latency_that_matters_is_told(base):
     assert "no samples of 1 of the model's 2 classes (0)" in r.findings.warnings[0].text
     assert "FIQ runs 8.0x slower than float" in r.findings.headline[-1]
     same = changed(base, {"fiq": {"latency_ms": dataclasses.replace(fiq_lat, median=fiq_lat.median * 1.2)}})
-    assert not any("slower" in line for line in same.findings.headline)
+    assert not any("FIQ runs" in line for line in same.findings.headline)
 
 
 def test_findings_are_stored_in_report_json_and_derived_for_older_files(base):
@@ -181,7 +181,9 @@ def test_the_gate_reads_the_findings(base):
 
 
 @pytest.mark.parametrize("target_met,words", [
-    (True, "FIQ already meets the search's target (agree with float on at least 99% of samples)"),
+    # FIQ loses 32.5 points on the evaluation data: a target met on the selection samples is said as such only
+    (True, "FIQ meets the search's target (agree with float on at least 99% of samples) on its 355 selection samples"
+           " (x_calib), but not on the evaluation data"),
     (False, "No float layer changed FIQ measurably on"),
 ])
 def test_a_search_that_keeps_nothing_says_why(base, target_met, words):
@@ -230,14 +232,19 @@ def _alternative_16x8(report: Report, size_delta: int, lost: int):
     return Alternative("int16x8", list(report.recommendation.denylisted_nodes), model)
 
 
-@pytest.mark.parametrize("size_delta, lost, picked", [(-1000, 1, True), (-1000, 20, False), (+100, 0, False)])
-def test_the_same_layers_in_16x8_are_the_pick_only_when_as_good_and_smaller(base, size_delta, lost, picked):
+@pytest.mark.parametrize("size_delta, lost, lighter", [(-1000, 1, True), (-1000, 20, False), (+100, 0, False)])
+def test_the_same_layers_in_16x8_are_lighter_only_when_as_good_and_smaller(base, size_delta, lost, lighter):
+    """The recommended layers in 16x8 are an option of the one comparison table: lighter than the recommended
+    model only when smaller and not worse beyond noise; the decision ships it only when it meets the target and is
+    the cheapest, and no separate "pick" sentence competes with the decision."""
     rec = dataclasses.replace(base.recommendation, alternatives=[_alternative_16x8(base, size_delta, lost)])
     found = changed(base, recommendation=rec).findings
-    assert (found.fix.scheme == "int16x8") == picked
-    assert any("that is the pick" in line for line in found.headline) == picked
-    if picked:
-        assert "16x8" in found.fix.scheme_reason and "smaller" not in found.fix.scheme_reason.split("against")[0]
+    status = next(a.status for a in found.alternatives if a.scheme == "int16x8")
+    assert (status == "lighter") == lighter
+    row = next(t for t in found.tradeoff if t.name == "alt_int16x8")
+    assert row.meets_target == (lost < 6)  # 20 samples lost is beyond noise (McNemar)
+    assert not any("pick" in line for line in found.headline)
+    assert sum(line.startswith("Ship ") for line in found.headline) == 1
 
 
 def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(base):
@@ -245,14 +252,15 @@ def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(ba
     "FIQ stays as it is"."""
     flt = base.variant("float")
     whole = dataclasses.replace(flt, name="int16x8", size_bytes=flt.size_bytes // 2, converter="LiteRT Quantizer",
-                                metrics=dataclasses.replace(flt.metrics, paired={"float": Paired(1, 0)}))
+                                metrics=dataclasses.replace(flt.metrics, paired={"float": Paired(1, 0)}),
+                                tensor_types={**flt.tensor_types, "int16": 10, "int8": 5})
     rec = dataclasses.replace(base.recommendation, denylisted_nodes=[], selective=None, alternatives=[],
                               search=dataclasses.replace(base.recommendation.search, target_met=False))
     found = changed(dataclasses.replace(base, variants=[*base.variants, whole]), recommendation=rec).findings
     assert "FIQ stays as it is" not in found.recommendation
-    assert "16x8 (LiteRT Quantizer)" in found.recommendation and "wins the gap back" in found.recommendation
+    assert found.decision.variant == "int16x8" and found.headline[0].startswith("Ship 16x8")
     whole_row = next(t for t in found.tradeoff if t.name == "int16x8")  # and it is on the trade-off, meeting the target
     assert whole_row.meets_target and whole_row.pareto
     assert not next(t for t in found.tradeoff if t.name == "fiq").meets_target
-    without = changed(base, recommendation=rec).findings  # DRQ in the fixture loses: nothing to name
-    assert "FIQ stays as it is" in without.recommendation or "wins the gap back" in without.recommendation
+    without = changed(base, recommendation=rec).findings  # DRQ quantized nothing and FIQ loses: float is kept
+    assert without.decision.variant == "float" and not without.decision.meets_target

@@ -1,6 +1,6 @@
-"""The trade-off's three named picks and its Pareto front: what a reader takes without reading the table."""
+"""The comparison table's Pareto front, and the decision read from every model the report measured."""
 
-from reporter.findings.picks import BALANCED, MOST_ACCURATE, SMALLEST, Point, front, picks
+from reporter.findings.picks import Point, front
 
 KB = 1024
 
@@ -26,40 +26,30 @@ def test_latency_is_ignored_when_a_model_was_not_timed():
     assert front(points) == [True, True, False]  # c is bigger and no better once speed cannot count
 
 
-def test_three_picks_name_the_models_a_reader_would_choose():
-    chosen = picks(_points())
-    assert chosen[MOST_ACCURATE] == "int16x8"
-    assert chosen[SMALLEST] == "selective"  # FIQ is smaller but misses the target
-    assert chosen[BALANCED] == "selective"  # near-smallest, near-fastest and within noise of the best
-
-
-def test_no_smallest_pick_when_nothing_meets_the_target():
-    points = [Point("fiq", 100, 1.0, 0.5, False), Point("drq", 200, 2.0, 0.6, False)]
-    chosen = picks(points)
-    assert SMALLEST not in chosen
-    assert chosen[MOST_ACCURATE] == "drq"
-    assert chosen[BALANCED] in ("fiq", "drq")
-
-
-def test_the_report_picks_from_every_quantized_model_it_measured(fixture_report):
-    """Independently of the findings: the smallest model whose paired test against float shows no loss, and
-    the most accurate model, from the variants, the recommended model and its alternatives."""
+def test_the_report_ships_a_model_from_every_model_it_measured(fixture_report):
+    """Independently of the findings: every model measured is in the table; the shipped one is not worse than
+    float by its own McNemar test, and no other such model is both smaller and faster beyond timing noise."""
     from reporter.core import judgement as jd
+    from reporter.render import words
 
     report = fixture_report
+    found = words.findings_of(report)
     rec = report.recommendation
-    models = [v for v in report.variants if v.name != "float"] + [rec.selective] + \
+    models = [v for v in report.variants] + [rec.selective] + \
         [a.model for a in rec.alternatives if a.model is not None and a.model.name != "alt_float"]
     models = [m for m in models if m.ok and m.metrics is not None]
     flt = report.variant("float").metrics
-    no_loss = []
+
+    def meets(m):
+        paired = m.metrics.paired.get("float")
+        return m.name == "float" or jd.mcnemar_p_counts(paired.reference_only, paired.variant_only) >= 0.05 \
+            or m.metrics.accuracy >= flt.accuracy
+
+    assert {t.name for t in found.tradeoff} == {m.name for m in models}
+    ship = next(m for m in models if m.name == found.decision.variant)
+    assert meets(ship) and ship.name != "float"
     for m in models:
-        paired = m.metrics.paired["float"]
-        p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
-        if p >= 0.05 or m.metrics.accuracy >= flt.accuracy:
-            no_loss.append(m)
-    by_pick = {pick: t.name for t in report.findings.tradeoff for pick in t.picks}
-    assert {t.name for t in report.findings.tradeoff} == {m.name for m in models}
-    assert by_pick[SMALLEST] == min(no_loss, key=lambda m: m.size_bytes).name
-    assert by_pick[MOST_ACCURATE] == max(models, key=lambda m: (m.metrics.accuracy, -m.size_bytes)).name
-    assert [t.name for t in report.findings.tradeoff if t.chosen] == ["selective"]
+        if m.name not in ("float", ship.name) and meets(m):
+            assert not (m.size_bytes < ship.size_bytes and m.latency_ms.median * 1.1 < ship.latency_ms.median)
+    assert [t.name for t in found.tradeoff if t.chosen] == [ship.name]
+    assert found.headline[0].startswith("Ship ")

@@ -195,7 +195,7 @@ def test_pdf_pages_and_text(report):
     pdf = PdfReader(io.BytesIO(render.render(report, "pdf")))
     assert 3 <= len(pdf.pages) <= 15
     text = "\n".join(page.extract_text() for page in pdf.pages)
-    for title in ("Model structure", "Quality on the evaluation data", "Per-layer errors", "Recommendation",
+    for title in ("Model structure", "Quality on the evaluation data", "Per-layer errors", "The model to ship",
                   "Appendix", "page 1 of"):
         assert title in text, title
     # Page 1 holds the story: the panel (every variant's accuracy) and the headline sentences.

@@ -271,3 +271,86 @@ def test_with_two_labelled_regression_outputs_the_target_holds_for_each():
     mesh_units = np.mean((near["mesh"] - flt["mesh"]) ** 2, axis=1) / np.var(flt["mesh"])
     iris_units = np.mean((near["iris"] - flt["iris"]) ** 2, axis=1) / np.var(flt["iris"])
     assert per_sample == pytest.approx(mesh_units + iris_units)  # each output in units of its own variance
+
+
+def _spread(n, per_layer=1, base_wrong=200):
+    """A chain of n layers, each kept in float winning back `per_layer` samples of its own (none of them alone, nor
+    any tenth of them together, reaches the target or half of the way to it); every layer looks a little suspect."""
+    layers = _layers(n, bad={f"L{i}" for i in range(0, n, 3)})
+    return layers, Simulated([({f"L{i}"}, per_layer) for i in range(n)], base_wrong=base_wrong)
+
+
+def test_a_loss_spread_across_a_large_model_stops_the_search_early():
+    """Seen on an EfficientNet-B0 (306 ops): the search spent 60 candidates and answered with 160 float layers and
+    no reason for any. With every layer winning back one sample of 200 lost, no set of at most a tenth of the layers
+    reaches the target or wins back half of the way to it: the search stops after a handful of candidates, says why,
+    and keeps no layer in float."""
+    layers, ev = _spread(300)
+    trace = srch.search(layers, ev, _policy())
+    assert trace.spread and not trace.target_met
+    assert trace.evaluations == ev.calls <= 12, trace.evaluations
+    assert trace.chosen.nodes == frozenset()
+    limit = judgement.compact_limit(300)
+    assert limit == 30
+    assert trace.stop_reason.startswith("FIQ's loss is spread across the network: no set of at most 30 ops"
+                                        " (10% of 300) reaches the target"), trace.stop_reason
+    assert all(len(step.evaluation.nodes) <= limit for step in trace.steps)  # only compact sets were measured
+    assert {s.phase for s in trace.steps} <= {"fiq", "probe"}  # no add nor drop phase
+
+
+def test_a_compact_cause_in_a_large_model_is_still_found():
+    """The same 300 layers, the same spread-out noise, and one pair (a wide tensor and its consumer) that wins back
+    most of the loss: a compact cause, found and kept, with the search going on to its add and drop phases."""
+    layers = _layers(300, wide={"L150"}, bad={"L151"})
+    rules = [({"L150", "L151"}, 190)] + [({f"L{i}"}, 1) for i in range(0, 10)]
+    trace = srch.search(layers, Simulated(rules), _policy())
+    assert not trace.spread
+    assert {"L150", "L151"} <= trace.chosen.nodes and len(trace.chosen.nodes) <= 12
+    assert trace.evaluations <= 60
+
+
+def test_helpful_compact_sets_together_are_a_compact_cause():
+    """Two small groups of ops, each winning back a third of the way to the target, together most of it: no probe
+    alone is a compact cause, the helpful ones taken together are, and the search does not stop as spread."""
+    n = 100
+    layers = [srch.Layer(f"L{i}", "ADD" if i in (10, 60) else "MUL" if i in (20, 70) else "CONV_2D", 0.3, None,
+                         5.0, (f"L{i - 1}",) if i else (), (f"L{i + 1}",) if i < n - 1 else ()) for i in range(n)]
+    rules = [({"L10", "L60"}, 66), ({"L20", "L70"}, 66), ({"L10", "L60", "L20", "L70"}, 66)]
+    trace = srch.search(layers, Simulated(rules), _policy())
+    assert not trace.spread
+    assert any("helpful compact moves together" in s.change for s in trace.steps)
+    assert trace.chosen.nodes == {"L10", "L60", "L20", "L70"} and trace.target_met
+
+
+def test_a_small_model_is_searched_to_the_end():
+    """Below judgement.SPREAD_MIN_LAYERS layers the whole search costs little: no early stop on a spread-out loss."""
+    layers, ev = _spread(judgement.SPREAD_MIN_LAYERS - 1, per_layer=4)
+    trace = srch.search(layers, ev, _policy())
+    assert judgement.compact_limit(len(layers)) is None
+    assert not trace.spread and any(s.phase == "add" for s in trace.steps)
+
+
+def test_selection_data_grow_to_every_x_calib_sample_when_the_gap_is_near_what_they_can_detect():
+    """Selection data sized to the question: when half of the gap the search must close is below the smallest
+    change its samples can show, every x_calib sample beyond the calibration samples is used, and the report can say
+    how many; never an evaluation sample, nor a calibration sample (FIQ was calibrated on them)."""
+    from reporter.model.data import Dataset, Inputs
+    from reporter.search import recommend
+
+    pool = np.arange(1300, dtype=np.float32).reshape(-1, 1)  # a sample's value is its index in x_calib
+    data = Dataset("mem", Inputs({"": -np.ones((200, 1), np.float32)}), np.zeros(200, int), Inputs({"": pool[:100]}),
+                   "x_calib", True, Inputs({"": pool}))
+    sel = recommend.selection(data, 100, 500)
+    assert len(sel.x) == 500 and sel.info.detectable == pytest.approx(6 / 500) and sel.info.grown_from is None
+    assert recommend.grown(data, sel, 100, 500, to_win=0.05) is None  # half of 5 % is 12 samples of 500: enough
+    more = recommend.grown(data, sel, 100, 500, to_win=0.02)  # half of 2 % is 5 samples: fewer than 6
+    assert more is not None and len(more.x) == more.info.num_samples == 1200 and more.info.grown_from == 500
+    assert list(more.x[""][:, 0]) == list(range(100, 1300))  # every sample beyond the calibration samples
+    assert not more.info.overlaps_calibration and more.info.detectable == pytest.approx(6 / 1200)
+    assert recommend.grown(data, sel, 100, 500, to_win=-0.01) is not None  # FIQ meets the target there: too few
+    assert len(recommend.grown(data, sel, 100, 100, to_win=0.0).x) == 1000  # at most 10x --selection-samples
+    no_calib = Dataset("mem", data.x, data.y, data.x[:100], "x", True)
+    held = recommend.selection(no_calib, 100, 500)
+    assert held.info.overlaps_evaluation
+    assert recommend.grown(no_calib, held, 100, 500, to_win=0.0) is None  # a held-out half of x: no more samples
+    assert judgement.selection_too_small(0.02, 500) and not judgement.selection_too_small(0.03, 500)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Optional
 
 from reporter.run import settings
-from reporter.core import variants
 from reporter.core.errors import QuantReportError
 from reporter.findings.gate import Gate
 from reporter.core.files import folder_name, name_problem
@@ -155,7 +154,8 @@ def load(path) -> BatchConfig:
                 problem(at("gate", -1, None), "[gate] needs 'max_accuracy_drop'")
                 ok = False
             if ok:
-                gate = Gate(float(raw_gate["max_accuracy_drop"]), raw_gate.get("variant", variants.GATE_DEFAULT))
+                # without 'variant' the gate holds each model's decision for its target (reporter.findings.gate)
+                gate = Gate(float(raw_gate["max_accuracy_drop"]), raw_gate.get("variant", ""))
 
     raw_models = data.get("model", [])
     if not isinstance(raw_models, list) or not raw_models:

@@ -83,9 +83,15 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
     ok = [f for f in found.variants if f.ok and f.name != variants.RULE]
     values = {f.name: f.accuracy for f in ok if f.accuracy is not None}  # the main metric, whatever it is
     is_accuracy = metric in ACCURACY_NAMES
-    target = found.variant(gate.variant if gate else variants.GATE_DEFAULT)
+    by_target = gate is not None and not gate.variant and found.gate is not None  # the run's gate by --target
+    gated = found.gate.variant if by_target else (gate.variant if gate and gate.variant else variants.GATE_DEFAULT)
+    target = found.variant(gated)
     drop = -target.vs_float.delta if target is not None and target.vs_float is not None else None
-    gate_result = dataclasses.asdict(check(report, gate)) if gate else None
+    if gate is None:
+        gate_result = None
+    else:
+        gate_result = dataclasses.asdict(found.gate if by_target else check(report, gate if gate.variant else
+                                                                                 Gate(gate.max_accuracy_drop)))
     return IndexRow(
         links={fmt: f"{outcome.folder}/{FILE_NAMES[fmt]}" for fmt in FILE_NAMES if (folder / FILE_NAMES[fmt]).is_file()},
         accuracy=values if is_accuracy else {},

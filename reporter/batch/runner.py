@@ -149,7 +149,7 @@ def _pending_jobs(config: BatchConfig, out: Path, resume: bool, display: Display
             options={**settings.from_toml(entry.options),
                      # the gate's limit is also the search's target (the same --max-accuracy-drop as `run`)
                      **({"max_accuracy_drop": config.gate.max_accuracy_drop,
-                         "gate_variant": config.gate.variant} if config.gate else {})},
+                         "gate_variant": config.gate.variant or None} if config.gate else {})},
             fingerprint=fp, log=str(log), config_dir=str(config.path.parent.resolve()),
         ))
     return pending

@@ -206,6 +206,9 @@ CONFIDENCE = 0.95  # intervals on accuracy (Wilson)
 LATENCY_NOTABLE_RATIO = 1.5  # a variant this many times slower than float: said in the verdict
 LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster than in BASE has changed,
 LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings of tiny models jump run to run
+# The model to ship (reporter.core.targets.cost) weighs a latency difference only from this much per sample: a
+# few microseconds between tiny models is the timer's jitter, and a decision must not flip from run to run.
+LATENCY_DECISION_MIN_MS = 0.01
 DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
 DRQ_MIN_WEIGHT_ELEMENTS = 1024  # the converter's default: smaller weight tensors stay float under DRQ
 # A layer's range this many times the median range is wide: a hint for the rule (findings), and a region of the
@@ -253,6 +256,14 @@ def loss_stays(is_significant: Optional[bool], delta: float, max_accuracy_drop: 
     """A fix that leaves a variant worse than float: worse beyond noise and beyond the allowed drop."""
     allowed = max_accuracy_drop is not None and within(-delta, max_accuracy_drop)
     return worse_beyond_noise(is_significant, delta) and not allowed
+
+
+def meets_accuracy(is_significant: Optional[bool], delta: float, max_accuracy_drop: Optional[float]) -> bool:
+    """A model meets the accuracy target against float: with --max-accuracy-drop, when it loses at most that much
+    (the gate's rule, whatever the noise); without, when it is not worse beyond noise."""
+    if max_accuracy_drop is not None:
+        return gate_passes(-delta, max_accuracy_drop)
+    return not worse_beyond_noise(is_significant, delta)
 
 
 def output_error_changed(base_mse: float, new_mse: float) -> bool:
@@ -352,3 +363,41 @@ def detectable_share(n: int) -> Optional[float]:
             return k / n
         k += 1
     return None
+
+
+# --- the search: spread-out loss -------------------------------------------------------------------
+# A loss has a compact cause when a set of at most SPREAD_MAX_SHARE of the debugged layers, kept in float, reaches
+# the search's target or wins back at least SPREAD_RECOVER_SHARE of the way from FIQ to it. The share is the same
+# half a prune must keep of what the best model won back (KEEP_GAIN_SHARE): a set that wins back less leaves most
+# of the loss outside it, and is not its cause. When the moves with the strongest evidence show no compact cause,
+# the loss is spread across the network: the search stops, and whole-model schemes answer (reporter.search.engine).
+SPREAD_MAX_SHARE = 0.10
+SPREAD_RECOVER_SHARE = KEEP_GAIN_SHARE
+# Below this many debugged layers a tenth of them is a couple of ops, and the whole search costs little: it runs.
+SPREAD_MIN_LAYERS = 50
+SPREAD_PROBES = 8  # compact moves measured alone before the search decides (the evidence's best first)
+SPREAD_GROUP_PROBES = 4  # of them at most this many regions and groups; singles and tensors fill the rest
+
+
+def compact_limit(layers: int) -> Optional[int]:
+    """The most layers a compact cause holds among `layers` debugged layers (SPREAD_MAX_SHARE of them); None when
+    the model is too small for the search to stop early on a spread-out loss."""
+    if layers < SPREAD_MIN_LAYERS:
+        return None
+    return max(1, int(SPREAD_MAX_SHARE * layers + TOLERANCE))
+
+
+def compact_cause(score: float, start: float, target: float) -> bool:
+    """A selection score (higher is better) of a compact set in float that makes it the loss's cause: it reaches the
+    target, or wins back at least SPREAD_RECOVER_SHARE of the way from FIQ's `start` to the target."""
+    return within(target, score) or score - start >= SPREAD_RECOVER_SHARE * (target - start) - TOLERANCE
+
+
+def selection_too_small(to_win: float, samples: int) -> bool:
+    """The gap the search must close on the selection samples (`to_win`: the target's agreement with float minus
+    FIQ's, as a share of samples) is near what `samples` paired samples can detect: a set that wins back half of it
+    (SPREAD_RECOVER_SHARE, what makes a compact cause and what a prune keeps) would change fewer samples than the
+    smallest change a paired test can show, so neither a cause nor its absence would be measured. A gap of zero or
+    less (FIQ meets the target there, though the evaluation data show a loss) is below it too."""
+    share = detectable_share(samples)
+    return share is None or SPREAD_RECOVER_SHARE * to_win < share - TOLERANCE

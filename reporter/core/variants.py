@@ -55,6 +55,7 @@ class Variant:
 # Every variant's name, spelled once: code outside core/ uses these, never the string (an architecture test).
 FLOAT, DRQ, FIQ, F16, INT16X8, INT8_IO, WO8 = "float", "drq", "fiq", "f16", "int16x8", "int8_io", "wo8"
 SELECTIVE, RULE, ALT_FLOAT, ALT_INT16X8, ALT_DRQ = "selective", "rule", "alt_float", "alt_int16x8", "alt_drq"
+OUTPUT_FLOAT = "fiq_output_float"
 # How the recommended layers are found (--recommend): measured by the search, or by the rmse/scale rule (which
 # builds the RULE model).
 SEARCH_METHOD, RULE_METHOD = "search", RULE
@@ -79,6 +80,9 @@ REGISTRY: tuple[Variant, ...] = (
             headline_blame=True),
     Variant(WO8, "Weight-only", "Weight-only int8", "Weight-only int8 (dequantized to float at run time)",
             (LITERT,), recipe="weight_only_wi8_afp32", fixable=True, headline_blame=True),
+    # FIQ whose output's int8 range clips float's values, rebuilt with the op making that output in float.
+    Variant(OUTPUT_FLOAT, "FIQ, float output", "FIQ with its output op in float",
+            "FIQ with the op that makes its clipped output kept in float", fixes_fiq=True, requested=False),
     # Models the recommendation builds: never asked for by name. The alternatives are measured in this order.
     Variant(SELECTIVE, "Recommended", "Selective (recommended layers in float)",
             "FIQ with the recommended layers left in float", fixes_fiq=True, requested=False),
@@ -125,7 +129,7 @@ def short(name: str) -> str:
 def ordered(names) -> tuple:
     """Float first (every comparison's reference), then the rest in the registry's order."""
     wanted = set(names) | {FLOAT}
-    return tuple(v for v in ALL_VARIANTS if v in wanted)
+    return tuple(v.name for v in REGISTRY if v.name in wanted)
 
 
 def alternative(scheme: str) -> str:

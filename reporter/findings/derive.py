@@ -2,8 +2,9 @@
 
 `decide(report)` is a pure function of the measured report (no TensorFlow, no files, no sentences): the
 verdict per variant with its significance, the gap and whether the fix closed it, the culprit layers and why,
-the lighter schemes and the pick, degenerate outputs, every output of a model with several, the trade-off and
-its picks, the notices (reporter.findings.notices) and the gate (reporter.findings.gate). Thresholds and
+the lighter schemes tried for them, degenerate outputs, every output of a model with several, the model to ship
+for the target with the one comparison table (reporter.findings.decision), the notices
+(reporter.findings.notices) and the gate (reporter.findings.gate). Thresholds and
 noise rules come from reporter.core.judgement, variant names from reporter.core.variants.
 
 The sentences that word these decisions are reporter.render.words' (`attach` there gives a report its
@@ -14,32 +15,22 @@ and what their words read beyond the stored numbers is in the records' `unstored
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
-from reporter.core.variants import LABELS, short
+from reporter.core.variants import short
 from reporter.findings import gate as gt
 from reporter.findings import notices
-from reporter.findings import picks as pk
+from reporter.findings import decision as choice
 from reporter.findings.basis import columns, compare, layer_of, measurable, metric_of
 from reporter.model import findings as mf
-from reporter.model.findings import (AlternativeFinding, BlameFinding, Comparison, Culprit, Degenerate, Findings,
-                                     FixFinding, GapFinding, HeadFinding, Reason, TradeoffPoint, VariantFinding)
+from reporter.model.findings import (AlternativeFinding, BlameFinding, Culprit, Degenerate, Findings, FixFinding,
+                                     GapFinding, HeadFinding, Reason, VariantFinding)
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Metrics, Report, VariantResult
-
-
-@dataclass(frozen=True)
-class Closing:
-    """A quantized variant other than FIQ that is not worse than float beyond noise (or the allowed drop) on
-    the main metric: the measured trade-off when no float layer closes FIQ's gap."""
-
-    variant: str
-    vs_float: Comparison
 
 
 @dataclass(frozen=True)
@@ -51,8 +42,6 @@ class Decisions:
     warnings: list[notices.Fact]
     hints: list[notices.Fact]
     gate: Optional[gt.Verdict] = None  # the run's gate (--max-accuracy-drop), when one was asked for
-    closing: list[Closing] = dataclasses.field(default_factory=list)
-    pick_vs_float: Optional[Comparison] = None  # the pick in a lighter scheme (`FixFinding.scheme`) against float
 
 
 # --- deciding them --------------------------------------------------------------------------------------
@@ -62,18 +51,19 @@ def decide(report: "Report") -> Decisions:
         ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes else "regression"
     found = [_variant(report, v) for v in columns(report)]
     gap = _gap(report, next((v for v in found if v.name == variants.FIQ), None))
-    fix, pick_vs_float = _pick(report, _fix(report, gap, found))
+    fix = _fix(report, gap, found)
     heads = _heads(report)
+    decision = choice.decide(report)
     limit = report.settings.get("max_accuracy_drop")
     verdict = None
     if limit is not None:
-        gate = gt.Gate(limit, report.settings.get("gate_variant", variants.GATE_DEFAULT))
-        verdict = gt.decide(found, heads, gate, primary_output(report))
+        gate = gt.Gate(limit, report.settings.get("gate_variant") or variants.GATE_DEFAULT)
+        verdict = gt.decide(found, heads, gate, primary_output(report)) if report.settings.get("gate_variant") \
+            or decision is None else gt.decide_target(decision, choice.vs_float(report, decision), limit)
     findings = Findings(task=task, headline=[], variants=found, gap=gap, culprits=_culprits(report, gap), fix=fix,
                         warnings=[], hints=[], alternatives=_alternatives(report), heads=heads,
-                        tradeoff=_tradeoff(report, fix))
-    return Decisions(findings, notices.warnings(report), notices.hints(report, gap), verdict, closing(report),
-                     pick_vs_float)
+                        tradeoff=choice.table(report, decision), decision=decision)
+    return Decisions(findings, notices.warnings(report), notices.hints(report, gap), verdict)
 
 
 def primary_output(report: "Report") -> Optional[str]:
@@ -112,88 +102,7 @@ def _heads(report: "Report") -> list[HeadFinding]:
     return out
 
 
-# --- the fix, its lighter schemes and the trade-off --------------------------------------------------
-def _pick(report: "Report", fix: Optional[FixFinding]) -> tuple[Optional[FixFinding], Optional[Comparison]]:
-    """A recovered fix whose layers do as well in a lighter scheme (16x8, dynamic range): the smallest such
-    alternative is the pick, when it is also not worse than float beyond noise (or the allowed drop); with its
-    comparison against float."""
-    if fix is None or fix.status != "recovered" or report.recommendation is None:
-        return fix, None
-    flt = report.variant(variants.FLOAT)
-    limit = report.settings.get("max_accuracy_drop")
-    found = {a.scheme: a for a in report.recommendation.alternatives}
-    best = None
-    for alt in _alternatives(report):
-        model = found[alt.scheme].model if alt.scheme in found else None
-        if alt.status != "lighter" or model is None or model.metrics is None or flt is None or flt.metrics is None:
-            continue
-        cmp = compare(model.metrics, flt.metrics, variants.FLOAT)
-        if jd.loss_stays(cmp.significant, cmp.delta, limit):
-            continue
-        if best is None or alt.size_delta_bytes < best[0].size_delta_bytes:
-            best = (alt, cmp)
-    if best is None:
-        return fix, None
-    return dataclasses.replace(fix, scheme=best[0].scheme), best[1]
-
-
-def closing(report: "Report") -> list[Closing]:
-    """Every quantized variant other than FIQ that is not worse than float beyond noise (and the allowed drop)
-    on the main metric, in the report's order."""
-    flt = report.variant(variants.FLOAT)
-    if flt is None or not flt.ok or flt.metrics is None:
-        return []
-    limit = report.settings.get("max_accuracy_drop")
-    out = []
-    for v in report.variants:
-        if v.name in (variants.FLOAT, variants.FIQ) or not v.ok or v.metrics is None or not v.size_bytes:
-            continue
-        cmp = compare(v.metrics, flt.metrics, variants.FLOAT)
-        if cmp.p_value is None or jd.loss_stays(cmp.significant, cmp.delta, limit):
-            continue
-        out.append(Closing(v.name, cmp))
-    return out
-
-
-def _tradeoff(report: "Report", fix: Optional[FixFinding]) -> list[TradeoffPoint]:
-    """Every quantized model measured on the main metric (the variants, the recommended model, its layers in a
-    lighter scheme), on the Pareto front over size, latency and the metric, with the three named picks. Empty
-    when fewer than two models can be compared."""
-    flt = report.variant(variants.FLOAT)
-    if flt is None or not flt.ok or flt.metrics is None or not measurable(report):
-        return []
-    rec = report.recommendation
-    models = [v for v in report.variants if v.name != variants.FLOAT]
-    if rec is not None and rec.selective is not None:
-        models.append(rec.selective)
-    if rec is not None:
-        models += [a.model for a in rec.alternatives if a.model is not None and a.model.name != variants.ALT_FLOAT]
-    limit = report.settings.get("max_accuracy_drop")
-    rows = []
-    for v in models:
-        if not v.ok or v.metrics is None or not v.size_bytes or v.metrics.score is None:
-            continue
-        cmp = compare(v.metrics, flt.metrics, variants.FLOAT)
-        meets = cmp.p_value is not None and not jd.loss_stays(cmp.significant, cmp.delta, limit)
-        latency = v.latency_ms.median if v.latency_ms else None
-        rows.append((v, cmp, pk.Point(v.name, v.size_bytes, latency,
-                                      v.metrics.score * (1 if v.metrics.higher_is_better else -1), meets)))
-    if len(rows) < 2:
-        return []
-    points = [p for _, _, p in rows]
-    chosen = None
-    if fix is not None and fix.built and fix.status != "failed":
-        chosen = variants.SELECTIVE if fix.scheme == variants.FLOAT else variants.alternative(fix.scheme)
-    named = pk.picks(points)
-    return [TradeoffPoint(
-        name=v.name, label=LABELS.get(v.name, v.name), score=v.metrics.score,
-        score_text="", vs_float=cmp, size_bytes=v.size_bytes,
-        latency_ms=p.latency_ms, meets_target=p.meets_target, pareto=on_front,
-        picks=[name for name in pk.PICKS if named.get(name) == v.name], chosen=v.name == chosen,
-        share=v.metrics.share)
-        for (v, cmp, p), on_front in zip(rows, pk.front(points))]
-
-
+# --- the fix's lighter schemes ------------------------------------------------------------------------
 def _alternatives(report: "Report") -> list[AlternativeFinding]:
     """Each lighter scheme tried for the recommended layers, judged against the recommended model: a
     lighter fix only when it is smaller and not worse beyond noise on the same samples."""

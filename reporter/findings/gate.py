@@ -16,11 +16,12 @@ from typing import Iterable, Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
-from reporter.model.findings import HeadFinding, VariantFinding
+from reporter.model.findings import Comparison, Decision, HeadFinding, VariantFinding
 
 # Why a run's loss could not be measured (`Loss.unmeasured`).
 NOT_BUILT, FAILED, FLOAT_FAILED = "not_built", "failed", "float_failed"
 NOT_MEASURED, FLOAT_NOT_MEASURED, NOT_APPLICABLE = "not_measured", "float_not_measured", "not_applicable"
+NONE_FOR_TARGET = "none_for_target"  # the gate by target: no model for the target was measured
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Verdict:
     gate: Gate
     passed: bool
     loss: Loss
+    decision: Optional[Decision] = None  # the gate by target (no --variant): the decision it holds
 
 
 def run_losses(found: list[VariantFinding], heads: list[HeadFinding], variant: str,
@@ -83,3 +85,17 @@ def decide(found: list[VariantFinding], heads: list[HeadFinding], gate: Gate, pr
     losses = run_losses(found, heads, gate.variant, primary)
     failed = failing(losses, gate.max_accuracy_drop)
     return Verdict(gate, not failed, failed[0] if failed else losses[0])
+
+
+def decide_target(decision: Decision, vs_float: Optional[Comparison], limit: float) -> Verdict:
+    """The gate by target (no --variant given): it holds the model decided for the target, which meets the limit
+    when a quantized model for the target does (reporter.findings.decision reads the limit as this gate does);
+    otherwise it fails on the target's closest model (`vs_float`: that model's comparison with float)."""
+    name = decision.variant if decision.meets_target else decision.runner_up
+    if name == variants.FLOAT:  # on a CPU float ships when each quantized model that meets the limit costs more
+        loss = Loss(name, 0.0)
+    elif not name or vs_float is None:
+        loss = Loss(name or decision.target, None, unmeasured=NONE_FOR_TARGET if not name else NOT_APPLICABLE)
+    else:
+        loss = Loss(name, -vs_float.delta, vs_float.p_value)
+    return Verdict(Gate(limit, name), decision.meets_target and loss.drop is not None, loss, decision)

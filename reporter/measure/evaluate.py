@@ -14,9 +14,14 @@ from reporter.measure.signature import Inputs, Port, Signature, by_position, rea
 BATCH_BYTES = 32 * 1024 * 1024
 
 
-def _interpreter(model: bytes, num_threads=None):
-    from ai_edge_litert.interpreter import Interpreter
+def _interpreter(model: bytes, num_threads=None, reference: bool = False):
+    """LiteRT's interpreter; `reference`: its reference kernels (BUILTIN_REF, what TFLite Micro and many NPUs
+    implement) instead of the default optimized ones."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
+    if reference:
+        return Interpreter(model_content=model, num_threads=1,
+                           experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
     return Interpreter(model_content=model, num_threads=num_threads)
 
 
@@ -78,19 +83,20 @@ def predict(model: bytes, x) -> np.ndarray:
     return _run(model, x, only=True)[""]
 
 
-def predict_all(model: bytes, x) -> dict[str, np.ndarray]:
-    """Every output of the model, by signature output name, for every sample of `x` (see `predict`)."""
-    return _run(model, x, only=False)
+def predict_all(model: bytes, x, reference: bool = False) -> dict[str, np.ndarray]:
+    """Every output of the model, by signature output name, for every sample of `x` (see `predict`); with
+    `reference`, run by LiteRT's reference kernels."""
+    return _run(model, x, only=False, reference=reference)
 
 
-def _run(model: bytes, x, only: bool) -> dict[str, np.ndarray]:
+def _run(model: bytes, x, only: bool, reference: bool = False) -> dict[str, np.ndarray]:
     """The outputs ({"": the one output} when `only`).
 
     Models with a fixed batch dimension (like a tf_keras LSTM built with batch_size=1) cannot be
     resized; they run one sample per invoke.
     """
     x = as_inputs(x)
-    it = _interpreter(model, num_threads=os.cpu_count())
+    it = _interpreter(model, num_threads=os.cpu_count(), reference=reference)
     sig = read(it)
     ports = list(sig.inputs)
     feed = _feed(x, ports)
@@ -168,10 +174,9 @@ def latency_ms(model: bytes, sample, runs: int = 50, warmup: int = 5) -> tuple[f
     return float(np.median(times)), float(np.percentile(times, 90)), runs
 
 
-def integer_output_ranges(model: bytes) -> dict[str, tuple[float, float, float, str]]:
-    """Each output (by signature key) made by an integer tensor: the real values it can hold and its step,
-    (low, high, scale, dtype name). The output itself when it is int8/int16, else the input of the DEQUANTIZE that makes it; outputs made
-    in float are left out."""
+def _integer_outputs(model: bytes) -> dict[str, dict]:
+    """Each output (by signature key) made by an integer tensor: that tensor's details. The output itself when it
+    is int8/int16, else the input of the DEQUANTIZE that makes it; outputs made in float are left out."""
     interpreter = _interpreter(model)
     sig = signature(model)
     tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
@@ -179,22 +184,44 @@ def integer_output_ranges(model: bytes) -> dict[str, tuple[float, float, float, 
     for op in interpreter._get_ops_details():  # noqa: SLF001 - the only way to read which op makes a tensor
         for out in op["outputs"]:
             makers[int(out)] = op
-    ranges = {}
+    found = {}
     for port in sig.outputs:
         tensor = tensors.get(port.index)
         op = makers.get(port.index)
         if tensor is not None and np.dtype(tensor["dtype"]) == np.float32 and op is not None \
                 and op["op_name"] == "DEQUANTIZE":
             tensor = tensors.get(int(op["inputs"][0]))
-        if tensor is None or np.dtype(tensor["dtype"]) not in (np.int8, np.int16):
-            continue
+        if tensor is not None and np.dtype(tensor["dtype"]) in (np.int8, np.int16):
+            found[port.key] = tensor
+    return found
+
+
+def integer_output_ranges(model: bytes) -> dict[str, tuple[float, float, float, str]]:
+    """Each output (by signature key) made by an integer tensor: the real values it can hold and its step,
+    (low, high, scale, dtype name)."""
+    ranges = {}
+    for key, tensor in _integer_outputs(model).items():
         scale, zero = tensor["quantization"]
         if not scale:
             continue
         info = np.iinfo(np.dtype(tensor["dtype"]))
-        ranges[port.key] = (float((info.min - zero) * scale), float((info.max - zero) * scale), float(scale),
-                           np.dtype(tensor["dtype"]).name)
+        ranges[key] = (float((info.min - zero) * scale), float((info.max - zero) * scale), float(scale),
+                       np.dtype(tensor["dtype"]).name)
     return ranges
+
+
+def integer_output_names(model: bytes, keys) -> list[str]:
+    """For the outputs `keys` (signature keys) made by an integer tensor, the names by which the op that makes each
+    may be known: the output tensor's own name (a DEQUANTIZE keeps the float model's name) and the integer
+    tensor's, in that order."""
+    found = _integer_outputs(model)
+    tensors = {t["index"]: t["name"] for t in _interpreter(model).get_tensor_details()}
+    ports = {p.key: p for p in signature(model).outputs}
+    names = []
+    for key in keys:
+        if key in found and key in ports:
+            names += [n for n in (tensors.get(ports[key].index), found[key]["name"]) if n and n not in names]
+    return names
 
 
 def clipped_share(values: np.ndarray, low: float, high: float, step: float) -> float:

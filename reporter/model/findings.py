@@ -14,6 +14,7 @@ from typing import Optional
 
 from reporter.core import variants
 from reporter.core.records import unstored
+from reporter.model.kernels import ReferenceAgreement
 
 # How a Comparison's numbers read (`Comparison.measure`).
 POINTS = "points"  # accuracy, a share of samples right: in points, McNemar on the paired counts
@@ -220,9 +221,40 @@ class TradeoffPoint:
     latency_ms: Optional[float]
     meets_target: bool  # not worse than float beyond noise (or the allowed drop)
     pareto: bool  # no other model is smaller, faster and better at once
-    picks: list[str] = field(default_factory=list)  # "most accurate", "balanced", "smallest meeting the target"
-    chosen: bool = False  # the recommendation's model
+    picks: list[str] = field(default_factory=list)  # what the decision names it: SHIP, RUNNER_UP or NOT_QUANTIZED
+    chosen: bool = False  # the decided model (`Decision.variant`)
+    runs_on_target: bool = True  # runs on the decision's --target as built
     share: bool = unstored(True)  # the main metric is a share (0..1): `score_text` in percent
+
+
+# Why the decision is what it is (`Decision.why`).
+MEETS = "meets"  # the cheapest model for the target that meets the accuracy target
+FLOAT_CHEAPER = "float_cheaper"  # a CPU: quantized models meet the target, but each costs more there than float
+NONE_MEETS = "none_meets"  # no quantized model for the target meets it: float is kept (cpu, gpu), none (int8)
+NO_CANDIDATE = "no_candidate"  # nothing for the target was built and measured
+SHIP, RUNNER_UP = "ship", "runner-up"  # `TradeoffPoint.picks`
+NOT_QUANTIZED = "not quantized"  # `TradeoffPoint.picks`: the converter quantized nothing of it (float by another name)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The model to ship for the run's --target (reporter.core.targets), decided from every model measured:
+    those that run on the target and meet the accuracy target (within noise of float, or within
+    --max-accuracy-drop), then the cheapest by the target's priorities."""
+
+    target: str  # "cpu", "int8" or "gpu"
+    variant: str  # the model to ship ("" when nothing for the target can be: int8 without an integer-only model)
+    label: str
+    meets_target: bool  # a quantized model for the target meets the accuracy target (float may still ship: CPU)
+    why: str  # MEETS, FLOAT_CHEAPER, NONE_MEETS or NO_CANDIDATE
+    reason: str = ""  # the headline's first sentence
+    runner_up: str = ""  # meets the target and trades differently (smaller, faster or more accurate); or, when
+    # none meets, the target's closest model
+    runner_up_label: str = ""
+    would_meet: str = ""  # none meets: the cheapest model that meets the accuracy target but not the hardware
+    file: str = ""  # the shipped model's .tflite in the report folder
+    reference_agreement: Optional[ReferenceAgreement] = None  # int8: default against reference kernels
+    candidates: int = 0  # models measured that run on the target
 
 
 @dataclass(frozen=True)
@@ -239,7 +271,8 @@ class Findings:
     recommendation: str = ""  # one sentence: what the recommendation keeps in float and what that measured
     alternatives: list[AlternativeFinding] = field(default_factory=list)
     heads: list[HeadFinding] = field(default_factory=list)  # several outputs: every output of every variant
-    tradeoff: list[TradeoffPoint] = field(default_factory=list)  # every quantized model measured, picks named
+    tradeoff: list[TradeoffPoint] = field(default_factory=list)  # every model measured: the one comparison table
+    decision: Optional[Decision] = None  # the model to ship for --target
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)

@@ -35,16 +35,15 @@ Format history (SCHEMA_VERSION):
      dynamic dimensions, dtype) for every input, in the TFLite signature's order; `model.input_shape` stays
      the first input's shape. With several outputs, `model.outputs` (name, signature key, shape, task,
      classes, labelled, primary) and `variants[].heads` (every output's metrics or output error, by name);
-     `metrics` / `output_error` are the primary output's. Version-4 files migrate (their one input is named
-     "x", as its data array was).
+     `metrics` / `output_error` are the primary output's; version-4 files migrate (one input, named "x").
      Later additions with defaults (files without them still read as version 5): tasks "segmentation" (dense
      per-pixel or per-timestep classes: `metrics.accuracy` is pixel accuracy, `metrics.mean_iou`,
      `.iou_per_class`, a pixel confusion matrix) and `metrics.main` (the metric the verdicts read when it is
      not accuracy: mean IoU, or the user's `--metric`, with its interval and paired tests over samples);
-     `metrics.user` (the user's metric values); `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`;
-     `variants[].nonfinite_outputs` (evaluation samples on which the model output NaN or inf; 0 in older files).
-     report.json is standard JSON: a number that is not finite (NaN, inf) is written as null (`to_json`), and
-     `variants[].layer_errors.layers[].cosine` may be null (not finite: an op's output overflowed).
+     `metrics.user`; `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`; `variants[].nonfinite_outputs`
+     (evaluation samples with NaN or inf outputs); `findings.decision`, `variants[].reference_kernels` (--target),
+     `recommendation.search.spread`, `.selection_data.grown_from`.
+     Standard JSON: a non-finite number is written as null (`to_json`); `layer_errors.layers[].cosine` may be null.
 """
 
 from __future__ import annotations
@@ -60,7 +59,7 @@ from reporter.core.variants import RULE_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
 from reporter.model.output_range import ClippedOutput
 from reporter.model.regression import TargetError
-from reporter.model.findings import Findings
+from reporter.model.findings import Findings, ReferenceAgreement
 
 SCHEMA_VERSION = 5
 
@@ -77,7 +76,7 @@ MEASUREMENTS = {
     "target_error": "error against the targets",
     "latency": "latency",
     "heads": "metrics of each output",
-    "clipping": "output range against float's values",
+    "clipping": "output range against float's values", "reference_kernels": "agreement with the reference kernels",
 }
 
 
@@ -295,6 +294,7 @@ class VariantResult:
     nonfinite_outputs: int = 0
     target_error: Optional[TargetError] = None  # a regression output with targets: error against them
     clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
+    reference_kernels: Optional[ReferenceAgreement] = None  # --target int8: default against reference kernels
 
     @property
     def ok(self) -> bool:
@@ -394,9 +394,7 @@ class GapStatus:
 
 
 @dataclass(frozen=True)
-class SelectionData:
-    """The samples the search chose on: never the evaluation samples without saying so."""
-
+class SelectionData:  # the samples the search chose on: never the evaluation samples without saying so
     source: str  # "x_calib" or "x" (a held-out part of the evaluation data)
     num_samples: int
     score: str  # what the selection score measures
@@ -405,6 +403,7 @@ class SelectionData:
     heldout_accuracy: dict = field(default_factory=dict)  # float / fiq / selective accuracy on them
     overlaps_calibration: bool = False  # x_calib held too few samples beyond the calibration samples
     detectable: Optional[float] = None  # the smallest change in the selection score a paired test can show
+    grown_from: Optional[int] = None  # the gap was near what this many could show: all x_calib beyond calibration
 
 
 @dataclass(frozen=True)
@@ -435,6 +434,7 @@ class SearchResult:
     stop_reason: str
     budget: int
     necessity: dict[str, float] = field(default_factory=dict)  # node -> selection score lost without it
+    spread: bool = False  # no compact set of layers is the loss's cause: stopped after the first probes
 
 
 @dataclass(frozen=True)

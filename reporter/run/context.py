@@ -39,8 +39,8 @@ class RunStart:
 
     @property
     def variants(self) -> tuple:
-        """The variants to build: float first, then the rest in the registry's order."""
-        return variants.ordered(self.settings.variants)
+        """The variants to build (those --target adds too): float first, then the rest in the registry's order."""
+        return variants.ordered(self.settings.built_variants)
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,12 @@ from reporter import __version__
 from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
-from reporter.core import variants
+from reporter.core import targets, variants
 from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line, storage_problem
 from reporter.core.files import folder_name, staged_folder
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
-from reporter.measure import evaluate, structure
+from reporter.measure import evaluate, kernels, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.measurer import Measurer
 from reporter.measure.signature import check_shapes as signature_check_shapes
@@ -38,6 +38,7 @@ from reporter.run.data_loading import load_data
 from reporter.run.model_loading import LoadedModel
 from reporter.run.settings import RunSettings  # noqa: F401 - where callers have always found it
 from reporter.search.options import SearchOptions
+from reporter.search import output_range
 from reporter.search.recommendation import recommend_for
 
 
@@ -89,7 +90,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
     try:
         if variants.FIQ in s.variants and Path(s.model).suffix.lower() != ".tflite":
             child = contained.Child()  # calibrates where a native crash cannot end the run; imports TF meanwhile
-        if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.variants) \
+        if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.built_variants) \
                 and side.worth_it(Path(s.model), s.side_converter):
             side_conv = side.SideConverter()
             if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
@@ -274,7 +275,30 @@ def _measure(ctx: RunContext,
         results = {k: m.restated(v) for k, v in results.items()}
 
     blame.blame_variants(m, ctx.float_model, results, ctx.litert_models, s.max_accuracy_drop)
+    fiq = results.get(variants.FIQ)
+    if ctx.quantizer is not None and fiq is not None and fiq.ok:  # an output whose int8 range clips: its own fix
+        fixed = output_range.output_float_fix(m, ctx.quantizer, fiq, (ctx.folder / f"{fiq.name}.tflite").read_bytes())
+        if fixed is not None:
+            results[variants.OUTPUT_FLOAT] = fixed
+    if s.target == targets.INT8:
+        results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
     return m, results
+
+
+def _with_reference_kernels(ctx: RunContext, v: VariantResult) -> VariantResult:
+    """An integer-only model (the int8 target's candidates) run by LiteRT's reference kernels too, and their
+    agreement with the default kernels recorded; a failure is recorded as a measurement error."""
+    if not v.ok or not targets.integer_only(v.tensor_types):
+        return v
+    try:
+        with ctx.progress.stage("reference kernels", detail=v.name):
+            model = (ctx.folder / f"{v.name}.tflite").read_bytes()
+            found = kernels.reference_agreement(model, ctx.data.x, targets.REFERENCE_SAMPLES,
+                                                classes=ctx.task.num_classes is not None)
+    except Exception as exc:  # noqa: BLE001 - the rest of the report stands without it
+        traceback.print_exc()
+        return dataclasses.replace(v, measurement_errors={**v.measurement_errors, "reference_kernels": one_line(exc)})
+    return dataclasses.replace(v, reference_kernels=found)
 
 
 def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from reporter.core import targets
 from reporter.core.judgement import SUSPECT_THRESHOLD
 from reporter.measure.task import BINARY_THRESHOLD, TASK_KINDS
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
@@ -115,6 +116,11 @@ RUN = (
             " batch file or in the current folder), which registers them (e.g. @keras.saving.register_keras_serializable()); its code"
             " runs, so only with --trust-model", "a module name", lambda v: v is None or (
                 isinstance(v, str) and all(part.isidentifier() for part in v.split("."))), metavar="MODULE"),
+    Setting("target", "choice", targets.DEFAULT,
+            "where the shipped model runs: cpu (LiteRT on a CPU, any scheme, latency counts), int8 (integer-only"
+            " hardware: every op int8, int8 input and output; adds the int8 I/O variant and checks LiteRT's reference"
+            " kernels), gpu (a GPU delegate: float16 or float32; adds float16) (default: cpu)",
+            " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -122,10 +128,12 @@ RUN = (
 
 GATE = (
     Setting("max_accuracy_drop", "number", None,
-            "gate: exit with code 3 when the gate variant loses more than D accuracy (0..1) against float;"
-            " also the search's target", "a number from 0 to 1", _number(lambda v: 0 <= v <= 1), metavar="D"),
-    Setting("variant", "choice", GATE_DEFAULT, f"the variant the gate checks (default: {GATE_DEFAULT})",
-            f'a quantized variant such as "{FIQ}"', lambda v: v in ALL_VARIANTS and v != FLOAT,
+            "gate: exit with code 3 when no model for --target loses at most D accuracy (0..1) against float (with"
+            " --variant: when that variant loses more); also the search's target", "a number from 0 to 1",
+            _number(lambda v: 0 <= v <= 1), metavar="D"),
+    Setting("variant", "choice", None,
+            "the variant the gate checks (default: the model decided for --target; before --target, it was"
+            f" {GATE_DEFAULT})", f'a quantized variant such as "{FIQ}"', lambda v: v in ALL_VARIANTS and v != FLOAT,
             choices=tuple(v for v in ALL_VARIANTS if v != FLOAT)),
 )
 
@@ -155,6 +163,7 @@ class RunSettings:
     selection_samples: int = DEFAULTS["selection_samples"]  # samples the search chooses on
     keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
+    target: str = DEFAULTS["target"]  # where the shipped model runs: "cpu", "int8" or "gpu" (reporter.core.targets)
     primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
     threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this
     task: tuple = DEFAULTS["task"]  # "KIND" or "OUTPUT=KIND": what an output is, as the user says
@@ -205,6 +214,17 @@ class RunSettings:
                     " TensorFlow's converter makes them from a Keras model or SavedModel; LiteRT Quantizer makes"
                     " drq, fiq, int16x8 and wo8 (its fiq already has int8 input and output)")
         output.check_writable(self.out)
+
+    @property
+    def built_variants(self) -> tuple:
+        """The variants to build: those asked for, and those the target adds (int8 I/O, float16) where they can be
+        built (TensorFlow's converter makes them; from a float .tflite LiteRT's FIQ is integer-only already)."""
+        from reporter.core.variants import NEEDS_TF_CONVERTER
+
+        adds = targets.REGISTRY[self.target].adds
+        if Path(self.model).suffix.lower() == ".tflite":
+            adds = tuple(v for v in adds if v not in NEEDS_TF_CONVERTER)
+        return tuple(dict.fromkeys((*self.variants, *adds)))
 
     @property
     def display_name(self) -> str:

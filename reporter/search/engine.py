@@ -12,7 +12,10 @@ the selection data), so that the algorithm is tested without TensorFlow.
    contiguous block of the graph (Polygraphy's bisection over the layer order, NNCF's groups).
 2. Rank the moves from the debugger's evidence (local rmse/scale, the jump of the propagated error,
    range), then measure the regions and groups and the best single moves alone where the budget allows,
-   and order by measured effect.
+   and order by measured effect. On a large model the compact moves (at most a tenth of the layers) with the
+   strongest evidence are measured first: when none reaches the target or wins back half of the way to it
+   (nor do the helpful ones together), FIQ's loss is spread across the network and the search stops there,
+   with no layer chosen (judgement.compact_cause): a few candidates, not a long list of float layers.
 3. Add moves in that order until the target is met, or until more float layers stop helping.
 4. Drop what is not needed, halves of the kept layers first, then smaller parts, then one layer at a
    time (delta debugging), until removing any one kept layer hurts (beyond noise, or below the target).
@@ -81,6 +84,7 @@ class Trace:
     target_met: bool = False
     stop_reason: str = ""
     necessity: dict = field(default_factory=dict)  # node -> selection score lost when it is dropped
+    spread: bool = False  # no compact set of layers is the loss's cause: the search stopped after its first probes
 
 
 @dataclass(frozen=True)
@@ -215,13 +219,40 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     singles = moves(layers)
     wide = region_moves(layers) + sorted(group_moves(layers), key=lambda m: -m.prior)
     ranked = wide + singles
-    probes = {}
-    for move in ranked[: max(0, policy.budget // 3)]:
+    probes: dict[Move, Evaluation] = {}
+
+    def probe(move: Move) -> None:
         ev = measure(move.nodes)
-        if ev is None:
-            continue
-        probes[move] = ev
-        trace.steps.append(Step(ev, "probe", _change("+", move), False))
+        if ev is not None and move not in probes:
+            probes[move] = ev
+            trace.steps.append(Step(ev, "probe", _change("+", move), False))
+
+    limit = judgement.compact_limit(len(layers))
+    if limit is not None:
+        # A large model: the compact moves with the strongest evidence first; none of them the loss's cause (nor
+        # the helpful ones together) means a loss spread across the network, and the search stops here.
+        compact = [m for m in ranked if len(m.nodes - forced) <= limit]
+        first = [m for m in compact if m.kind in ("region", "group")][: judgement.SPREAD_GROUP_PROBES]
+        first += [m for m in compact if m not in first][: judgement.SPREAD_PROBES - len(first)]
+        for move in first:
+            probe(move)
+
+        def together(nodes: frozenset) -> Optional[Evaluation]:
+            ev = measure(nodes)
+            if ev is not None:
+                trace.steps.append(Step(ev, "probe", f"+ the helpful compact moves together ({len(nodes)} layers)",
+                                        False))
+            return ev
+
+        if probes and not _compact_cause(probes, start, policy.target, limit, together):
+            trace.spread = True
+            reason = (f"FIQ's loss is spread across the network: no set of at most {limit} ops"
+                      f" ({judgement.SPREAD_MAX_SHARE:.0%} of {len(layers)}) reaches the target or wins back"
+                      f" {judgement.SPREAD_RECOVER_SHARE:.0%} of the way to it (measured: the {len(first)} such sets"
+                      " with the strongest evidence, and those that helped together)")
+            return _finish(trace, start, False, reason, t0)
+    for move in ranked[: max(0, policy.budget // 3)]:
+        probe(move)
     gain = {m: ev.score - start.score for m, ev in probes.items()}
     order = sorted(probes, key=lambda m: (-gain[m], len(m.nodes), ranked.index(m)))
     order += [m for m in ranked if m not in probes]
@@ -312,6 +343,26 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         reason = ("the target was reached with more layers in float, but what the dropped ones added was within"
                   " noise on the selection samples")
     return _finish(trace, current, meets(current), reason, t0)
+
+
+def _compact_cause(probes: dict, start: Evaluation, target: float, limit: int,
+                   measure: Callable[[frozenset], Optional[Evaluation]]) -> bool:
+    """Whether a compact set (at most `limit` layers) is the loss's cause (judgement.compact_cause): one of the
+    compact moves measured alone (`probes`), or, when none is alone, the ones that helped taken together, best first
+    while the set stays compact (one more candidate)."""
+    def cause(ev: Optional[Evaluation]) -> bool:
+        return ev is not None and judgement.compact_cause(ev.score, start.score, target)
+
+    if any(cause(ev) for ev in probes.values()):
+        return True
+    union: frozenset = frozenset()
+    helped = [m for m in sorted(probes, key=lambda m: -probes[m].score) if probes[m].score > start.score]
+    for move in helped:
+        if len(union | move.nodes) <= limit:
+            union |= move.nodes
+    if not union or any(union == m.nodes for m in helped):
+        return False
+    return cause(measure(union))
 
 
 def _check_cost(kept: int) -> int:

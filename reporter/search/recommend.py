@@ -100,6 +100,30 @@ def selection(data: Dataset, calibration_samples: int, max_samples: int,
     return Selection(data.x[chosen], info, heldout)
 
 
+GROWN_MAX_FACTOR = 10  # grown selection data: at most this many times --selection-samples (each candidate reads them)
+
+
+def grown(data: Dataset, sel: Selection, calibration_samples: int, max_samples: int,
+          to_win: float) -> Optional[Selection]:
+    """Selection data sized to the question: when the gap the search must close on the selection samples (`to_win`:
+    the target's agreement with float minus FIQ's) is near what they can detect (judgement.selection_too_small),
+    every x_calib sample beyond the calibration samples, up to GROWN_MAX_FACTOR times `max_samples`. Never an
+    evaluation sample, and no calibration sample either (FIQ was calibrated on them: a layer judged there may look
+    better than it is; `selection` takes them only when too few others remain). None when there are no more such
+    samples than `sel` holds, or no need (or `sel` is not a classification's agreement, or is a held-out part of the
+    evaluation data)."""
+    pool, info = data.x_pool, sel.info
+    if pool is None or info.overlaps_evaluation or info.overlaps_calibration or info.detectable is None:
+        return None
+    fresh = pool[calibration_samples:]
+    n = min(len(fresh), GROWN_MAX_FACTOR * max_samples)
+    if n <= len(sel.x) or not judgement.selection_too_small(to_win, len(sel.x)):
+        return None
+    info = dataclasses.replace(info, num_samples=int(n), detectable=judgement.detectable_share(n),
+                               grown_from=int(len(sel.x)))
+    return Selection(fresh[:n], info, None)
+
+
 def scorer(float_out: np.ndarray, classification: bool, binary_sigmoid: bool = False,
            classes: Optional[Callable] = None) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
     """Selection score of a candidate's outputs: agreement with float (`classes`: what is compared per sample,
@@ -189,11 +213,19 @@ class Candidates:
         """`task`: what the (one) output means; `heads`: for a model with several outputs, the (signature output
         name, Task) of each output the target must hold for, and `sel.float_out` float's outputs by that name;
         `primary_key` the output the evaluation data's accuracy is read from."""
-        self.quantizer, self.ops, self.sel = quantizer, list(ops), sel
+        self.quantizer, self.ops, self.sel, self.task = quantizer, list(ops), sel, task
         self.heads, self.primary_key = heads or [], primary_key
         self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
             scorer(sel.float_out, task.classification, task.binary_sigmoid, task.classes)
         self._built: dict[frozenset, bytes] = {}
+        self._scored: dict[frozenset, srch.Evaluation] = {}
+
+    def on(self, sel: Selection) -> "Candidates":
+        """The same candidates scored on other selection samples (`sel.float_out` float's outputs on them): the
+        models already built are not built again."""
+        other = Candidates(self.quantizer, self.ops, sel, self.task, self.heads, self.primary_key)
+        other._built = self._built
+        return other
 
     def outputs(self, model: bytes, x):
         """The model's outputs the score reads: all of them by name (several outputs), or the one."""
@@ -215,9 +247,12 @@ class Candidates:
         return model
 
     def __call__(self, nodes: frozenset) -> srch.Evaluation:
-        model = self.build(nodes)
-        value, per_sample = self.score(self.outputs(model, self.sel.x))
-        return srch.Evaluation(frozenset(nodes), value, per_sample, len(model))
+        key = frozenset(nodes)
+        if key not in self._scored:  # once each: FIQ is scored to size the selection data, then by the search
+            model = self.build(key)
+            value, per_sample = self.score(self.outputs(model, self.sel.x))
+            self._scored[key] = srch.Evaluation(key, value, per_sample, len(model))
+        return self._scored[key]
 
 
 def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[LayerStat],
@@ -301,6 +336,7 @@ def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, ta
         stop_reason=trace.stop_reason,
         budget=budget,
         necessity={n: trace.necessity[n] for n in sorted(trace.necessity, key=lambda n: order.get(n, 0))},
+        spread=trace.spread,
     )
 
 

@@ -6,12 +6,13 @@ beside it, and the chosen layers in lighter schemes (16x8, dynamic range) measur
 from __future__ import annotations
 
 import dataclasses
+import time
 import traceback
 import numpy as np
 
 from reporter.convert import converter as conv
 from reporter.convert import litert
-from reporter.core import judgement, variants
+from reporter.core import judgement, targets, variants
 from reporter.core.errors import one_line
 from reporter.debug.debugger import check_not_everything
 from reporter.measure import evaluate, structure
@@ -64,13 +65,19 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     search_result = None
     if options.method == SEARCH_METHOD:
         with progress.stage("search"):
+            t0 = time.perf_counter()
+            candidates = _sized(m, options, candidates, forced, pol.target)
+            sel = candidates.sel
             flow = structure.dataflow(quantizer.calibrated or float_model)
             trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
+            trace.seconds = time.perf_counter() - t0  # with sizing the selection data (FIQ scored there, once)
         chosen = recommend.in_model_order(trace.chosen.nodes, layers)
         with progress.stage("search"):
             steps = recommend.steps_on_evaluation(trace, candidates, layers, m)
         progress.say(f"searched {trace.evaluations} candidates on {len(sel.x):,} selection samples:"
                      f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
+        if trace.spread:
+            progress.say(trace.stop_reason)
         search_result = recommend.search_result(trace, steps, sel, target_text, options.budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
@@ -99,7 +106,8 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
         alternatives = _alternatives(m, chosen, schemes, litert_models, options.keep_float_ops, results)
     if options.method == SEARCH_METHOD and rule_nodes:
         rule = _measure_rule(m, rule, set(rule_nodes) | forced, all_nodes, candidates, results)
-    if gap_status.status in ("gap", "open") and variants.INT16X8 not in results:
+    if gap_status.status in ("gap", "open") and variants.INT16X8 not in results \
+            and not _a_variant_meets(results, options.max_accuracy_drop):
         whole = _whole_model_16x8(m, litert_models, results)
         if whole is not None:
             # a measured trade-off the report states when no float layer closes the gap
@@ -112,6 +120,53 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
         alternatives=alternatives, **base,
     )
     return layers, rec
+
+
+def _sized(m: Measurer, options: SearchOptions, candidates: recommend.Candidates, forced: frozenset,
+           target: float) -> recommend.Candidates:
+    """The candidates on selection data sized to the question: when the gap from FIQ to the search's `target` on the
+    selection samples is near what they can detect, on every x_calib sample (recommend.grown), float's outputs on
+    them computed again."""
+    sel = candidates.sel
+    more = recommend.grown(m.data, sel, options.calibration_samples, options.selection_samples,
+                           target - candidates(forced).score)
+    if more is None:
+        return candidates
+    float_model = candidates.quantizer.float_model
+    float_out = evaluate.predict_all(float_model, more.x) if candidates.heads else \
+        evaluate.predict(float_model, more.x)
+    m.progress.say(f"the gap to the target on {len(sel.x):,} selection samples is near what they can show: the"
+                   f" search chooses on every x_calib sample beyond the calibration samples,"
+                   f" {more.info.num_samples:,}")
+    return candidates.on(dataclasses.replace(more, float_out=float_out))
+
+
+def _a_variant_meets(results: dict, max_accuracy_drop) -> bool:
+    """A quantized variant other than FIQ already meets the accuracy target against float (paired, as the findings
+    judge it): the whole model in 16x8 (slow int16 kernels on a CPU, no integer-only model) is then not measured."""
+    flt = results.get(variants.FLOAT)
+    if flt is None or not flt.ok:
+        return False
+    for name, v in results.items():
+        if name in (variants.FLOAT, variants.FIQ) or not v.ok or not targets.quantized(v.tensor_types):
+            continue
+        if v.metrics is not None and flt.metrics is not None:
+            main, ref = v.metrics.main, flt.metrics.main
+            if main is not None and ref is not None and variants.FLOAT in main.paired:
+                paired = main.paired[variants.FLOAT]
+                delta, p = paired.delta, paired.p_value
+            elif main is None and variants.FLOAT in v.metrics.paired:
+                counts = v.metrics.paired[variants.FLOAT]
+                delta = v.metrics.accuracy - flt.metrics.accuracy
+                p = judgement.mcnemar_p_counts(counts.reference_only, counts.variant_only)
+            else:
+                continue
+            if judgement.meets_accuracy(judgement.significant(p), delta, max_accuracy_drop):
+                return True
+        elif v.output_error is not None and v.output_error.float_variance:
+            if judgement.within(judgement.DEFAULT_TARGET_R2, 1 - v.output_error.mse / v.output_error.float_variance):
+                return True
+    return False
 
 
 def _whole_model_16x8(m: Measurer, litert_models, results) -> VariantResult:

@@ -57,11 +57,6 @@ class MarkdownView:
                 f" samples; target ({search.target_text}) {'met' if search.target_met else 'NOT met'}.")
 
     @property
-    def lighter_fixes(self) -> list[str]:
-        """The lighter schemes for the recommended layers: as accurate within noise and smaller."""
-        return [a.text for a in self.basis.findings.alternatives if a.status == "lighter"]
-
-    @property
     def latency_timing_note(self) -> str:
         """The batch's timing note alone (a skipped latency is already a hint of its own)."""
         settings = self.basis.report.settings

@@ -10,9 +10,8 @@ from typing import Optional
 from reporter.core import judgement as jd
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, or_missing)
-from reporter.core import variants
-from reporter.core.variants import SEARCH_METHOD, short
-from reporter.findings.picks import PICKS, SMALLEST
+from reporter.core import targets, variants
+from reporter.core.variants import SEARCH_METHOD
 from reporter.model.report import SearchStep, VariantResult
 from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
 from reporter.render.words.recommendation import SCHEME_NAMES
@@ -77,17 +76,18 @@ class Candidate:
 
 
 @dataclass(frozen=True)
-class PickRow:
-    """One quantized model on the trade-off between size, latency and the main metric."""
+class OptionRow:
+    """One model measured, in the one comparison table the decision is read against."""
 
     model: str
     score: str
     vs_float: str
     size: str
     latency: str
-    meets: str
+    runs: str  # on the target, as built
+    meets: str  # the accuracy target
+    role: str  # "ship", "runner-up" or ""
     pareto: bool
-    picks: str
     chosen: bool
 
 
@@ -296,38 +296,43 @@ class RecommendationView:
             latency=or_missing(c.latency_ms, fmt_ms), pareto=c.pareto, chosen=c.chosen, rule=c.rule)
 
     @cached_property
-    def pick_rows(self) -> list[PickRow]:
-        """Every quantized model measured, smallest first, with the front and the three picks."""
-        points = sorted(self.basis.findings.tradeoff, key=lambda t: (t.size_bytes, t.name))
-        return [PickRow(model=t.label, score=t.score_text, vs_float=t.vs_float.text if t.vs_float else NOT_MEASURED,
-                        size=fmt_bytes(t.size_bytes), latency=or_missing(t.latency_ms, fmt_ms),
-                        meets="yes" if t.meets_target else "no", pareto=t.pareto, picks=", ".join(t.picks),
-                        chosen=t.chosen) for t in points]
+    def option_rows(self) -> list[OptionRow]:
+        """Every model measured: float (the reference) first, the shipped model and the runner-up next, then the
+        rest smallest first."""
+        decision = self.basis.findings.decision
+        order = [variants.FLOAT] + ([decision.variant, decision.runner_up] if decision is not None else [])
+        points = sorted(self.basis.findings.tradeoff, key=lambda t: (
+            order.index(t.name) if t.name in order else len(order), t.size_bytes, t.name))
+        return [OptionRow(model=t.label, score=t.score_text,
+                          vs_float=t.vs_float.text if t.vs_float else ("reference" if t.name == variants.FLOAT
+                                                                       else NOT_MEASURED),
+                          size=fmt_bytes(t.size_bytes), latency=or_missing(t.latency_ms, fmt_ms),
+                          runs="yes" if t.runs_on_target else "no", meets="yes" if t.meets_target else "no",
+                          role=", ".join(t.picks), pareto=t.pareto, chosen=t.chosen) for t in points]
 
     @property
-    def target_suffix(self) -> str:
-        """', or by more than the allowed 1.0 points' when --max-accuracy-drop was given."""
+    def target_words(self) -> str:
+        """The target's column header: "Runs on a CPU (LiteRT)"."""
+        decision = self.basis.findings.decision
+        return "Runs on " + targets.of(decision.target if decision else targets.DEFAULT).hardware
+
+    @property
+    def target_text(self) -> str:
+        """The accuracy target in words: "not worse than float beyond noise", or the allowed drop."""
         limit = self.basis.report.settings.get("max_accuracy_drop")
         if limit is None:
-            return ""
-        share = self.basis.metric[1]
-        return f", or by no more than the allowed {limit * 100:.1f} points" if share else f", or by no more than the allowed {fmt_number(limit)}"
+            return "not worse than float beyond noise"
+        allowed = f"{limit * 100:.1f} points" if self.basis.metric[1] else fmt_number(limit)
+        return f"at most {allowed} below float (--max-accuracy-drop)"
 
     @property
-    def picks_sentence(self) -> str:
-        """The three picks in one sentence, a model named once: 'Most accurate and balanced: Recommended (95.6 %,
-        6.6 KB); smallest meeting the target: DRQ (95.1 %, 4.4 KB).'"""
-        points = self.basis.findings.tradeoff
-        if not points:
-            return ""
-        parts = []
-        for t in sorted((t for t in points if t.picks), key=lambda t: PICKS.index(t.picks[0])):
-            names = t.picks[0] if len(t.picks) == 1 else ", ".join(t.picks[:-1]) + " and " + t.picks[-1]
-            parts.append(f"{names}: {short(t.name)} ({t.score_text}, {fmt_bytes(t.size_bytes)})")
-        if not any(SMALLEST in t.picks for t in points):
-            parts.append(f"{SMALLEST}: none, every model measured is worse than float beyond noise")
-        text = "; ".join(parts)
-        return text[:1].upper() + text[1:] + "."
+    def priorities(self) -> str:
+        """What the target weighs among the models that meet the accuracy target."""
+        decision = self.basis.findings.decision
+        if decision is not None and not targets.of(decision.target).timed:
+            return "by size: latency on this machine is not the target's"
+        return (f"size and latency, each in doublings; latencies within {jd.LATENCY_SAME_RATIO:.0%} of each other, or"
+                f" less than {jd.LATENCY_DECISION_MIN_MS * 1000:g} µs apart, are a tie")
 
     @property
     def alternative_lines(self) -> list[str]:

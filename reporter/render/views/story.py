@@ -70,6 +70,12 @@ class StoryView:
         return self.basis.findings.headline
 
     @property
+    def leads_with_decision(self) -> bool:
+        """The headline's first sentence is the model to ship (set in bold)."""
+        found = self.basis.findings
+        return bool(found.decision and found.headline and found.headline[0] == found.decision.reason)
+
+    @property
     def warnings(self) -> list[str]:
         return [n.text for n in self.basis.findings.warnings]
 
@@ -100,13 +106,15 @@ class StoryView:
         """Every measured variant with accuracy, its interval, the paired test against float, the task's
         main metric, size and latency (the rule's pick stays in the search section)."""
         rows = []
+        decision = self.basis.findings.decision
+        shipped = decision.variant if decision is not None else variants.SELECTIVE  # highlighted: the model to ship
         for f in self.basis.findings.variants:
             if f.name == variants.RULE:
                 continue
             long = self.basis.long(f.name)
             if not f.ok:
                 rows.append(PanelRow(f.label, long, Cell("failed"), "", Cell(f.error or ""), Cell(""), Cell(""),
-                                     Cell(""), f.name == variants.SELECTIVE, failed=True))
+                                     Cell(""), f.name == shipped, failed=True))
                 continue
             quality_error = f.not_measured.get("metrics") or f.not_measured.get("output_error")
             if quality_error:
@@ -138,7 +146,7 @@ class StoryView:
                 Cell(fmt_bytes(f.size_bytes), tone=ratio_tone(f.size_ratio, 0.0), note=size_note),
                 Cell(or_missing(f.latency_ms, fmt_ms), tone=ratio_tone(f.latency_ratio, jd.LATENCY_SAME_RATIO),
                      note=lat_note),
-                f.name == variants.SELECTIVE))
+                f.name == shipped))
         return rows
 
 

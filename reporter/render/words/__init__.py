@@ -1,7 +1,8 @@
 """The sentences of the findings: reporter.findings decides, these modules word it, one module per section
 (`comparison`: a paired difference, which the others quote; `verdicts`: each variant's line, blamed layer
 and output cells; `recommendation`: the gap's reason, the recommendation's sentence, kept layers, fix,
-lighter schemes and trade-off scores; `headline`: the story told first; `notices`: warnings and hints;
+lighter schemes and the comparison table's scores; `decision`: the model to ship for the target; `headline`:
+the story told first; `notices`: warnings and hints;
 `gate`: the gate's line; `diff`: `quant-report diff`'s). A wording change touches no decision, and every
 format reads the same words.
 
@@ -13,12 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from reporter.core import variants
 from reporter.findings.basis import columns
 from reporter.findings.derive import Decisions, decide
 from reporter.model.findings import Findings
 from reporter.model.report import Report
-from reporter.render.words import comparison, gate, headline, notices, recommendation, verdicts
+from reporter.render.words import comparison, decision, gate, headline, notices, recommendation, verdicts
 
 
 def attach(report: Report) -> Report:
@@ -57,15 +57,15 @@ def word(report: Report, decided: Decisions) -> Findings:
     fix = found.fix
     if fix is not None:
         fix = dataclasses.replace(fix, text=recommendation.fix_text(report, fix, found.gap))
-        if fix.scheme != variants.FLOAT:  # the pick keeps the layers in a lighter scheme
-            picked = next(a for a in found.alternatives if a.scheme == fix.scheme)
-            fix = dataclasses.replace(fix, scheme_reason=recommendation.scheme_reason(picked, decided.pick_vs_float))
     found = dataclasses.replace(
         found, variants=found_variants, culprits=culprits, alternatives=alternatives, fix=fix,
         warnings=[notices.notice(report, n) for n in decided.warnings],
         hints=[notices.notice(report, n) for n in decided.hints],
         gate=gate.finding(report, found, decided.gate) if decided.gate is not None else None)
-    sentence = recommendation.sentence(report, found, decided.closing)
+    if found.decision is not None:
+        found = dataclasses.replace(found, decision=dataclasses.replace(
+            found.decision, reason=decision.sentence(report, found, found.decision)))
+    sentence = recommendation.sentence(report, found)
     nonfinite = next((n for n in decided.warnings if n.code == "nonfinite_outputs"), None)
     return dataclasses.replace(found, recommendation=sentence,
                                headline=headline.headline(report, found, sentence, nonfinite))

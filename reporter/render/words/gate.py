@@ -4,7 +4,7 @@ to a saved report afterwards: a batch's [gate] on each model's report."""
 from __future__ import annotations
 
 from reporter.core import judgement as jd
-from reporter.core import variants
+from reporter.core import targets, variants
 from reporter.core.formatting import fmt_number
 from reporter.findings import gate as gt
 from reporter.findings.basis import metric_of
@@ -30,6 +30,9 @@ def finding(report: Report, found: Findings, verdict: gt.Verdict) -> GateFinding
 def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
     """"fiq accuracy drop 32.5 points (p < 0.001) exceeds the limit of 2.0", or why the gate cannot pass."""
     loss, variant, limit = verdict.loss, verdict.gate.variant, verdict.gate.max_accuracy_drop
+    if verdict.decision is not None and loss.unmeasured == gt.NONE_FOR_TARGET:
+        where = targets.of(verdict.decision.target).words
+        return f"no model that runs {where} was measured, so the gate cannot pass"
     if loss.unmeasured == gt.NOT_BUILT:
         return f"{variant} was not built, so the gate cannot pass"
     if loss.unmeasured in (gt.FAILED, gt.FLOAT_FAILED):
@@ -54,4 +57,12 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
     primary = primary_output(report)
     where = f" on output {primary}" if primary else ""
     outcome = "is within" if verdict.passed else "exceeds"
+    d = verdict.decision
+    if d is not None:  # the gate by target
+        hardware = targets.of(d.target).words
+        if verdict.passed:
+            return f"{variant}, the model to ship {hardware}: {metric} drop {points}{noise}{where} is within the limit" \
+                   f" of {lim}"
+        text = f"no quantized model {hardware} meets the limit of {lim}: the closest, {variant}, drops {points}{noise}"
+        return text + (f"; {d.would_meet} would meet it, but does not run {hardware}" if d.would_meet else "")
     return f"{variant} {metric} drop {points}{noise}{where} {outcome} the limit of {lim}"

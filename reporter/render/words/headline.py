@@ -23,14 +23,16 @@ BLAMED_IN_HEADLINE = variants.BLAMED_IN_HEADLINE
 
 
 def headline(report: Report, found: Findings, recommendation: str, nonfinite: Optional[Fact]) -> list[str]:
-    """Two or three sentences (`found` worded but for its headline; `recommendation` the sentence of
-    reporter.render.words.recommendation): non-finite outputs first, as they change every figure."""
-    lines = [nonfinite_text(report, nonfinite)] if nonfinite is not None else []
+    """A few sentences (`found` worded but for its headline; `recommendation` the sentence of
+    reporter.render.words.recommendation): the model to ship for the target first, then non-finite outputs, as
+    they change every figure, then what FIQ lost, its cause and what keeping it in float measured."""
+    lines = [found.decision.reason] if found.decision is not None and found.decision.reason else []
+    lines += [nonfinite_text(report, nonfinite)] if nonfinite is not None else []
     return lines + _story(report, found, recommendation) + _head_lines(found)
 
 
 def _story(report: Report, found: Findings, recommendation: str) -> list[str]:
-    gap, culprits, fix = found.gap, found.culprits, found.fix
+    culprits, fix = found.culprits, found.fix
     fiq, flt = found.variant(variants.FIQ), found.variant(variants.FLOAT)
     if flt is None or not flt.ok:
         return ["The float model could not be measured, so nothing can be compared with it."]
@@ -98,10 +100,7 @@ def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: Va
         against = f"{fmt_score(fix.accuracy, share)} against float's {fmt_score(flt.accuracy, share)}" + (
             f" ({fix.vs_float.text})" if fix.vs_float else "")
         if fix.status == "recovered":
-            lines = [f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}."]
-            if fix.scheme != variants.FLOAT:
-                lines.append(f"Cheaper: {fix.scheme_reason}; that is the pick.")
-            return lines
+            return [f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}."]
         return [f"The search blames {where}. Keeping {it} in float {won}, but the gap stays open:"
                 f" {against}, {_cost(report, fix)}."]
     if fix.status == "measured" and fix.text and (fix.output_mse is None or fix.fiq_output_mse is None):

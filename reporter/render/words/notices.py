@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reporter.core import variants
-from reporter.core.formatting import fmt_number, fmt_percent
+from reporter.core.formatting import fmt_mse, fmt_number, fmt_percent, fmt_score
 from reporter.findings.basis import columns, metric_of
 from reporter.findings.notices import Fact
 from reporter.model.findings import Notice
@@ -85,7 +85,26 @@ def _output_clipped(report: Report, fact: Fact) -> str:
     return (f"{variants.short(fact.subject)}'s {clip.dtype} output {fact.detail} holds only {clip.low:.4g} to"
             f" {clip.high:.4g}: {fmt_percent(clip.share)} of float's output values on the evaluation data lie"
             f" beyond it and clip. No layer kept in float changes that; only the output's range does (an int16"
-            f" or float output), which this run did not measure.")
+            f" or float output): {_output_fix_words(report, fact.subject)}.")
+
+
+def _output_fix_words(report: Report, subject: str) -> str:
+    """What FIQ with its output op in float measured, against FIQ (reporter.search.output_range builds it)."""
+    fix, fiq = report.variant(variants.OUTPUT_FLOAT), report.variant(subject)
+    label = variants.LABELS[variants.OUTPUT_FLOAT]
+    if subject != variants.FIQ or fix is None:
+        return "this run did not measure one"
+    if not fix.ok:
+        return f"{label} could not be built: {fix.error}"
+    if fix.metrics is not None and fiq.metrics is not None and fix.metrics.score is not None \
+            and fiq.metrics.score is not None:
+        share = fix.metrics.share
+        return (f"{label} measured {fmt_score(fix.metrics.score, share)} against FIQ's"
+                f" {fmt_score(fiq.metrics.score, share)}")
+    if fix.output_error is not None and fiq.output_error is not None:
+        return (f"{label} measured output {fmt_mse(fix.output_error.mse, fix.output_error.float_variance)} against"
+                f" float, FIQ {fmt_mse(fiq.output_error.mse, fiq.output_error.float_variance)}")
+    return f"{label} was built; its quality was not measured"
 
 
 def _debugger_failed(report: Report, fact: Fact) -> str:

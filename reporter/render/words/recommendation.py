@@ -8,12 +8,11 @@ from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
-from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_number, fmt_percent, fmt_points, fmt_score,
+from reporter.core.formatting import (fmt_amount, fmt_number, fmt_percent, fmt_points, fmt_score,
                                       fmt_signed_bytes)
-from reporter.findings.basis import metric_of
-from reporter.findings.derive import Closing
+from reporter.findings.basis import compare, measurable, metric_of
 from reporter.model import findings as mf
-from reporter.model.findings import (AlternativeFinding, Comparison, Findings, FixFinding, GapFinding, Reason,
+from reporter.model.findings import (AlternativeFinding, Findings, FixFinding, GapFinding, Reason,
                                      TradeoffPoint)
 from reporter.model.report import Alternative, Recommendation, Report, SearchResult
 from reporter.core.variants import SEARCH_METHOD
@@ -54,7 +53,7 @@ def score_text(point: TradeoffPoint) -> str:
     return fmt_score(point.score, point.share)
 
 
-def sentence(report: Report, found: Findings, closing: list[Closing]) -> str:
+def sentence(report: Report, found: Findings) -> str:
     """What the recommendation keeps in float and what that model measured, in one sentence (`found` worded)."""
     rec, gap, fix = report.recommendation, found.gap, found.fix
     if rec is None:
@@ -63,14 +62,19 @@ def sentence(report: Report, found: Findings, closing: list[Closing]) -> str:
         return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
     search = rec.search
     if fix is None or fix.status == "not_built":
+        if rec.method == SEARCH_METHOD and search is not None and search.target_met and _misses_on_evaluation(report):
+            sel = search.selection_data
+            return (f"FIQ meets the search's target ({search.target_text}) on its {sel.num_samples:,} selection"
+                    f" samples ({sel.source}), but not on the evaluation data: those samples do not show FIQ's loss, so"
+                    " the search kept no layer in float; give x_calib samples that look like the evaluation data.")
         if rec.method == SEARCH_METHOD and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
+        if rec.method == SEARCH_METHOD and search is not None and search.spread:
+            return (f"{search.stop_reason}: no layer is kept in float, and the model to ship comes from the whole-model"
+                    " and mixed schemes measured.")
         if rec.method == SEARCH_METHOD:
             none = none_measurable(search, gap if metric_of(report)[1] else None)
-            others = closing_words(report, closing)
-            if others:
-                return f"{none}, but a measured variant wins the gap back: " + "; ".join(others) + "."
-            return f"{none}; FIQ stays as it is."
+            return f"{none}; no layer is kept in float."
         return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
     layers = kept_words(rec)
     if fix.status == "failed":
@@ -87,16 +91,24 @@ def sentence(report: Report, found: Findings, closing: list[Closing]) -> str:
                f" {metric} gap{cost} ({gap.reason})"
     if rec.method == SEARCH_METHOD and search is not None and not search.target_met:
         text += f"; the search's target was not reached on its {search.selection_data.num_samples:,} selection samples"
-    if fix.status == "open":
-        others = closing_words(report, closing)
-        if others:
-            text += ". A measured variant wins the gap back instead: " + "; ".join(others)
-    if fix.scheme != variants.FLOAT:
-        text += f". The pick: {fix.scheme_reason}"
     if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
         text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
                  f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
     return text + "."
+
+
+def _misses_on_evaluation(report: Report) -> bool:
+    """FIQ is worse than float beyond the search's target on the evaluation data: beyond noise on the main metric,
+    or (no main metric) an output error beyond the share of float's variance the search aims at."""
+    fiq, flt = report.variant(variants.FIQ), report.variant(variants.FLOAT)
+    if fiq is None or not fiq.ok or flt is None or not flt.ok:
+        return False
+    if fiq.metrics is not None and flt.metrics is not None and measurable(report):
+        cmp = compare(fiq.metrics, flt.metrics, variants.FLOAT)
+        return jd.loss_stays(cmp.significant, cmp.delta, report.settings.get("max_accuracy_drop"))
+    error = fiq.output_error
+    return error is not None and bool(error.float_variance) and \
+        not jd.within(jd.DEFAULT_TARGET_R2, 1 - error.mse / error.float_variance)
 
 
 def none_measurable(search: Optional[SearchResult], gap: Optional[GapFinding] = None) -> str:
@@ -111,9 +123,12 @@ def none_measurable(search: Optional[SearchResult], gap: Optional[GapFinding] = 
             f" {sel.num_samples:,} samples can show is {fmt_points(sel.detectable).lstrip('+')} points of agreement"
             " with float")
     lost = gap.fiq_drop if gap is not None else None
+    if sel.grown_from:
+        text += f"; grown from {sel.grown_from:,} to every x_calib sample beyond the calibration samples"
     if lost is not None and 0 < lost < sel.detectable:
-        text += (f"; FIQ's whole loss, {fmt_points(lost).lstrip('+')} points, is below it: more x_calib samples"
-                 " (--selection-samples) are needed to find its cause")
+        more = "more x_calib samples are" if sel.grown_from else "more x_calib samples (--selection-samples) are"
+        text += (f"; FIQ's whole loss, {fmt_points(lost).lstrip('+')} points, is below it: {more} needed to find"
+                 " its cause")
     return text + ")"
 
 
@@ -131,28 +146,6 @@ def kept_words(rec: Recommendation) -> str:
         names = ops[0] if len(ops) == 1 else ", ".join(ops[:-1]) + " and " + ops[-1]
         text += f"{' beyond' if n == 0 else ' and'} every {names} op (--keep-float-ops)"
     return text
-
-
-def closing_words(report: Report, closing: list[Closing]) -> list[str]:
-    """Each variant that wins FIQ's gap back, with its size and latency: "DRQ (TensorFlow converter) gives
-    accuracy 95.6 % (...) at 4.4 KB, +1.2 KB against FIQ, as fast as float"."""
-    flt, fiq = report.variant(variants.FLOAT), report.variant(variants.FIQ)
-    metric, share = metric_of(report)
-    out = []
-    for c in closing:
-        v = report.variant(c.variant)
-        speed = ""
-        if v.latency_ms and flt.latency_ms and flt.latency_ms.median:
-            ratio = v.latency_ms.median / flt.latency_ms.median
-            way = "slower" if ratio >= 1 else "faster"
-            speed = f", {max(ratio, 1 / ratio):.1f}x {way} than float on this machine" \
-                if not jd.same_ratio(ratio, jd.LATENCY_SAME_RATIO) else ", as fast as float"
-        bigger = (f", {fmt_signed_bytes(v.size_bytes - fiq.size_bytes)} against FIQ"
-                  if fiq is not None and fiq.ok and fiq.size_bytes else "")
-        out.append(f"{variants.short(v.name)} ({v.converter or 'TensorFlow converter'}) gives {metric}"
-                   f" {fmt_score(v.metrics.score, share)} ({c.vs_float.text} against float) at"
-                   f" {fmt_bytes(v.size_bytes)}{bigger}{speed}")
-    return out
 
 
 def reason_text(report: Report, reason: Reason) -> str:
@@ -182,13 +175,6 @@ def fix_text(report: Report, fix: FixFinding, gap: GapFinding) -> str:
         what = "accuracy" if sel.not_measured("metrics") else "output error"
         return f"the recommended model's {what} was not measured: {missing}" if missing else ""
     return gap.reason  # float's or FIQ's accuracy was not measured: nothing to win back
-
-
-def scheme_reason(alt: AlternativeFinding, vs_float: Comparison) -> str:
-    """Why the pick keeps the recommended layers in a lighter scheme than float."""
-    words = SCHEME_NAMES.get(alt.scheme, alt.scheme)
-    return (f"the same layers in {words} ({alt.converter}) are as good within noise ({vs_float.text} against float)"
-            f" and {fmt_signed_bytes(alt.size_delta_bytes)} against keeping them in float")
 
 
 def alternative_text(alt: Alternative, found: AlternativeFinding) -> str:
