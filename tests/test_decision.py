@@ -129,3 +129,26 @@ def test_microsecond_timings_do_not_decide(fixture_report):
     report = dataclasses.replace(report, variants=[dataclasses.replace(
         report.variants[0], latency_ms=Latency(0.00065, 0.00065, 5)), fiq])
     assert choice.decide(report).variant == variants.FIQ
+
+
+def test_a_spread_out_loss_is_answered_by_a_whole_model_scheme_without_a_layer_table(fixture_report):
+    """The search stopped on a spread-out loss (EfficientNet-like): no layer kept, so no table of float layers; the
+    report says the loss is spread, and the model to ship comes from the whole-model schemes (DRQ within noise)."""
+    from reporter.render.views.recommendation import RecommendationView
+    from reporter.render.views.common import Basis
+
+    reason = ("FIQ's loss is spread across the network: no set of at most 25 ops (10% of 255) reaches the target"
+              " or wins back 50% of the way to it")
+    rec = fixture_report.recommendation
+    rec = dataclasses.replace(rec, selective=None, denylisted_nodes=[], code="", alternatives=[], rule=None,
+                              search=dataclasses.replace(rec.search, spread=True, target_met=False,
+                                                         stop_reason=reason))
+    drq = _variant(fixture_report, variants.DRQ, 30_000, 40, paired=(2, 1), types=DRQ_TYPES)
+    fiq = _variant(fixture_report, variants.FIQ, 25_000, 30, paired=(20, 2))
+    report = dataclasses.replace(_report(fixture_report, [drq, fiq]), recommendation=rec)
+    report = words.attach(report)
+    found = report.findings
+    assert found.decision.variant == variants.DRQ and found.headline[0].startswith("Ship Dynamic range (DRQ)")
+    assert found.recommendation.startswith(reason) and found.culprits == []
+    view = RecommendationView(Basis(report))
+    assert view.kept_rows == [] and [row.model for row in view.option_rows][:2] == ["Float", "Dynamic range (DRQ)"]

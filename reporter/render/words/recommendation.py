@@ -70,7 +70,7 @@ def sentence(report: Report, found: Findings) -> str:
         if rec.method == SEARCH_METHOD and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
         if rec.method == SEARCH_METHOD and search is not None and search.spread:
-            return (f"{search.stop_reason}: no layer is kept in float, and the model to ship comes from the whole-model"
+            return (f"{search.stop_reason}. No layer is kept in float: the model to ship comes from the whole-model"
                     " and mixed schemes measured.")
         if rec.method == SEARCH_METHOD:
             none = none_measurable(search, gap if metric_of(report)[1] else None)
