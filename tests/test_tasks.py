@@ -242,7 +242,10 @@ def test_regression_model_reports_output_error(regression_files, tmp_path):
     assert report.model.num_classes is None and not report.model.binary_sigmoid
     fiq = report.variant("fiq")
     assert fiq.ok and fiq.output_error is not None and fiq.output_error.mse >= 0
-    assert [v.name for v in report.variants] == ["float", "fiq"]
+    # FIQ with its output op in float is built only when FIQ's int8 output clips float's values notably
+    fixed = [v.name for v in report.variants if v.name == "fiq_output_float"]
+    assert [v.name for v in report.variants if v.name not in fixed] == ["float", "fiq"]
+    assert bool(fixed) == any(c.share >= 0.001 for c in fiq.clipped_outputs.values())
     assert all(v.metrics is None for v in report.variants)
 
 

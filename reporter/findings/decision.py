@@ -75,10 +75,10 @@ def models(report: "Report") -> list["VariantResult"]:
 
 
 def options(report: "Report") -> list[Option]:
-    """Every model measured, judged; empty when float was not measured."""
+    """Every model measured, judged; empty when float (or its quality) was not measured."""
     flt = report.variant(variants.FLOAT)
-    if flt is None or not flt.ok:
-        return []
+    if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
+        return []  # nothing can be compared with float
     target, limit = target_of(report), report.settings.get("max_accuracy_drop")
     out = []
     for m in models(report):

@@ -70,10 +70,10 @@ class StoryView:
         return self.basis.findings.headline
 
     @property
-    def leads_with_decision(self) -> bool:
-        """The headline's first sentence is the model to ship (set in bold)."""
-        found = self.basis.findings
-        return bool(found.decision and found.headline and found.headline[0] == found.decision.reason)
+    def decision_text(self) -> str:
+        """The headline's sentence on the model to ship (set in bold); "" without a decision."""
+        decision = self.basis.findings.decision
+        return decision.reason if decision is not None else ""
 
     @property
     def warnings(self) -> list[str]:

@@ -47,7 +47,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     else:
         closest = by_name[d.runner_up]
         why = (f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
-               f" (the closest, {d.runner_up_label}, {_loss(report, closest)})")
+               f" (the nearest to float, {d.runner_up_label}, {_loss(report, closest)})")
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
     if d.would_meet:
         text += (f" {choice.label(report, d.would_meet)} meets it ({_quality(report, by_name[d.would_meet], flt)}),"

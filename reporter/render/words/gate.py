@@ -63,6 +63,6 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
         if verdict.passed:
             return f"{variant}, the model to ship {hardware}: {metric} drop {points}{noise}{where} is within the limit" \
                    f" of {lim}"
-        text = f"no quantized model {hardware} meets the limit of {lim}: the closest, {variant}, drops {points}{noise}"
+        text = f"no quantized model {hardware} meets the limit of {lim}: the nearest to float, {variant}, drops {points}{noise}"
         return text + (f"; {d.would_meet} would meet it, but does not run {hardware}" if d.would_meet else "")
     return f"{variant} {metric} drop {points}{noise}{where} {outcome} the limit of {lim}"

@@ -24,10 +24,11 @@ BLAMED_IN_HEADLINE = variants.BLAMED_IN_HEADLINE
 
 def headline(report: Report, found: Findings, recommendation: str, nonfinite: Optional[Fact]) -> list[str]:
     """A few sentences (`found` worded but for its headline; `recommendation` the sentence of
-    reporter.render.words.recommendation): the model to ship for the target first, then non-finite outputs, as
-    they change every figure, then what FIQ lost, its cause and what keeping it in float measured."""
-    lines = [found.decision.reason] if found.decision is not None and found.decision.reason else []
-    lines += [nonfinite_text(report, nonfinite)] if nonfinite is not None else []
+    reporter.render.words.recommendation): the model to ship for the target first (after non-finite outputs,
+    which change every figure the decision stands on), then what FIQ lost, its cause and what keeping it in float
+    measured."""
+    lines = [nonfinite_text(report, nonfinite)] if nonfinite is not None else []
+    lines += [found.decision.reason] if found.decision is not None and found.decision.reason else []
     return lines + _story(report, found, recommendation) + _head_lines(found)
 
 
