@@ -186,8 +186,8 @@ def _costs(target: str, pool: list[Option]) -> dict[str, float]:
 
 def _cheapest(target: str, pool: list[Option]) -> Option:
     """The cheapest option by the target's priorities; a tie in cost (within targets.COST_SAME) goes to the
-    faster model where the target is timed and it is faster beyond timing noise (judgement.LATENCY_SAME_RATIO),
-    else to the smaller, then the report's order (accuracy differences among options that all meet the target
+    faster model where the target is timed and it is faster beyond timing noise (targets.faster), else to the
+    smaller, then the report's order (accuracy differences among options that all meet the target
     are within what the target allows)."""
     costs = _costs(target, pool)
     low = min(costs.values())
@@ -196,7 +196,7 @@ def _cheapest(target: str, pool: list[Option]) -> Option:
     timed = [o for o in tied if o.latency]
     if tg.of(target).timed and len(timed) == len(tied):
         fastest = min(timed, key=lambda o: o.latency)
-        if fastest.latency * (1 + jd.LATENCY_SAME_RATIO) < smallest.latency:
+        if tg.faster(fastest.latency, smallest.latency):
             return fastest
     return smallest
 
