@@ -55,17 +55,20 @@ def of(name: str) -> Target:
 GPU_LANE = frozenset({variants.FLOAT, variants.F16})  # float16 or float32 compute
 
 
+SUB_BYTE_KEYS = ("int4", "int2")  # tensor kinds counted apart (reporter.measure.structure.tensor_types)
+
+
 def integer_only(tensor_types: Mapping[str, int]) -> bool:
-    """A model whose every tensor is int8 or int32 (biases, shapes): no float, int16 or other tensor, so no float
-    op and int8 input and output. Read from the measured tensor counts."""
+    """A model whose every tensor is int8 or int32 (biases, shapes): no float, int16, int4, int2 or other tensor, so
+    no float op and int8 input and output. Read from the measured tensor counts."""
     return bool(tensor_types.get("int8")) and not any(
-        tensor_types.get(kind) for kind in ("float32", "int16", "other"))
+        tensor_types.get(kind) for kind in ("float32", "int16", "other", *SUB_BYTE_KEYS))
 
 
 def quantized(tensor_types: Mapping[str, int]) -> bool:
-    """A model with any tensor stored in less than float32 (int8, int16, float16): DRQ that quantized no weight
-    is float by another name."""
-    return any(tensor_types.get(kind) for kind in ("int8", "int16", "other"))
+    """A model with any tensor stored in less than float32 (int8, int16, int4, int2, float16): DRQ that quantized
+    no weight is float by another name."""
+    return any(tensor_types.get(kind) for kind in ("int8", "int16", "other", *SUB_BYTE_KEYS))
 
 
 def runs_on(target: str, name: str, tensor_types: Mapping[str, int]) -> bool:

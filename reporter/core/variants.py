@@ -97,6 +97,21 @@ REGISTRY: tuple[Variant, ...] = (
             "FIQ with the recommended layers in dynamic range (int8 weights, float activations)",
             layer_scheme=DRQ, fixes_fiq=True, requested=False),
 )
+# LiteRT Quantizer's preset recipes (litert_quantizer.recipe, version 0.11), each a variant named as the field writes
+# it (`litert quantize model.tflite --recipe dynamic_wi4_afp32`): int8, int4 and int2 weights channelwise ("c"),
+# blockwise ("b32", "b64") or Hadamard-rotated ("hr"), weight-only, and the static schemes FIQ and 16x8 are, built by
+# LiteRT Quantizer beside TensorFlow's converter.
+LITERT_PRESETS = (
+    "dynamic_wi8_afp32", "dynamic_wi8c_afp32", "dynamic_wi8b32_afp32", "dynamic_wi8b64_afp32", "dynamic_wi8c_hr_afp32",
+    "dynamic_legacy_wi8_afp32", "dynamic_wi4_afp32", "dynamic_wi4c_afp32", "dynamic_wi4b32_afp32",
+    "dynamic_wi4b64_afp32", "dynamic_wi4c_hr_afp32", "dynamic_wi2c_afp32", "dynamic_wi2b32_afp32",
+    "dynamic_wi2b64_afp32", "dynamic_wi2c_hr_afp32", "weight_only_wi8_afp32", "weight_only_wi4_afp32",
+    "static_wi8_ai8", "static_wi8_ai16",
+)
+REGISTRY += tuple(
+    Variant(name, name, f"{name} (LiteRT)", f"LiteRT Quantizer preset {name}", (LITERT,), recipe=name,
+            calibrated=name.startswith("static_"), fixable=not name.startswith("static_"), headline_blame=True)
+    for name in LITERT_PRESETS)
 BY_NAME = {v.name: v for v in REGISTRY}
 
 ALL_VARIANTS = tuple(v.name for v in REGISTRY if v.requested)  # what --variants accepts, in report order

@@ -8,6 +8,9 @@ import io
 from collections import Counter
 
 TENSOR_TYPE_KEYS = ("int8", "int16", "int32", "float32", "other", "total")
+# Sub-byte weights (LiteRT Quantizer's int4 and int2 recipes): counted apart, and only in a model that has them (the
+# counts of every other model, and of reports written before, stay as they were).
+from reporter.core.targets import SUB_BYTE_KEYS  # noqa: E402 - beside the keys it adds to
 
 
 def _model_object(model: bytes):
@@ -36,8 +39,9 @@ def tensor_types(model: bytes) -> dict[str, int]:
     for subgraph in _model_object(model).subgraphs or []:
         for tensor in subgraph.tensors or []:
             name = names.get(tensor.type, "OTHER").lower()
-            counts[name if name in TENSOR_TYPE_KEYS else "other"] += 1
+            counts[name if name in TENSOR_TYPE_KEYS or name in SUB_BYTE_KEYS else "other"] += 1
     result = {k: counts.get(k, 0) for k in TENSOR_TYPE_KEYS[:-1]}
+    result.update({k: counts[k] for k in SUB_BYTE_KEYS if counts.get(k)})
     result["total"] = sum(result.values())
     return result
 

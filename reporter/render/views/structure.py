@@ -7,6 +7,7 @@ from functools import cached_property
 
 from reporter.core import judgement as jd
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, or_missing
+from reporter.core.targets import SUB_BYTE_KEYS
 from reporter.render.views.common import Basis, Cell, Row, count_arrow, tone
 
 TENSOR_TYPES = (("int8", "Int8"), ("int16", "Int16"), ("int32", "Int32"), ("float32", "Float32"),
@@ -24,7 +25,9 @@ class StructureView:
         ref = self.basis.float
         rows = []
         ref_ok = ref is not None and not ref.not_measured("ops")
-        for key, label in TENSOR_TYPES:
+        sub_byte = [(key, key.capitalize()) for key in SUB_BYTE_KEYS
+                    if any(v.tensor_types.get(key) for v in self.basis.ok_columns)]  # rows only where there are some
+        for key, label in TENSOR_TYPES[:1] + tuple(sub_byte) + TENSOR_TYPES[1:]:
             cells = []
             for v in self.basis.ok_columns:
                 if v.not_measured("ops"):

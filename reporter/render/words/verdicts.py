@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from reporter.core import judgement as jd
-from reporter.core import variants
+from reporter.core import targets, variants
 from reporter.core.formatting import fmt_ms, fmt_mse, fmt_percent, fmt_score, fmt_signed_bytes
 from reporter.findings.basis import layer_of, metric_of
 from reporter.findings.derive import drq_quantized_nothing
@@ -44,6 +44,9 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
         parts.append(size_words(f.size_ratio))
     if drq_quantized_nothing(report, v):
         parts.append(drq_words(report.model.largest_weight_elements))
+    elif f.name != variants.FLOAT and v.tensor_types and not v.not_measured("ops") \
+            and not targets.quantized(v.tensor_types):
+        parts.append("quantized nothing: every tensor is still float32, so it is float by another name")
     if f.slower:
         parts.append(f"{f.latency_ratio:.1f}x slower than float ({fmt_ms(f.latency_ms)} vs"
                      f" {fmt_ms(ref.latency_ms.median)} per sample)")

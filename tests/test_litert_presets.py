@@ -1,0 +1,82 @@
+"""LiteRT Quantizer's preset recipes as variants (issue 36, part): `--variants` takes the names the field writes
+(`dynamic_wi4_afp32`, `weight_only_wi4_afp32`, `static_wi8_ai8`, ...), each built from the float model and measured
+like every variant; int4 weights are counted in the tensor-type table; a model that quantized nothing says so."""
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+
+from conftest import load_report
+
+PRESETS = ("dynamic_wi4_afp32", "weight_only_wi4_afp32", "static_wi8_ai8")
+
+
+def _accuracy(tflite: bytes, x, y) -> float:
+    """One sample per invoke with the plain LiteRT interpreter; an int8 input quantized with its own scale and
+    zero point (static_wi8_ai8 from LiteRT takes and gives int8), the top score's class against the labels."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=tflite)
+    it.allocate_tensors()
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    scale, zero = inp["quantization"]
+    right = 0
+    for i in range(len(x)):
+        sample = x[i:i + 1].astype(np.float32)
+        if scale:
+            sample = np.clip(np.round(sample / scale + zero), -128, 127)
+        it.set_tensor(inp["index"], sample.astype(inp["dtype"]))
+        it.invoke()
+        right += int(np.argmax(it.get_tensor(out["index"])[0]) == y[i])
+    return right / len(x)
+
+
+def _types(tflite: bytes) -> collections.Counter:
+    """Tensor types counted from the flatbuffer with TensorFlow's own schema, independently."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    names = {v: k.lower() for k, v in vars(schema.TensorType).items() if not k.startswith("_")}
+    obj = flatbuffer_utils.convert_bytearray_to_object(bytearray(tflite))
+    return collections.Counter(names[t.type] for sg in obj.subgraphs for t in sg.tensors)
+
+
+@pytest.mark.slow
+def test_int4_presets_are_variants_measured_like_every_other(tmp_path, mlp_files, run_cli):
+    model, data = mlp_files
+    out = tmp_path / "out"
+    assert run_cli(model, data, out, "--variants", "float," + ",".join(PRESETS), "--formats", "json,html",
+                   "--name", "mlp", latency_runs=3) == 0
+    folder = out / "mlp"
+    report = load_report(folder)
+    arrays = np.load(data)
+    x, y = arrays["x"], arrays["y"]
+    flt = report.variant("float")
+    for name in PRESETS:
+        v = report.variant(name)
+        assert v is not None and v.ok and v.converter == "LiteRT Quantizer", name
+        tflite = (folder / f"{name}.tflite").read_bytes()
+        counted = _types(tflite)
+        assert v.tensor_types.get("int4", 0) == counted.get("int4", 0), name
+        assert v.tensor_types["int8"] == counted.get("int8", 0) and v.tensor_types["total"] == sum(counted.values())
+        assert v.metrics.accuracy == pytest.approx(_accuracy(tflite, x, y), abs=1e-9), name
+        assert v.size_bytes == len(tflite) < flt.size_bytes, name
+    assert report.variant("dynamic_wi4_afp32").tensor_types["int4"] == 3  # the three Dense kernels
+    html = (folder / "report.html").read_text()
+    assert ">Int4<" in html  # its row in the tensor-type table, only because a model has int4 tensors
+    # FIQ's own recipe built by LiteRT is an option of the comparison table like FIQ from TensorFlow's converter
+    assert "static_wi8_ai8" in {t.name for t in report.findings.tradeoff}
+
+
+def test_a_model_that_quantized_nothing_says_so(fixture_report):
+    from reporter.render import words
+
+    flt = fixture_report.variant("float")
+    same = dataclasses.replace(flt, name="dynamic_wi4b32_afp32", converter="LiteRT Quantizer")
+    report = dataclasses.replace(fixture_report, variants=[*fixture_report.variants, same], findings=None)
+    found = words.findings_of(report)
+    line = found.variant("dynamic_wi4b32_afp32").verdict
+    assert "quantized nothing: every tensor is still float32" in line
+    assert "quantized nothing" not in found.variant("fiq").verdict
