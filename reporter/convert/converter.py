@@ -63,6 +63,8 @@ def configure(converter, variant: str, x_calib: np.ndarray):
     if settings.io_type is not None:
         converter.inference_input_type = getattr(tf, settings.io_type)
         converter.inference_output_type = getattr(tf, settings.io_type)
+    if not settings.per_channel:
+        converter._experimental_disable_per_channel = True  # noqa: SLF001 - the converter's only per-tensor switch
     return converter
 
 

@@ -27,6 +27,7 @@ class TfSettings:
     supported_types: tuple = ()  # target_spec.supported_types, by tf dtype name: ("float16",)
     supported_ops: tuple = ()  # target_spec.supported_ops, by tf.lite.OpsSet name
     io_type: Optional[str] = None  # inference input and output type, by tf dtype name: "int8"
+    per_channel: bool = True  # False: one scale per weight tensor (the converter's _experimental_disable_per_channel)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class Variant:
 
 # Every variant's name, spelled once: code outside core/ uses these, never the string (an architecture test).
 FLOAT, DRQ, FIQ, F16, INT16X8, INT8_IO, WO8 = "float", "drq", "fiq", "f16", "int16x8", "int8_io", "wo8"
+FIQ_PER_TENSOR = "fiq_per_tensor"
 SELECTIVE, RULE, ALT_FLOAT, ALT_INT16X8, ALT_DRQ = "selective", "rule", "alt_float", "alt_int16x8", "alt_drq"
 OUTPUT_FLOAT = "fiq_output_float"
 # How the recommended layers are found (--recommend): measured by the search, or by the rmse/scale rule (which
@@ -78,6 +80,9 @@ REGISTRY: tuple[Variant, ...] = (
     Variant(INT8_IO, "Int8 I/O", "Integer only (int8 I/O)", "Integer only (int8 input and output)", (TF,),
             TfSettings(supported_ops=("TFLITE_BUILTINS_INT8",), io_type="int8"), calibrated=True, side=True,
             headline_blame=True),
+    Variant(FIQ_PER_TENSOR, "FIQ per-tensor", "Full integer, per-tensor weights",
+            "Full-integer quantization with one scale per weight tensor (what many NPUs and microcontrollers need)",
+            (TF,), TfSettings(per_channel=False), calibrated=True, side=True, headline_blame=True),
     Variant(WO8, "Weight-only", "Weight-only int8", "Weight-only int8 (dequantized to float at run time)",
             (LITERT,), recipe="weight_only_wi8_afp32", fixable=True, headline_blame=True),
     # FIQ whose output's int8 range clips float's values, rebuilt with the op making that output in float.
