@@ -1,0 +1,230 @@
+"""What one model of a report measured: size, ops, tensor types, latency, the task's metrics, the error
+against float, layer by layer, and the fix of a variant that loses accuracy (reporter.model.report holds them
+in `Report.variants`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from reporter.model.findings import ReferenceAgreement
+from reporter.model.output_range import ClippedOutput
+from reporter.model.regression import TargetError
+
+
+# What `VariantResult.measurement_errors` may name, with the words a report uses for each.
+MEASUREMENTS = {
+    "analyzer": "TFLite Analyzer text",
+    "ops": "operators and tensor types",
+    "metrics": "accuracy and metrics",
+    "output_error": "output error against float",
+    "target_error": "error against the targets",
+    "latency": "latency",
+    "heads": "metrics of each output",
+    "clipping": "output range against float's values", "reference_kernels": "agreement with the reference kernels",
+}
+
+
+@dataclass(frozen=True)
+class Latency:
+    median: float
+    p90: float
+    runs: int
+
+
+@dataclass(frozen=True)
+class ClassMetrics:
+    label: int
+    precision: float
+    recall: float
+    f1: float
+    support: int
+    # Multi-label, per label: its accuracy, ROC AUC (None when the label takes one value only) and the exact
+    # McNemar p-value of its correctness against float's (1 for float itself).
+    accuracy: Optional[float] = None
+    roc_auc: Optional[float] = None
+    p_vs_float: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired correctness of two variants on the same samples: the discordant counts McNemar needs."""
+
+    reference_only: int  # samples the reference variant gets right and this one wrong
+    variant_only: int  # samples this variant gets right and the reference wrong
+
+
+@dataclass(frozen=True)
+class PairedScore:
+    """A metric that is not a share of right samples, paired with a reference variant's on the same samples:
+    the difference (positive: better, whichever way the metric points) and a paired bootstrap's p-value."""
+
+    delta: float
+    p_value: float
+
+
+@dataclass(frozen=True)
+class MainMetric:
+    """The metric the verdicts read when it is not the share of samples right (accuracy, exact-match accuracy):
+    mean IoU of a dense model, or the user's --metric. Its interval and paired tests resample whole samples
+    (images, sequences), never pixels."""
+
+    name: str  # "mean IoU", or the user's metric name
+    value: float
+    higher_is_better: bool = True
+    share: bool = True  # a value in 0..1, shown in percent and compared in points; else shown as a number
+    low: Optional[float] = None  # 95 % bootstrap interval over samples
+    high: Optional[float] = None
+    paired: dict[str, PairedScore] = field(default_factory=dict)  # reference variant -> paired test
+    # a user's metric that returned one value per sample: the value is their mean and `paired` holds paired t-tests
+    per_sample: bool = False
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Quality of one variant on the evaluation data: classification metrics (a regression model measured by
+    the user's --metric has only `user` and `main`)."""
+
+    accuracy: Optional[float] = None
+    precision: Optional[float] = None  # macro average
+    recall: Optional[float] = None
+    f1: Optional[float] = None
+    balanced_accuracy: Optional[float] = None
+    cohen_kappa: Optional[float] = None
+    agreement_with_float: Optional[float] = None
+    per_class: list[ClassMetrics] = field(default_factory=list)
+    confusion_matrix: list[list[int]] = field(default_factory=list)
+    top5_accuracy: Optional[float] = None  # more than 5 classes: the true label among the 5 top scores
+    roc_auc: Optional[float] = None  # binary classifiers: from the class-1 score
+    # Classes with evaluation samples: macro averages and balanced accuracy are over these.
+    classes_present: Optional[list[int]] = None
+    paired: dict[str, Paired] = field(default_factory=dict)  # reference variant ("float", "fiq") -> counts
+    # Which evaluation samples it gets right, in order: numpy.packbits of the booleans, base64 ("" before
+    # schema 4). `quant-report diff` pairs two runs on the same samples with it (McNemar).
+    correct_bits: str = ""
+    # Multi-label (schema 5): accuracy is exact-match, precision/recall/F1 are macro over labels, per_class is
+    # per label (support: its positive samples), and there is no confusion matrix.
+    hamming_loss: Optional[float] = None
+    micro_f1: Optional[float] = None
+    # Dense (segmentation): accuracy is pixel accuracy, per_class and the confusion matrix count pixels, IoU per
+    # class (None for a class neither in the labels nor predicted) and their mean over the others (as Keras
+    # MeanIoU).
+    mean_iou: Optional[float] = None
+    iou_per_class: Optional[list[Optional[float]]] = None
+    user: dict[str, float] = field(default_factory=dict)  # the user's --metric: name -> value
+    main: Optional[MainMetric] = None  # the verdicts' metric when it is not accuracy
+
+    @property
+    def score(self) -> float:
+        """The value every verdict reads: the main metric's, else accuracy."""
+        return self.main.value if self.main is not None else self.accuracy
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.main.higher_is_better if self.main is not None else True
+
+    @property
+    def share(self) -> bool:
+        """The main metric is a share (0..1): shown in percent, compared in points."""
+        return self.main.share if self.main is not None else True
+
+
+@dataclass(frozen=True)
+class OutputError:
+    """For models whose output is not class scores: error against the float variant's output."""
+
+    mse: float
+    max_abs_error: float
+    float_variance: Optional[float] = None  # variance of the float output, the scale the MSE is read on
+
+
+@dataclass(frozen=True)
+class HeadResult:
+    """One output of a model with several outputs, measured: against its labels, or against float's output."""
+
+    metrics: Optional[Metrics] = None  # a labelled classification head
+    output_error: Optional[OutputError] = None  # a regression head, or any head without labels
+    agreement_with_float: Optional[float] = None  # an unlabelled classification head: same class as float
+    target_error: Optional[TargetError] = None  # a regression head with targets: error against them
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    name: str
+    status: str  # "ok" or "failed"
+    error: Optional[str] = None
+    size_bytes: Optional[int] = None
+    ops: dict[str, int] = field(default_factory=dict)
+    tensor_types: dict[str, int] = field(default_factory=dict)
+    latency_ms: Optional[Latency] = None
+    metrics: Optional[Metrics] = None
+    output_error: Optional[OutputError] = None
+    # Only for the selective model: (selective - fiq) / (float - fiq) accuracy.
+    accuracy_gap_recovered: Optional[float] = None
+    # The TFLite Analyzer's text, kept here so that every format renders from report.json alone.
+    analyzer_text: str = ""
+    # A measurement of a built and run model that failed: {"latency": "RuntimeError: ..."}. Its field
+    # stays None (or empty); the variant is still "ok" (it converted and ran). Keys: MEASUREMENTS.
+    measurement_errors: dict[str, str] = field(default_factory=dict)
+    # What built the model: "TensorFlow converter", "LiteRT Quantizer", or "given" (the float .tflite input).
+    converter: str = ""
+    layer_errors: Optional[LayerErrors] = None
+    fix: Optional[SchemeFix] = None
+    overlays: list[str] = field(default_factory=list)  # Model Explorer node-data files beside <name>.tflite
+    heads: dict[str, HeadResult] = field(default_factory=dict)  # several outputs: each one by name (schema 5)
+    # Evaluation samples on which the model output NaN or inf (any output): they predict no class (wrong), and
+    # errors against float leave them out. Counted on every model that ran; 0 in reports written before.
+    nonfinite_outputs: int = 0
+    target_error: Optional[TargetError] = None  # a regression output with targets: error against them
+    clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
+    reference_kernels: Optional[ReferenceAgreement] = None  # --target int8: default against reference kernels
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def not_measured(self, measurement: str) -> Optional[str]:
+        """The error that kept `measurement` from being measured, or None."""
+        return self.measurement_errors.get(measurement)
+
+
+@dataclass(frozen=True)
+class LayerError:
+    """One op's output in a quantized model against the same tensor of the float model, over the same
+    samples: the error accumulated from the input up to this layer."""
+
+    index: int  # the op's position in the quantized model
+    op_name: str
+    tensor_name: str  # in the quantized model (Model Explorer overlays key on it)
+    float_tensor_name: str
+    matched_by: str  # "name" or "position"
+    mse: Optional[float]  # None: not finite (the quantized op overflowed)
+    snr_db: Optional[float]  # None: no error at all (infinite SNR)
+    cosine: Optional[float]  # None: not finite (an output overflowed to inf or held NaN)
+    snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs (None: see next)
+    error_starts_here: bool = False  # its inputs are exact and its output is not: all its error is its own
+    weight_snr_db: Optional[float] = None  # its quantized weights against the float weights
+    weight_mse: Optional[float] = None
+    quantized_dtype: str = ""
+
+
+@dataclass(frozen=True)
+class LayerErrors:
+    """A quantized variant compared with float tensor by tensor, and the layer it blames."""
+
+    layers: list[LayerError] = field(default_factory=list)
+    samples: int = 0
+    unmatched: int = 0
+    culprit: Optional[str] = None  # tensor name of the layer to blame
+    note: str = ""
+    error: Optional[str] = None  # the comparison failed (the variant's other measurements stand)
+
+
+@dataclass(frozen=True)
+class SchemeFix:
+    """A variant that lost accuracy, rebuilt with the blamed layers kept in float and measured."""
+
+    layers: list[str]  # tensor names kept in float
+    model: Optional["VariantResult"] = None
+    code: str = ""
+    error: Optional[str] = None
