@@ -36,10 +36,22 @@ STATIC = frozenset(name for name in RECIPES if name in variants.CALIBRATED)  # r
 MIXED_SCHEMES = tuple(scheme for scheme in variants.ALTERNATIVES if scheme != variants.FLOAT)
 
 
-def _recipe(scheme: str) -> list[dict]:
+def _recipe(scheme: str, own: Mapping[str, list] = None) -> list[dict]:
+    """`scheme`'s recipe entries: a preset of LiteRT Quantizer (with the registry's weight granularity, where it
+    sets one), or a recipe of the user's own (`own`: variant name -> the entries of its JSON file)."""
+    import copy
+
+    if own and scheme in own:
+        return copy.deepcopy(list(own[scheme]))
     from litert_quantizer import recipe
 
-    return getattr(recipe, RECIPES[scheme])()
+    entries = getattr(recipe, RECIPES[scheme])()
+    granularity = variants.get(scheme).weight_granularity
+    for entry in entries if granularity else ():
+        weights = (entry.get("op_config") or {}).get("weight_tensor_config")
+        if weights:
+            weights["granularity"] = granularity
+    return entries
 
 
 def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, list]:
@@ -75,8 +87,9 @@ class LiteRtQuantizer:
     method = METHOD
     converter = CONVERTER
 
-    def __init__(self, float_model: bytes, x_calib, calibration=None):
+    def __init__(self, float_model: bytes, x_calib, calibration=None, recipes: Mapping[str, list] = None):
         self.float_model = bytes(float_model)
+        self._own = dict(recipes or {})  # the user's recipe files: variant name -> entries
         self._x_calib = x_calib
         self._scopes, self._op_types, self._signature, self._inputs = _scopes(self.float_model)
         self._calibration = None
@@ -110,7 +123,7 @@ class LiteRtQuantizer:
         type in `ops` given its own entry; later entries take precedence in LiteRT Quantizer."""
         layers = dict(layers or {})
         check_names(list(layers), self.tensor_names)
-        entries = list(_recipe(scheme))
+        entries = list(_recipe(scheme, self._own))
         for op in ops:
             entries.append({"regex": ".*", "operation": op, "algorithm_key": "no_quantize"})
         for name, layer_scheme in layers.items():
@@ -149,12 +162,15 @@ class LiteRtQuantizer:
 
 def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str] = (), calibration_samples: int = 0) -> str:
     """The Python a user runs to build the model with LiteRT Quantizer themselves."""
-    lines = [
-        "import re",
-        "from litert_quantizer import quantizer, recipe",
-        "",
-        f"entries = recipe.{RECIPES[scheme]}()",
-    ]
+    lines = ["import json", "import re", "from litert_quantizer import quantizer, recipe", ""]
+    if scheme in RECIPES:
+        lines.append(f"entries = recipe.{RECIPES[scheme]}()")
+        granularity = variants.get(scheme).weight_granularity
+        if granularity:
+            lines += ["for e in entries:",
+                      f"    e['op_config']['weight_tensor_config']['granularity'] = {granularity!r}"]
+    else:  # a recipe of the user's own
+        lines.append(f"entries = json.load(open({scheme + '.json'!r}))")
     for op in ops:
         lines.append(f"entries.append({{'regex': '.*', 'operation': {op!r}, 'algorithm_key': 'no_quantize'}})")
     if layers:
@@ -173,7 +189,7 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
             "        entries += [dict(e, regex=regex) for e in scheme_recipe()]",
         ]
     lines.append("q = quantizer.Quantizer('float.tflite', entries)")
-    if scheme in STATIC:
+    if scheme in STATIC or scheme not in RECIPES:  # a recipe of the user's own may read a calibration
         calib = f"the same {calibration_samples} samples" if calibration_samples else "calibration samples"
         lines.append(f"calibration = q.calibrate({{signature: [{{input_name: x[i:i + 1]}} for i in ...]}})  # {calib}")
         lines.append("model = q.quantize(calibration).quantized_model")
@@ -186,13 +202,14 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
 class LiteRtModels:
     """LiteRT Quantizer on one float model, set up on first use (one calibration for all its models)."""
 
-    def __init__(self, float_model: bytes, x_calib, calibration=None):
+    def __init__(self, float_model: bytes, x_calib, calibration=None, recipes: Mapping[str, list] = None):
         self._float_model, self._x_calib, self._quantizer = float_model, x_calib, None
         self._calibration = calibration  # a callable giving statistics collected elsewhere (or None)
+        self._own = dict(recipes or {})  # the user's recipe files: variant name -> entries
 
     def quantizer(self) -> "LiteRtQuantizer":
         if self._quantizer is None:
-            self._quantizer = LiteRtQuantizer(self._float_model, self._x_calib, self._calibration)
+            self._quantizer = LiteRtQuantizer(self._float_model, self._x_calib, self._calibration, self._own)
         return self._quantizer
 
     def has_calibration(self) -> bool:
@@ -200,7 +217,7 @@ class LiteRtModels:
         return self._quantizer is not None and self._quantizer._calibration is not None
 
     def build(self, variant: str, layers=None, ops=()) -> bytes:
-        if variant not in RECIPES:
+        if variant not in RECIPES and variant not in self._own:
             raise ValueError(f"{variant} cannot be made by LiteRT Quantizer (from a float .tflite the variants are"
                              f" float, {', '.join(RECIPES)})")
         return self.quantizer().build(variant, layers, ops)

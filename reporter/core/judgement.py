@@ -210,6 +210,10 @@ LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings o
 # few microseconds between tiny models is the timer's jitter, and a decision must not flip from run to run.
 LATENCY_DECISION_MIN_MS = 0.01
 DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
+# A scheme that stores less than this share of the model's weight values below float32 "quantized almost nothing"
+# (said in its verdict, whatever its size column shows): e.g. a blockwise int4 recipe that only takes fully
+# connected layers, on a convolutional net.
+ALMOST_NOTHING_SHARE = 0.10
 DRQ_MIN_WEIGHT_ELEMENTS = 1024  # the converter's default: smaller weight tensors stay float under DRQ
 # A layer's range this many times the median range is wide: a hint for the rule (findings), and a region of the
 # search's grows through it (reporter.search.engine.region_moves).

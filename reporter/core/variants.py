@@ -51,11 +51,14 @@ class Variant:
     scheme_words: str = ""  # the scheme in a sentence, where layers are given it: "dynamic range"
     headline_blame: bool = False  # its blamed layers are named in the headline (FIQ has its own sentence)
     gate_default: bool = False  # the variant --max-accuracy-drop checks unless --gate-variant says otherwise
+    # LiteRT Quantizer: every entry of `recipe` with its weights at this granularity ("TENSORWISE": one scale per
+    # weight tensor); None: as the recipe has it.
+    weight_granularity: Optional[str] = None
 
 
 # Every variant's name, spelled once: code outside core/ uses these, never the string (an architecture test).
 FLOAT, DRQ, FIQ, F16, INT16X8, INT8_IO, WO8 = "float", "drq", "fiq", "f16", "int16x8", "int8_io", "wo8"
-FIQ_PER_TENSOR = "fiq_per_tensor"
+FIQ_PER_TENSOR, LITERT_PER_TENSOR = "fiq_per_tensor", "static_wi8_ai8_per_tensor"
 SELECTIVE, RULE, ALT_FLOAT, ALT_INT16X8, ALT_DRQ = "selective", "rule", "alt_float", "alt_int16x8", "alt_drq"
 OUTPUT_FLOAT = "fiq_output_float"
 # How the recommended layers are found (--recommend): measured by the search, or by the rmse/scale rule (which
@@ -117,6 +120,11 @@ REGISTRY += tuple(
     Variant(name, name, f"{name} (LiteRT)", f"LiteRT Quantizer preset {name}", (LITERT,), recipe=name,
             calibrated=name.startswith("static_"), fixable=not name.startswith("static_"), headline_blame=True)
     for name in LITERT_PRESETS)
+REGISTRY += (
+    Variant(LITERT_PER_TENSOR, "static_wi8_ai8 per-tensor", "static_wi8_ai8 per-tensor (LiteRT)",
+            "LiteRT Quantizer's static_wi8_ai8 with tensor-wise weights (one scale per weight tensor)", (LITERT,),
+            recipe="static_wi8_ai8", calibrated=True, headline_blame=True, weight_granularity="TENSORWISE"),
+)
 BY_NAME = {v.name: v for v in REGISTRY}
 
 ALL_VARIANTS = tuple(v.name for v in REGISTRY if v.requested)  # what --variants accepts, in report order
@@ -132,13 +140,32 @@ SIDE_PROCESS = tuple(v.name for v in REGISTRY if v.side)  # converted on the sid
 # The schemes the recommended layers are given instead of FIQ's, in the order the alternatives are measured.
 ALTERNATIVES = {v.layer_scheme: v.name for v in REGISTRY if v.layer_scheme}
 
+# The same scheme from the two engines (TensorFlow's converter, LiteRT Quantizer): each pair is put side by side.
+ENGINE_PAIRS = ((FIQ, "static_wi8_ai8", "full integer (int8)"), (DRQ, "dynamic_wi8_afp32", "dynamic range (int8 weights)"),
+                (INT16X8, "static_wi8_ai16", "16x8 (int16 activations)"),
+                (FIQ_PER_TENSOR, LITERT_PER_TENSOR, "full integer, per-tensor weights"))
+
 SCHEME_WORDS = {v.name: v.scheme_words for v in REGISTRY if v.scheme_words}  # a scheme in a sentence
-BLAMED_IN_HEADLINE = tuple(v.name for v in REGISTRY if v.headline_blame)
 GATE_DEFAULT = next(v.name for v in REGISTRY if v.gate_default)
 
 SHORT_NAMES = {v.name: v.short for v in REGISTRY}
 LABELS = {v.name: v.label for v in REGISTRY}
 LONG_NAMES = {v.name: v.long for v in REGISTRY}
+
+
+def get(name: str) -> Variant:
+    """The registry's entry for `name`; a name it does not hold is a LiteRT Quantizer recipe of the user's own
+    (`--recipe NAME.json`), built by LiteRT Quantizer from the float model and fixed like its presets."""
+    known = BY_NAME.get(name)
+    if known is not None:
+        return known
+    return Variant(name, name, f"{name} (recipe)", f"LiteRT Quantizer recipe {name}.json", (LITERT,),
+                   fixable=True, headline_blame=True)
+
+
+def blamed_in_headline(name: str) -> bool:
+    """Its blamed layers are named in the headline (the variants other than FIQ, which has its own sentence)."""
+    return get(name).headline_blame
 
 
 def short(name: str) -> str:
@@ -147,9 +174,11 @@ def short(name: str) -> str:
 
 
 def ordered(names) -> tuple:
-    """Float first (every comparison's reference), then the rest in the registry's order."""
+    """Float first (every comparison's reference), then the rest in the registry's order, then recipes of the
+    user's own in the order given."""
     wanted = set(names) | {FLOAT}
-    return tuple(v.name for v in REGISTRY if v.name in wanted)
+    return tuple(v.name for v in REGISTRY if v.name in wanted) + tuple(
+        dict.fromkeys(n for n in names if n not in BY_NAME))  # recipes of the user's own: last, as given
 
 
 def alternative(scheme: str) -> str:

@@ -166,7 +166,7 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
 
     for name in quantized:
         v = results[name]
-        if not variants.BY_NAME[name].fixable or v.layer_errors is None or not loses(name):
+        if not variants.get(name).fixable or v.layer_errors is None or not loses(name):
             continue
         fixed_name = variants.fix(name)
 

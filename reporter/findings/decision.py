@@ -142,6 +142,27 @@ def decide(report: "Report") -> Optional[Decision]:
     return dataclasses.replace(decision, would_meet=would.name if would else "")
 
 
+def engines(report: "Report") -> list[mf.EngineChoice]:
+    """Of each scheme both engines built, the better in its lane by the decision's own rule: of two that meet the
+    accuracy target the cheaper for the target, else the one that meets it, else the nearer to float."""
+    target = target_of(report)
+    judged = {o.name: o for o in options(report)}
+    found = []
+    for pair in report.engines:
+        a, b = judged.get(pair.tf), judged.get(pair.litert)
+        better, why = None, ""
+        if a is not None and b is not None and a.score is not None and b.score is not None:
+            meeting = [o for o in (a, b) if o.meets]
+            if len(meeting) == 2:
+                better, why = _cheapest(target, meeting), mf.ENGINE_CHEAPER
+            elif meeting:
+                better, why = meeting[0], mf.ENGINE_ONLY_MEETS
+            else:
+                better, why = max((a, b), key=lambda o: (o.score, -o.model.size_bytes)), mf.ENGINE_NEARER
+        found.append(mf.EngineChoice(pair.scheme, pair.tf, pair.litert, better.name if better else "", why))
+    return found
+
+
 def _decision(report: "Report", target: str, ship: Optional[Option], why: str, runner: Optional[Option],
               candidates: int) -> Decision:
     model = ship.model if ship is not None else None
@@ -174,7 +195,7 @@ def label(report: "Report", name: str) -> str:
     fixed = variants.fixed_by(name)
     if fixed:
         return f"{variants.short(fixed)} with its blamed layers in float"
-    return LABELS.get(name, name)
+    return variants.get(name).label
 
 
 def _costs(target: str, pool: list[Option]) -> dict[str, float]:

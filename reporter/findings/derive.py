@@ -62,7 +62,7 @@ def decide(report: "Report") -> Decisions:
             or decision is None else gt.decide_target(decision, choice.vs_float(report, decision), limit)
     findings = Findings(task=task, headline=[], variants=found, gap=gap, culprits=_culprits(report, gap), fix=fix,
                         warnings=[], hints=[], alternatives=_alternatives(report), heads=heads,
-                        tradeoff=choice.table(report, decision), decision=decision)
+                        tradeoff=choice.table(report, decision), decision=decision, engines=choice.engines(report))
     return Decisions(findings, notices.warnings(report), notices.hints(report, gap), verdict)
 
 
@@ -224,6 +224,22 @@ def drq_quantized_nothing(report: "Report", v: "VariantResult") -> bool:
     ref = report.variant(variants.FLOAT)
     return v.name == variants.DRQ and ref is not None and ref.ok and v.size_bytes == ref.size_bytes \
         and not v.tensor_types.get("int8")
+
+
+def weights_taken(v: "VariantResult") -> Optional[float]:
+    """The share of the model's weight values (elements of every weight tensor) that `v` stores below float32;
+    None when its weights were not read or it has none."""
+    total = sum(c.elements for c in v.weight_coverage.values())
+    if v.not_measured("ops") or not total:
+        return None
+    return sum(c.quantized_elements for c in v.weight_coverage.values()) / total
+
+
+def quantized_little(v: "VariantResult") -> bool:
+    """A quantized variant that stores none or almost none of its weights below float32 (judgement
+    ALMOST_NOTHING_SHARE of the weight values)."""
+    share = weights_taken(v)
+    return v.name != variants.FLOAT and share is not None and share < jd.ALMOST_NOTHING_SHARE
 
 
 def _blame(report: "Report", v: "VariantResult", ref) -> Optional[BlameFinding]:

@@ -26,6 +26,7 @@ from reporter.measure.task import Task, nonfinite_rows
 from reporter.model.data import Dataset
 from reporter.model.output_range import ClippedOutput
 from reporter.model.report import HeadResult, Latency, Metrics, VariantResult
+from reporter.model.variant import WeightCoverage
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,9 @@ class Measurer:
 
         with progress.stage("analyze", detail=name):
             analyzer = attempt("analyzer", analyze)
-            structure_counts = attempt("ops", lambda: (structure.ops(tflite), structure.tensor_types(tflite)))
-        ops, types = structure_counts if structure_counts is not None else ({}, {})
+            structure_counts = attempt("ops", lambda: (structure.ops(tflite), structure.tensor_types(tflite),
+                                                       _coverage(tflite)))
+        ops, types, coverage = structure_counts if structure_counts is not None else ({}, {}, {})
         with progress.stage("evaluate", detail=name):
             if self.heads:  # a model that does not run fails the variant
                 by_key = evaluate.predict_all(tflite, data.x)
@@ -191,6 +193,7 @@ class Measurer:
             size_bytes=len(tflite),
             ops=ops,
             tensor_types=types,
+            weight_coverage=coverage,
             latency_ms=latency,
             metrics=metrics,
             output_error=output_error,
@@ -317,6 +320,10 @@ class Measurer:
                 found[h.name] = HeadResult(output_error=error, target_error=target)
         return found
 
+
+
+def _coverage(tflite: bytes) -> dict[str, WeightCoverage]:
+    return {op: WeightCoverage(**row) for op, row in structure.weight_coverage(tflite).items()}
 
 
 def _targets_fit(y, out) -> bool:

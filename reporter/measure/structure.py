@@ -7,6 +7,8 @@ import functools
 import io
 from collections import Counter
 
+import numpy as np
+
 TENSOR_TYPE_KEYS = ("int8", "int16", "int32", "float32", "other", "total")
 # Sub-byte weights (LiteRT Quantizer's int4 and int2 recipes): counted apart, and only in a model that has them (the
 # counts of every other model, and of reports written before, stay as they were).
@@ -51,12 +53,11 @@ def has_variable_tensors(model: bytes) -> bool:
     return any(t.isVariable for sg in _model_object(model).subgraphs or [] for t in sg.tensors or [])
 
 
-def ops(model: bytes) -> dict[str, int]:
-    """Counts operators by type (builtin name, or the custom op's code) over every subgraph."""
+def _op_names(obj) -> list[str]:
+    """Each operator code's name (builtin name, or the custom op's code), by opcode index."""
     from tensorflow.lite.python import schema_py_generated as schema
 
     names = _enum_names(schema.BuiltinOperator)
-    obj = _model_object(model)
     op_names = []
     for code in obj.operatorCodes or []:
         # Old files keep the code in deprecatedBuiltinCode; new ones in builtinCode.
@@ -66,6 +67,13 @@ def ops(model: bytes) -> dict[str, int]:
             op_names.append(custom.decode() if isinstance(custom, bytes) else str(custom))
         else:
             op_names.append(names.get(builtin, f"OP_{builtin}"))
+    return op_names
+
+
+def ops(model: bytes) -> dict[str, int]:
+    """Counts operators by type (builtin name, or the custom op's code) over every subgraph."""
+    obj = _model_object(model)
+    op_names = _op_names(obj)
     counts = Counter()
     for subgraph in obj.subgraphs or []:
         for op in subgraph.operators or []:
@@ -176,3 +184,62 @@ def bad_scale(model: bytes) -> str:
                 return (f"tensor {_name(t)} has quantization scale {float(scales[wrong][0])!r} (not a finite float32:"
                         " its calibration range was NaN or infinite, e.g. the model overflows on the calibration data)")
     return ""
+
+
+# Ops that carry a weight to another op rather than compute with it (a weight-only or float16 model stores the
+# weight in a low type and widens it with DEQUANTIZE before the op that uses it).
+_CARRIERS = ("DEQUANTIZE", "QUANTIZE")
+
+
+def weight_coverage(model: bytes) -> dict[str, dict[str, int]]:
+    """Per op type, the weight tensors its ops compute with (constant inputs of rank 2 or more: kernels, embedding
+    tables; biases and shapes are not weights) and how many of them are stored below float32 (int8, int4, int2,
+    int16, float16), with their element counts: {"CONV_2D": {"tensors", "quantized", "elements",
+    "quantized_elements"}}. A weight reached through DEQUANTIZE is counted in the type it is stored in."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    obj = _model_object(model)
+    op_names = _op_names(obj)
+    buffers = obj.buffers or []
+    types = _enum_names(schema.TensorType)
+    kinds = {code for code, name in types.items()  # what weights are stored as (int32 paddings and shapes are not)
+             if name in ("FLOAT32", "FLOAT16", "INT8", "UINT8", "INT16", "INT4", "INT2")}
+    found: dict[str, dict[str, int]] = {}
+    for sg in obj.subgraphs or []:
+        tensors = sg.tensors or []
+        operators = sg.operators or []
+        made_by = {int(i): op for op in operators for i in (op.outputs if op.outputs is not None else []) if i >= 0}
+
+        def stored(index: int):
+            """The constant tensor behind input `index` (through DEQUANTIZE), or None."""
+            op = made_by.get(index)
+            if op is not None:
+                if op_names[op.opcodeIndex] != "DEQUANTIZE" or op.inputs is None or len(op.inputs) == 0:
+                    return None
+                index = int(op.inputs[0])
+                if index in made_by:
+                    return None
+            t = tensors[index]
+            b = buffers[t.buffer] if 0 < t.buffer < len(buffers) else None
+            has_data = b is not None and ((b.data is not None and len(b.data) > 0) or (b.size or 0) > 0)
+            weight = t.type in kinds and t.shape is not None and len(t.shape) >= 2
+            return t if has_data and weight else None
+
+        seen = set()
+        for op in operators:
+            kind = op_names[op.opcodeIndex]
+            if kind in _CARRIERS:
+                continue
+            for i in (op.inputs if op.inputs is not None else []):
+                t = stored(int(i)) if i >= 0 else None
+                if t is None or (kind, id(t)) in seen:
+                    continue
+                seen.add((kind, id(t)))
+                n = int(np.prod([int(d) for d in t.shape]))
+                low = t.type != schema.TensorType.FLOAT32
+                row = found.setdefault(kind, dict(tensors=0, quantized=0, elements=0, quantized_elements=0))
+                row["tensors"] += 1
+                row["elements"] += n
+                row["quantized"] += int(low)
+                row["quantized_elements"] += n if low else 0
+    return dict(sorted(found.items()))

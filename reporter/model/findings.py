@@ -236,6 +236,23 @@ SHIP, RUNNER_UP = "ship", "runner-up"  # `TradeoffPoint.picks`
 NOT_QUANTIZED = "not quantized"  # `TradeoffPoint.picks`: the converter quantized nothing of it (float by another name)
 
 
+# Why one engine's model is the better of a scheme built by both (`EngineChoice.why`).
+ENGINE_CHEAPER = "cheaper"  # both meet the accuracy target: the cheaper for the target
+ENGINE_ONLY_MEETS = "only_meets"  # only it meets the accuracy target
+ENGINE_NEARER = "nearer"  # neither meets it: the nearer to float
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """Of one scheme built by both engines (`Report.engines`), the one the decision would take in that lane."""
+
+    scheme: str
+    tf: str
+    litert: str
+    better: str = ""  # the variant; "" when the two could not be judged (float or a metric not measured)
+    why: str = ""  # ENGINE_CHEAPER, ENGINE_ONLY_MEETS or ENGINE_NEARER
+
+
 @dataclass(frozen=True)
 class Decision:
     """The model to ship for the run's --target (reporter.core.targets), decided from every model measured:
@@ -273,6 +290,7 @@ class Findings:
     heads: list[HeadFinding] = field(default_factory=list)  # several outputs: every output of every variant
     tradeoff: list[TradeoffPoint] = field(default_factory=list)  # every model measured: the one comparison table
     decision: Optional[Decision] = None  # the model to ship for --target
+    engines: list[EngineChoice] = field(default_factory=list)  # one scheme from both engines: the better of the two
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)

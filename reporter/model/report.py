@@ -42,7 +42,8 @@ Format history (SCHEMA_VERSION):
      not accuracy: mean IoU, or the user's `--metric`, with its interval and paired tests over samples);
      `metrics.user`; `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`; `variants[].nonfinite_outputs`
      (evaluation samples with NaN or inf outputs); `findings.decision`, `variants[].reference_kernels` (--target),
-     `recommendation.search.spread`, `.selection_data.grown_from`.
+     `recommendation.search.spread`, `.selection_data.grown_from`; `variants[].weight_coverage` (weight tensors
+     stored below float32, per op type) and `engines` (one scheme from both engines, against each other).
      Standard JSON: a non-finite number is written as null (`to_json`); `layer_errors.layers[].cosine` may be null.
 """
 
@@ -60,7 +61,7 @@ from reporter.model.decode import DecodeError, decode, got, kind, loads as bound
 from reporter.model.findings import Findings
 # The records of one measured model live in reporter.model.variant; they are read from here too.
 from reporter.model.variant import (  # noqa: F401 - re-exported
-    MEASUREMENTS, ClassMetrics, HeadResult, LayerError, LayerErrors, Latency, MainMetric, Metrics, OutputError,
+    MEASUREMENTS, ClassMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric, Metrics, OutputError,
     Paired, PairedScore, SchemeFix, VariantResult,
 )
 from reporter.model.regression import TargetError  # noqa: F401 - re-exported
@@ -272,6 +273,7 @@ class Report:
     timings_s: dict[str, float]
     settings: dict[str, Any]
     debugger_error: Optional[str] = None
+    engines: list[EnginePair] = field(default_factory=list)  # one scheme from both engines, side by side
     findings: Optional[Findings] = None  # decided from everything above by reporter.findings, worded by render.words
 
     def variant(self, name: str) -> Optional[VariantResult]:

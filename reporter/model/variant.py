@@ -149,6 +149,17 @@ class HeadResult:
 
 
 @dataclass(frozen=True)
+class WeightCoverage:
+    """One op type's weights in a model (constant inputs of rank 2 or more: kernels, embedding tables) and how many
+    of them the model stores below float32 (int8, int4, int2, int16, float16): what a scheme took of what it could."""
+
+    tensors: int
+    quantized: int
+    elements: int
+    quantized_elements: int
+
+
+@dataclass(frozen=True)
 class VariantResult:
     name: str
     status: str  # "ok" or "failed"
@@ -178,6 +189,7 @@ class VariantResult:
     target_error: Optional[TargetError] = None  # a regression output with targets: error against them
     clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
     reference_kernels: Optional[ReferenceAgreement] = None  # --target int8: default against reference kernels
+    weight_coverage: dict[str, WeightCoverage] = field(default_factory=dict)  # by op type (read from the file)
 
     @property
     def ok(self) -> bool:
@@ -228,3 +240,18 @@ class SchemeFix:
     model: Optional["VariantResult"] = None
     code: str = ""
     error: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class EnginePair:
+    """One scheme built by both engines (TensorFlow's converter and LiteRT Quantizer), measured against each other on
+    the same evaluation samples: how often they predict the same (classes), or how far their outputs are apart."""
+
+    scheme: str  # in words: "full integer (int8)"
+    tf: str  # the variant TensorFlow's converter built
+    litert: str  # the variant LiteRT Quantizer built
+    agreement: Optional[float] = None  # share of samples (positions, for dense outputs) with the same prediction
+    output_mse: Optional[float] = None  # a regression: mean squared difference of their outputs
+    float_variance: Optional[float] = None  # the scale that MSE is read on (float's output variance)
+    # Op types whose count differs: {op: [count in tf's model, count in LiteRT's]}.
+    op_differences: dict[str, list[int]] = field(default_factory=dict)

@@ -23,7 +23,7 @@ from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError,
 from reporter.core.files import folder_name, staged_folder
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
-from reporter.measure import evaluate, kernels, structure
+from reporter.measure import engines, evaluate, kernels, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.measurer import Measurer
 from reporter.measure.signature import check_shapes as signature_check_shapes
@@ -32,7 +32,7 @@ from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, Layer
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
 from reporter.render import words
-from reporter.run import binding, labels, metric, model_loading, task_reading
+from reporter.run import binding, labels, metric, model_loading, recipes, task_reading
 from reporter.run.context import Quantizer, RunContext, RunStart
 from reporter.run.data_loading import load_data
 from reporter.run.model_loading import LoadedModel
@@ -213,7 +213,8 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
                                               forced.get(h.port.name)) for h in heads)
     score = metric.task_score(reading.task, data.y)
     user = metric.user_score(s, raw_labels, heads, lead.name, len(data.x), data.meta)
-    litert_models = litert.LiteRtModels(float_model, data.x_calib, start.side.calibration if start.side else None)
+    litert_models = litert.LiteRtModels(float_model, data.x_calib, start.side.calibration if start.side else None,
+                                        recipes.load(s.recipe, s.code_dir))
     return RunContext(**vars(start), model=model, float_model=float_model, signature=sig, data=data,
                       reading=reading, heads=head_specs, score=user or score, task_score=score,
                       litert_models=litert_models)
@@ -374,6 +375,7 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
         timings_s=dict(ctx.progress.timings),
         settings=s.recorded(),
         debugger_error=debugged.error,
+        engines=engines.pairs(m, results),
     )
 
 
@@ -422,7 +424,7 @@ def _builder(ctx: RunContext, variant: str) -> tuple[Callable[[], bytes], str]:
         return (lambda: float_model), ("given" if model.is_tflite else conv.CONVERTER)
     if variant == variants.FIQ and quantizer is not None:
         return (lambda: quantizer.quantize([])), quantizer.converter
-    if model.is_tflite or variants.BY_NAME[variant].converters[0] == variants.LITERT:
+    if model.is_tflite or variants.get(variant).converters[0] == variants.LITERT:
         return functools.partial(ctx.litert_models.build, variant), litert.CONVERTER
     if side_conv is not None and side_conv.has(variant):  # converted on the side: the same bytes
         return (lambda: side_conv.result(variant) or conv.convert(model.make_converter, variant, x_calib)), \
@@ -435,7 +437,7 @@ def _crashed_builder(ctx: RunContext, variant: str, crash: contained.NativeCrash
     (16x8, int8 I/O) converts in a child of its own (the converter calibrates the same way); (None, None) for
     the rest (built as usual)."""
     if variant not in variants.CALIBRATED or ctx.model.is_tflite \
-            or variants.BY_NAME[variant].converters[0] == variants.LITERT:
+            or variants.get(variant).converters[0] == variants.LITERT:
         return None, None
     if variant == variants.FIQ:
         def fail():

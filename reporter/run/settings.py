@@ -121,6 +121,11 @@ RUN = (
             " hardware: every op int8, int8 input and output; adds the int8 I/O variant and checks LiteRT's reference"
             " kernels), gpu (a GPU delegate: float16 or float32; adds float16) (default: cpu)",
             " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
+    Setting("recipe", "list", (),
+            "a LiteRT Quantizer recipe (JSON, as `litert quantize --recipe` reads) built as one more variant, named"
+            " after the file: int4_fc.json -> int4_fc (repeatable; in a batch file, relative to it)",
+            "a list of .json files", lambda v: _list_of()(v) and all(x.lower().endswith(".json") for x in v),
+            metavar="FILE.json", repeatable=True, comma=False),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -163,6 +168,7 @@ class RunSettings:
     selection_samples: int = DEFAULTS["selection_samples"]  # samples the search chooses on
     keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
+    recipe: tuple = DEFAULTS["recipe"]  # the user's LiteRT Quantizer recipe files: one variant each
     target: str = DEFAULTS["target"]  # where the shipped model runs: "cpu", "int8" or "gpu" (reporter.core.targets)
     primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
     threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this
@@ -202,6 +208,10 @@ class RunSettings:
         if bad:
             raise QuantReportError("; ".join(bad))
         preflight(self.model, self.data)
+        if self.recipe:
+            from reporter.run import recipes
+
+            recipes.load(self.recipe, self.code_dir)  # each file read and checked: one line naming a bad one
         if Path(self.model).suffix.lower() == ".tflite":
             from reporter.core.variants import NEEDS_TF_CONVERTER
 
@@ -224,7 +234,9 @@ class RunSettings:
         adds = targets.REGISTRY[self.target].adds
         if Path(self.model).suffix.lower() == ".tflite":
             adds = tuple(v for v in adds if v not in NEEDS_TF_CONVERTER)
-        return tuple(dict.fromkeys((*self.variants, *adds)))
+        from reporter.run.recipes import variant_name
+
+        return tuple(dict.fromkeys((*self.variants, *adds, *(variant_name(p) for p in self.recipe))))
 
     @property
     def display_name(self) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from functools import cached_property
 
 from reporter.core import judgement as jd
-from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, or_missing
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_percent, or_missing
+from reporter.findings.derive import weights_taken
 from reporter.core.targets import SUB_BYTE_KEYS
 from reporter.render.views.common import Basis, Cell, Row, count_arrow, tone
 
@@ -58,6 +59,26 @@ class StructureView:
             Row("Latency, p90", cells(lambda v: v.latency_ms.p90 if v.latency_ms else None, fmt_ms,
                                       jd.LATENCY_SAME_RATIO)),
         ]
+
+    @cached_property
+    def weight_rows(self) -> list[Row]:
+        """Per op type, each model's weight tensors stored below float32 out of those it has ("2 of 3"), then the
+        share of the weight values; no rows when no model's weights were read (reports written before)."""
+        columns = self.basis.ok_columns
+        names = sorted({op for v in columns for op in v.weight_coverage})
+        if not names:
+            return []
+        rows = []
+        for op in names:
+            cells = []
+            for v in columns:
+                c = v.weight_coverage.get(op)
+                cells.append(Cell(NOT_MEASURED if v.not_measured("ops") else f"{c.quantized} of {c.tensors}"
+                                  if c is not None else "·"))
+            rows.append(Row(op, cells))
+        rows.append(Row("Weight values", [Cell(NOT_MEASURED if v.not_measured("ops") else fmt_percent(weights_taken(v), 0))
+                                          for v in columns]))
+        return rows
 
     @cached_property
     def op_rows(self) -> list[Row]:

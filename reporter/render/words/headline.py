@@ -18,10 +18,6 @@ from reporter.model.report import Report
 from reporter.render.words.notices import nonfinite_text
 from reporter.render.words.verdicts import size_words
 
-# The variants other than FIQ (which has the search) whose blamed layer the headline names.
-BLAMED_IN_HEADLINE = variants.BLAMED_IN_HEADLINE
-
-
 def headline(report: Report, found: Findings, recommendation: str, nonfinite: Optional[Fact]) -> list[str]:
     """A few sentences (`found` worded but for its headline; `recommendation` the sentence of
     reporter.render.words.recommendation): the model to ship for the target first (after non-finite outputs,
@@ -158,7 +154,7 @@ def _lost(drop: float, metric: str, share: bool) -> str:
 def _blames(found: list[VariantFinding]) -> list[str]:
     """A line for each variant other than FIQ (which has the search) that loses accuracy: the layer to blame
     and what keeping it in float measured."""
-    return [v.blame.text for v in found if v.name in BLAMED_IN_HEADLINE and v.blame is not None]
+    return [v.blame.text for v in found if variants.blamed_in_headline(v.name) and v.blame is not None]
 
 
 def _cost(report: Report, fix: FixFinding) -> str:

@@ -9,7 +9,7 @@ from reporter.core import judgement as jd
 from reporter.core import targets, variants
 from reporter.core.formatting import fmt_ms, fmt_mse, fmt_percent, fmt_score, fmt_signed_bytes
 from reporter.findings.basis import layer_of, metric_of
-from reporter.findings.derive import drq_quantized_nothing
+from reporter.findings.derive import drq_quantized_nothing, quantized_little, weights_taken
 from reporter.model.findings import BlameFinding, HeadFinding, VariantFinding
 from reporter.model.report import Report, VariantResult
 
@@ -46,7 +46,12 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
         parts.append(drq_words(report.model.largest_weight_elements))
     elif f.name != variants.FLOAT and v.tensor_types and not v.not_measured("ops") \
             and not targets.quantized(v.tensor_types):
-        parts.append("quantized nothing: every tensor is still float32, so it is float by another name")
+        taken = f" ({coverage_words(v)})" if v.weight_coverage else ""
+        parts.append(f"quantized nothing: every tensor is still float32{taken}, so it is float by another name")
+    elif quantized_little(v):
+        share = weights_taken(v)
+        what = "no weight" if share == 0 else "almost nothing"
+        parts.append(f"quantized {what}: {coverage_words(v)}, {fmt_percent(share, 1)} of the weight values")
     if f.slower:
         parts.append(f"{f.latency_ratio:.1f}x slower than float ({fmt_ms(f.latency_ms)} vs"
                      f" {fmt_ms(ref.latency_ms.median)} per sample)")
@@ -106,6 +111,14 @@ def size_words(ratio: float) -> str:
     if jd.ratio_in_percent(ratio):
         return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'} than float"
     return f"{1 / ratio:.1f}x smaller than float" if ratio < 1 else f"{ratio:.1f}x larger than float"
+
+
+def coverage_words(v: VariantResult) -> str:
+    """"1 of 3 weight tensors stored below float32 (CONV_2D 0 of 2, FULLY_CONNECTED 1 of 1)"."""
+    rows = v.weight_coverage
+    quantized, total = sum(c.quantized for c in rows.values()), sum(c.tensors for c in rows.values())
+    each = ", ".join(f"{op} {c.quantized} of {c.tensors}" for op, c in rows.items())
+    return f"{quantized} of {total} weight tensors stored below float32 ({each})"
 
 
 def drq_words(largest: Optional[int]) -> str:
