@@ -1,3 +1,21 @@
-"""quant-report: what int8 quantization did to a TensorFlow model, and how to fix it."""
+"""quant-report: what int8 quantization did to a TensorFlow model, and how to fix it.
+
+    import reporter
+    report = reporter.run(model, data, target="int8")   # see reporter.api
+
+`reporter.run`, `reporter.Report` and `reporter.QuantReportError` are the Python API (reporter/api.py)."""
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """The API's names, imported on first use (the command line does not need them to start)."""
+    if name == "run":
+        import importlib
+
+        return importlib.import_module("reporter.run")  # the package, callable as reporter.api.run
+    if name in ("Report", "QuantReportError"):
+        from reporter import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'reporter' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The command line: `quant-report run | batch | render | demo`, a thin layer over the pipeline.
+"""The command line: `quant-report run | batch | render | demo`, a thin layer over the Python API (reporter/api.py).
 
 Flags come from the settings' declarations (reporter/run/settings.py), exit codes from
 reporter/core/exit_codes.py; `main(argv)` returns the code and never exits itself."""
@@ -212,10 +212,9 @@ def _run_one(settings, debug: bool):
     from reporter.core.errors import QuantReportError, RenderError, UsageError
 
     try:
-        settings.check()  # before importing the pipeline (1.4 s) and TensorFlow (4 s): bad input fails at once
-        from reporter.run.pipeline import run
+        from reporter.api import run_settings  # the one path every run takes, the Python API's too
 
-        report, _ = run(settings)
+        report, _ = run_settings(settings)
         return report, ExitCode.OK
     except RenderError as exc:  # measured and partly written: still a failure
         _error(str(exc))

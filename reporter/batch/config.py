@@ -10,7 +10,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 from reporter.run import settings
 from reporter.core.errors import QuantReportError
@@ -33,7 +33,7 @@ class ConfigError(QuantReportError):
 @dataclass
 class ModelEntry:
     name: str
-    path: Path
+    path: Union[Path, str]  # the model file, or package.module:function returning the model
     data: str  # an absolute .npz path, or package.module:function
     options: dict  # run settings: defaults overridden by the model's own keys
     line: int
@@ -177,9 +177,12 @@ def load(path) -> BatchConfig:
                 problem(at("model", i, key), f"'{key}' must be a non-empty string")
         if not isinstance(raw.get("path"), str) or not isinstance(raw.get("data"), str):
             continue
-        model_path = (base / raw["path"]).resolve()
-        if not model_path.exists():
-            problem(at("model", i, "path"), f"model not found: {model_path}")
+        if _is_function_spec(raw["path"], base):  # a model function: called in the model's worker
+            model_path = raw["path"]
+        else:
+            model_path = (base / raw["path"]).resolve()
+            if not model_path.exists():
+                problem(at("model", i, "path"), f"model not found: {model_path}")
         if _is_function_spec(raw["data"], base):
             data_spec = raw["data"]
         else:
@@ -187,7 +190,8 @@ def load(path) -> BatchConfig:
             if not data_path.is_file():
                 problem(at("model", i, "data"), f"data file not found: {data_path}")
             data_spec = str(data_path)
-        name = raw.get("name") or model_path.stem or model_path.name
+        name = raw.get("name") or (model_path.rpartition(":")[2] if isinstance(model_path, str)
+                                   else model_path.stem or model_path.name)
         if not isinstance(name, str):
             problem(at("model", i, "name"), "'name' must be a string")
             continue

@@ -32,7 +32,11 @@ def fingerprint(entry: ModelEntry, max_accuracy_drop=None) -> str:
     h = hashlib.sha256()
     h.update(f"quant-report {__version__}\n".encode())
     h.update(json.dumps({**entry.options, "max_accuracy_drop": max_accuracy_drop}, sort_keys=True).encode())
-    paths = [entry.path] if entry.path.is_file() else sorted(p for p in entry.path.rglob("*") if p.is_file())
+    if isinstance(entry.path, str):  # package.module:function: the spec is all we can know without running it
+        h.update(entry.path.encode())
+        paths = []
+    else:
+        paths = [entry.path] if entry.path.is_file() else sorted(p for p in entry.path.rglob("*") if p.is_file())
     for p in paths:
         h.update(str(p.relative_to(entry.path) if p != entry.path else p.name).encode())
         h.update(_file_digest(p))

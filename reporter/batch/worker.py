@@ -7,8 +7,10 @@ what it reports into an `Outcome` with `outcome`.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +115,7 @@ def work(job: Job, messages) -> None:
 
     from reporter.measure import evaluate
     from reporter.core.errors import QuantReportError
+    from reporter.run import materialize
     from reporter.run.pipeline import RunSettings, run
 
     if job.timing_lock:
@@ -120,8 +123,13 @@ def work(job: Job, messages) -> None:
 
     t0 = time.perf_counter()
     outcome = {"status": "ok", "stage": "", "error": ""}
+    made = None
     try:
-        run(RunSettings(model=job.model, data=job.data, out=job.out, name=name, quiet=True,
+        model = job.model
+        if materialize.is_function_spec(model):  # a model function: its model saved for the run, removed after
+            made = Path(tempfile.mkdtemp(prefix="quant-report-model-"))
+            model = str(materialize.call_model_function(model, job.config_dir, made))
+        run(RunSettings(model=model, data=job.data, out=job.out, name=name, quiet=True,
                         shown_paths=tuple(job.shown), listener=listener, failure_log=str(log_path), code_dir=job.config_dir,
                         side_converter=job.side_converter,
                         extra={FINGERPRINT_KEY: job.fingerprint, **job.extra}, **job.options))
@@ -136,6 +144,9 @@ def work(job: Job, messages) -> None:
         error = str(full) if full is not None else f"{type(exc).__name__}: {text}"
         outcome = {"status": "failed", "stage": last["stage"], "error": error[:300]}
         traceback.print_exc()
+    finally:
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
     outcome["seconds"] = round(time.perf_counter() - t0, 2)
     outcome["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
     log.flush()

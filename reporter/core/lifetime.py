@@ -99,3 +99,21 @@ def remove_autograph_files() -> list[str]:
             os.remove(path)
             removed.append(path)
     return removed
+
+
+@contextlib.contextmanager
+def spawn_without_main():
+    """The run's child processes (calibration, side conversions) are spawned: a spawned child imports the parent's
+    main script first, so a script that calls `reporter.run` at its top level (no `if __name__ == "__main__"`)
+    would run again in each child. The script's path is hidden from them while the run lasts; their code is
+    quant-report's own."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path

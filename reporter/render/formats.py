@@ -144,6 +144,14 @@ def render_html(report: Report) -> bytes:
     return html.encode("utf-8")
 
 
+def render_notebook(report: Report) -> str:
+    """Jupyter's inline view (reporter.api.Report._repr_html_): the story panel and the model to ship, escaped,
+    with no script and nothing fetched."""
+    view = ReportView(report)
+    folder = getattr(report, "folder", None)
+    return environment(True).get_template("notebook.html.j2").render(v=view, r=report, folder=folder or "")
+
+
 def render_md(report: Report) -> bytes:
     view = ReportView(report)
     return markdown_environment().get_template("summary.md.j2").render(v=view, r=report).encode("utf-8")

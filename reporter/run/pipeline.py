@@ -18,7 +18,7 @@ from reporter import __version__
 from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
-from reporter.core import targets, variants
+from reporter.core import lifetime, targets, variants
 from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line, storage_problem
 from reporter.core.files import folder_name, staged_folder
 from reporter.core.progress import Progress
@@ -58,7 +58,7 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
-            with progress.capture(folder / "run.log"):
+            with progress.capture(folder / "run.log"), lifetime.spawn_without_main():
                 report = _run_in(folder, settings, progress)
                 report = words.attach(report)  # the findings, decided and worded
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
