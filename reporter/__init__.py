@@ -5,7 +5,7 @@
 
 `reporter.run`, `reporter.Report` and `reporter.QuantReportError` are the Python API (reporter/api.py)."""
 
-__version__ = "0.1.0"
+from reporter.core.version import __version__  # noqa: F401 - the package's version
 
 
 def __getattr__(name):

@@ -49,6 +49,11 @@ class Report(_Report):
 
     folder: Optional[Path] = unstored(None)  # where the run wrote its files (a temporary folder without `out`)
 
+    @property
+    def decision(self):
+        """The model to ship for the run's target (`findings.decision`): `.variant`, `.file`, `.reason`, ..."""
+        return self.findings.decision if self.findings is not None else None
+
     def model_bytes(self, name: Optional[str] = None) -> bytes:
         """A model's .tflite: `name` is a variant ("fiq", "selective", "drq_fix", ...); by default the model decided
         for the run's target."""

@@ -11,7 +11,7 @@ import os
 import sys
 import traceback
 
-from reporter import __version__
+from reporter.core.version import __version__
 from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
 from reporter.run.settings import FORMATS, GATE_BY_NAME, RUN, add_flag, add_flags, from_args

@@ -52,7 +52,7 @@ def test_in_memory_keras_model_and_arrays_give_the_command_lines_report(tmp_path
     assert _comparable(report.to_dict()) == _comparable(cli)
     assert report.model.source.startswith("in memory: ")
     # the typed records, as attributes
-    assert report.findings.decision.variant == cli["findings"]["decision"]["variant"]
+    assert report.decision.variant == cli["findings"]["decision"]["variant"] == report.findings.decision.variant
     assert report.model_bytes() == (out / "digits" / cli["findings"]["decision"]["file"]).read_bytes()
     assert report.model_bytes("fiq") == (out / "digits" / "fiq.tflite").read_bytes()
     with pytest.raises(reporter.QuantReportError, match="no model 'int8_io'"):

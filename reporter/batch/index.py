@@ -16,7 +16,7 @@ from typing import Optional
 
 import markupsafe
 
-from reporter import __version__
+from reporter.core.version import __version__
 from reporter.batch.runner import BatchResult
 from reporter.batch.worker import Outcome
 from reporter.batch.config import BatchConfig

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reporter import __version__
+from reporter.core.version import __version__
 from reporter.batch.config import BatchConfig, ModelEntry
 from reporter.batch.display import Display
 from reporter.batch.executor import BatchOptions, Executor

@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
-from reporter import __version__
+from reporter.core.version import __version__
 from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
