@@ -11,20 +11,31 @@ def accuracy(tflite: bytes, x, y) -> float:
 
 
 def outputs(tflite: bytes, x) -> np.ndarray:
-    """Raw outputs (N, k), one sample per invoke with the state reset, with the plain LiteRT interpreter; the
-    samples in the input's own type when it takes integers (token ids), else as float32."""
+    """Outputs (N, k), one sample per invoke with the state reset, with the plain LiteRT interpreter; the
+    samples in the input's own type when it takes integers (token ids), quantized with the input's own scale and
+    zero point when it takes int8 (LiteRT's static int8 models), else as float32; a quantized output is read
+    back as float with its own scale and zero point."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=tflite)
     it.allocate_tensors()
     inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    scale, zero = inp["quantization"]
+    out_scale, out_zero = out["quantization"]
     rows = []
     for i in range(len(x)):
         it.reset_all_variables()
-        ids = np.issubdtype(inp["dtype"], np.integer) and inp["quantization"][0] == 0
-        it.set_tensor(inp["index"], x[i : i + 1].astype(inp["dtype"] if ids else np.float32))
+        sample = x[i : i + 1]
+        if np.issubdtype(inp["dtype"], np.integer) and scale:
+            info = np.iinfo(inp["dtype"])
+            sample = np.clip(np.round(sample.astype(np.float32) / scale + zero), info.min, info.max)
+        ids = np.issubdtype(inp["dtype"], np.integer)
+        it.set_tensor(inp["index"], sample.astype(inp["dtype"] if ids else np.float32))
         it.invoke()
-        rows.append(np.array(it.get_tensor(out["index"])[0]).reshape(-1))
+        row = np.array(it.get_tensor(out["index"])[0]).reshape(-1)
+        if np.issubdtype(row.dtype, np.integer) and out_scale:
+            row = (row.astype(np.float32) - out_zero) * out_scale
+        rows.append(row)
     return np.stack(rows)
 
 

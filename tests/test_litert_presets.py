@@ -13,26 +13,6 @@ from conftest import load_report
 PRESETS = ("dynamic_wi4_afp32", "weight_only_wi4_afp32", "static_wi8_ai8")
 
 
-def _accuracy(tflite: bytes, x, y) -> float:
-    """One sample per invoke with the plain LiteRT interpreter; an int8 input quantized with its own scale and
-    zero point (static_wi8_ai8 from LiteRT takes and gives int8), the top score's class against the labels."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=tflite)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    scale, zero = inp["quantization"]
-    right = 0
-    for i in range(len(x)):
-        sample = x[i:i + 1].astype(np.float32)
-        if scale:
-            sample = np.clip(np.round(sample / scale + zero), -128, 127)
-        it.set_tensor(inp["index"], sample.astype(inp["dtype"]))
-        it.invoke()
-        right += int(np.argmax(it.get_tensor(out["index"])[0]) == y[i])
-    return right / len(x)
-
-
 def _types(tflite: bytes) -> collections.Counter:
     """Tensor types counted from the flatbuffer with TensorFlow's own schema, independently."""
     from tensorflow.lite.python import schema_py_generated as schema
@@ -45,6 +25,8 @@ def _types(tflite: bytes) -> collections.Counter:
 
 @pytest.mark.slow
 def test_int4_presets_are_variants_measured_like_every_other(tmp_path, mlp_files, run_cli):
+    from independent import accuracy
+
     model, data = mlp_files
     out = tmp_path / "out"
     assert run_cli(model, data, out, "--variants", "float," + ",".join(PRESETS), "--formats", "json,html",
@@ -61,7 +43,7 @@ def test_int4_presets_are_variants_measured_like_every_other(tmp_path, mlp_files
         counted = _types(tflite)
         assert v.tensor_types.get("int4", 0) == counted.get("int4", 0), name
         assert v.tensor_types["int8"] == counted.get("int8", 0) and v.tensor_types["total"] == sum(counted.values())
-        assert v.metrics.accuracy == pytest.approx(_accuracy(tflite, x, y), abs=1e-9), name
+        assert v.metrics.accuracy == pytest.approx(accuracy(tflite, x, y), abs=1e-9), name
         assert v.size_bytes == len(tflite) < flt.size_bytes, name
     assert report.variant("dynamic_wi4_afp32").tensor_types["int4"] == 3  # the three Dense kernels
     html = (folder / "report.html").read_text()

@@ -59,26 +59,6 @@ def _coverage(tflite: bytes) -> dict:
     return found
 
 
-def _classes(tflite: bytes, x) -> np.ndarray:
-    """The top class per sample, one sample per invoke with the plain LiteRT interpreter; an int8 input quantized
-    with its own scale and zero point (LiteRT's static int8 takes int8; the argmax of an int8 output is its own)."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=tflite)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    scale, zero = inp["quantization"]
-    found = []
-    for i in range(len(x)):
-        sample = x[i:i + 1].astype(np.float32)
-        if scale:
-            sample = np.clip(np.round(sample / scale + zero), -128, 127)
-        it.set_tensor(inp["index"], sample.astype(inp["dtype"]))
-        it.invoke()
-        found.append(int(np.argmax(it.get_tensor(out["index"])[0])))
-    return np.array(found)
-
-
 @pytest.fixture(scope="module")
 def schemes(tmp_path_factory, run_cli):
     """The digits conv net with FIQ from both engines, per-tensor from both, and two recipe files."""
@@ -149,12 +129,14 @@ def test_litert_tensorwise_static_int8_has_one_scale_per_weight_tensor(schemes):
 
 @pytest.mark.slow
 def test_one_scheme_from_both_engines_side_by_side(schemes):
+    from independent import predictions
+
     report, folder, arrays = schemes
     pairs = {(p.tf, p.litert): p for p in report.engines}
     assert set(pairs) == {("fiq", "static_wi8_ai8"), ("fiq_per_tensor", "static_wi8_ai8_per_tensor")}
     fiq = pairs[("fiq", "static_wi8_ai8")]
-    a = _classes((folder / "fiq.tflite").read_bytes(), arrays["x"])
-    b = _classes((folder / "static_wi8_ai8.tflite").read_bytes(), arrays["x"])
+    a = predictions((folder / "fiq.tflite").read_bytes(), arrays["x"])
+    b = predictions((folder / "static_wi8_ai8.tflite").read_bytes(), arrays["x"])
     assert fiq.agreement == pytest.approx(float(np.mean(a == b)), abs=1e-12)
     # LiteRT's static int8 takes and gives int8: TF's FIQ quantizes its float input and dequantizes its output
     assert fiq.op_differences == {"DEQUANTIZE": [1, 0], "QUANTIZE": [1, 0]}
