@@ -116,6 +116,7 @@ def work(job: Job, messages) -> None:
     from reporter.measure import evaluate
     from reporter.core.errors import QuantReportError
     from reporter.run import materialize
+    from reporter.run.data_loading import is_callable_spec
     from reporter.run.pipeline import RunSettings, run
 
     if job.timing_lock:
@@ -126,7 +127,7 @@ def work(job: Job, messages) -> None:
     made = None
     try:
         model = job.model
-        if materialize.is_function_spec(model):  # a model function: its model saved for the run, removed after
+        if is_callable_spec(model):  # a model function: its model saved for the run, removed after
             made = Path(tempfile.mkdtemp(prefix="quant-report-model-"))
             model = str(materialize.call_model_function(model, job.config_dir, made))
         run(RunSettings(model=model, data=job.data, out=job.out, name=name, quiet=True,

@@ -188,36 +188,12 @@ def _model_inputs(model: Optional[LoadedModel]) -> Optional[headers.ModelInputs]
 
 
 def _call_data_function(spec: str, code_dir: Optional[str] = None, say: Optional[Callable[[str], None]] = None) -> dict:
-    """Calls `package.module:function`. The module is looked for among installed packages first, then in
-    `code_dir` (a batch file's folder) or the current folder, loaded from there without adding the folder to
-    sys.path: a file beside a config can shadow nothing. Loading and calling it run behind a wall
-    (usercode.wall): its sys.exit or KeyboardInterrupt is one error naming it, not the end of quant-report."""
+    """Calls `package.module:function` (reporter.run.usercode.call_function: found without touching sys.path,
+    behind the wall) and checks that it returned a mapping of arrays."""
     from reporter.run import usercode
 
-    module_name, _, func_name = spec.partition(":")
-    folders = [Path(code_dir)] if code_dir else [Path.cwd()]
     must = "a data function must return its arrays (a mapping with 'x' and 'y')"
-    try:
-        with usercode.wall(spec, "the data module", must):
-            func = getattr(usercode.import_module(module_name, folders, installed_first=True), func_name)
-    except (ImportError, AttributeError) as exc:
-        raise InputError(spec, f"cannot import data function: {first_line(exc)}") from exc
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
-        raise InputError(spec, f"data module failed to load: {type(exc).__name__}: {first_line(exc)}") from exc
-    if say is not None:
-        say(f"calling the data function {spec} (quant-report waits until it returns)")
-    try:
-        with usercode.wall(spec, "the data function", must):
-            result = func()
-            if not hasattr(result, "keys"):
-                raise InputError(spec, "data function must return a mapping with 'x' and 'y', got"
-                                       f" {type(result).__name__}")
-            return dict(result)
-    except InputError:
-        raise
-    except MemoryError:
-        raise InputError(spec, "the data function ran out of memory") from None
-    except Exception as exc:  # noqa: BLE001 - the user's function may raise anything
-        raise InputError(spec, f"data function failed: {type(exc).__name__}: {first_line(exc)}") from exc
+    result = usercode.call_function(spec, code_dir, "data", must, say)
+    if not hasattr(result, "keys"):
+        raise InputError(spec, f"data function must return a mapping with 'x' and 'y', got {type(result).__name__}")
+    return dict(result)

@@ -220,31 +220,14 @@ def _fits_v1(header: dict) -> bool:
     return len(repr(header)) < 65000
 
 
-def is_function_spec(spec: str) -> bool:
-    """`package.module:function` (or `file.py:function`), not a path."""
-    return ":" in spec and not Path(spec).exists() and not Path(spec).suffix.lower() in (".keras", ".h5", ".tflite")
-
-
 def call_model_function(spec: str, code_dir: Optional[str], folder: Path) -> Path:
-    """A batch entry's `module:function` model: the module imported (installed, else beside the batch file), the
-    function called without arguments behind the user-code wall, and the model it returns (a Keras model or
-    .tflite bytes) saved in `folder`. Any problem is an InputError naming the entry."""
-    from reporter.core.errors import InputError, first_line
+    """A batch entry's `module:function` model: the function called (reporter.run.usercode.call_function) and the
+    model it returns (a Keras model or .tflite bytes) saved in `folder`; a problem is an InputError naming it."""
+    from reporter.core.errors import InputError
     from reporter.run import usercode
 
-    module_name, _, func_name = spec.partition(":")
     must = "a model function must return a keras.Model or the bytes of a float .tflite"
-    folders = [Path(code_dir)] if code_dir else [Path.cwd()]
-    try:
-        with usercode.wall(spec, "the model function", must):
-            func = getattr(usercode.import_module(module_name, folders, installed_first=True), func_name)
-            made = func()
-    except InputError:
-        raise
-    except (ImportError, AttributeError) as exc:
-        raise InputError(spec, f"cannot import model function: {first_line(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001 - the user's code may raise anything
-        raise InputError(spec, f"model function failed: {type(exc).__name__}: {first_line(exc)}") from exc
+    made = usercode.call_function(spec, code_dir, "model", must)
     try:
         return model_file(made, folder)
     except UsageError as exc:

@@ -20,8 +20,9 @@ import importlib.util
 import itertools
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
+from reporter.core.errors import InputError, first_line
 from reporter.core.wall import wall  # noqa: F401 - where the run's callers find it
 
 _loaded = itertools.count()
@@ -77,3 +78,32 @@ def _from_folder(parts: list[str], folder: Path):
     sys.modules[private] = package  # a package's submodules find it by name
     spec.loader.exec_module(package)
     return importlib.import_module(".".join([private, *parts[1:]])) if len(parts) > 1 else package
+
+
+def call_function(spec: str, code_dir: Optional[str], kind: str, must: str,
+                  say: Optional[Callable[[str], None]] = None):
+    """Calls `package.module:function` (a `kind` function: "data", "model") without arguments and returns what it
+    returns. The module is looked for among installed packages first, then in `code_dir` (a batch file's folder)
+    or the current folder. Loading and calling it run behind the wall; any failure is an InputError naming `spec`."""
+    module_name, _, func_name = spec.partition(":")
+    folders = [Path(code_dir)] if code_dir else [Path.cwd()]
+    try:
+        with wall(spec, f"the {kind} module", must):
+            func = getattr(import_module(module_name, folders, installed_first=True), func_name)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(spec, f"cannot import {kind} function: {first_line(exc)}") from exc
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
+        raise InputError(spec, f"{kind} module failed to load: {type(exc).__name__}: {first_line(exc)}") from exc
+    if say is not None:
+        say(f"calling the {kind} function {spec} (quant-report waits until it returns)")
+    try:
+        with wall(spec, f"the {kind} function", must):
+            return func()
+    except InputError:
+        raise
+    except MemoryError:
+        raise InputError(spec, f"the {kind} function ran out of memory") from None
+    except Exception as exc:  # noqa: BLE001 - the user's function may raise anything
+        raise InputError(spec, f"{kind} function failed: {type(exc).__name__}: {first_line(exc)}") from exc
