@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,30 +33,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-BARE = (
-    "import sys; sys.path.insert(0, {bench!r}); from pathlib import Path; "
-    "from bench_pipeline import bare_notebook; bare_notebook(Path({model!r}), Path({data!r}))"
-)
+from bench_speed import BARE, _timed  # noqa: E402 - the bare calls and the child-process timing, shared
+
 SEARCH_SHARE_AIM = 0.2
 RATIO_AIM = 0.7
-
-
-def _timed(argv, src=None) -> float:
-    """Wall seconds of one child process (`src`: run that checkout's reporter)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **({"PYTHONPATH": str(src)} if src else {})}
-    t0 = time.perf_counter()
-    proc = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=src or None, env=env)
-    seconds = time.perf_counter() - t0
-    if proc.returncode != 0:
-        raise SystemExit(f"failed: {' '.join(map(str, argv))}\n{proc.stderr.decode()[-2000:]}")
-    return seconds
 
 
 def tool_run(model: Path, data: Path, out: Path, formats: str, src=None) -> dict:
     """One `quant-report run`: its wall seconds and what report.json says of the search and the stages."""
     argv = [sys.executable, "-m", "reporter", "run", str(model), "--data", str(data), "--out", str(out),
             "--name", "m", "--quiet"] + (["--formats", formats] if formats else [])
-    seconds = _timed(argv, src)
+    seconds = _timed(argv, src)[0]
     report = json.loads((out / "m" / "report.json").read_text())
     rec = report.get("recommendation") or {}
     search = rec.get("search") or {}
@@ -120,7 +106,7 @@ def main() -> int:
         for r in range(args.repeats):
             if not args.no_bare:
                 code = BARE.format(bench=str(ROOT / "benchmarks"), model=str(model), data=str(data))
-                bare.append(_timed([sys.executable, "-c", code]))
+                bare.append(_timed([sys.executable, "-c", code])[0])
             tool.append(tool_run(model, data, Path(tmp) / f"run{r}", args.formats, args.src.resolve()))
             if args.baseline_src:
                 before.append(tool_run(model, data, Path(tmp) / f"before{r}", args.formats,
