@@ -67,6 +67,26 @@ def test_a_model_the_converter_quantized_nothing_of_is_not_shipped_as_quantized(
     assert d.variant == variants.FIQ and d.runner_up == ""
 
 
+def test_a_recurrent_models_bool_tensor_is_no_quantization(fixture_report):
+    """A GRU's loop keeps a bool tensor ("other"): with the weights read per op type and none below float32, DRQ is
+    float by another name, never shipped; the sentence says why nothing quantized was measured."""
+    from reporter.model.variant import WeightCoverage
+
+    loop = dict(FLOAT_TYPES, other=1, total=16)
+    kept = {"FULLY_CONNECTED": WeightCoverage(3, 0, 700, 0), "WHILE": WeightCoverage(2, 0, 768, 0)}
+    drq = dataclasses.replace(_variant(fixture_report, variants.DRQ, 100_000, 30, paired=(0, 0), types=loop),
+                              weight_coverage=kept)
+    f16 = dataclasses.replace(_variant(fixture_report, variants.F16, 60_000, 30, paired=(0, 0), types=loop),
+                              weight_coverage={"FULLY_CONNECTED": WeightCoverage(3, 3, 700, 700)})
+    assert not targets.quantized(drq.tensor_types, drq.weight_coverage)
+    assert targets.quantized(f16.tensor_types, f16.weight_coverage)  # float16 weights are quantization
+    assert targets.quantized(drq.tensor_types)  # a report without weight coverage reads "other" as before
+    assert choice.decide(_report(fixture_report, [drq, f16])).variant == variants.F16
+    found = words.findings_of(_report(fixture_report, [drq]))
+    assert found.decision.variant == variants.FLOAT
+    assert "(DRQ quantized nothing)" in found.decision.reason
+
+
 def test_integer_only_hardware_runs_only_integer_only_models(fixture_report):
     fiq = _variant(fixture_report, variants.FIQ, 25_000, 12, paired=(0, 0))  # float input and output
     io8 = _variant(fixture_report, variants.INT8_IO, 25_000, 12, paired=(1, 0), types=INT8_TYPES)

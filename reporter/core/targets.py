@@ -65,10 +65,16 @@ def integer_only(tensor_types: Mapping[str, int]) -> bool:
         tensor_types.get(kind) for kind in ("float32", "int16", "other", *SUB_BYTE_KEYS))
 
 
-def quantized(tensor_types: Mapping[str, int]) -> bool:
-    """A model with any tensor stored in less than float32 (int8, int16, int4, int2, float16): DRQ that quantized
-    no weight is float by another name."""
-    return any(tensor_types.get(kind) for kind in ("int8", "int16", "other", *SUB_BYTE_KEYS))
+def quantized(tensor_types: Mapping[str, int], weight_coverage: Optional[Mapping] = None) -> bool:
+    """A model with any tensor stored in less than float32 (int8, int16, int4, int2, or weights in float16): DRQ that
+    quantized no weight is float by another name. With the weights read per op type (`weight_coverage`, records
+    with `.quantized`), a float16 weight counts and an "other" tensor (a recurrent loop's bool, say) does not;
+    without them (reports written before), any "other" tensor counts, as float16 is counted there."""
+    if any(tensor_types.get(kind) for kind in ("int8", "int16", *SUB_BYTE_KEYS)):
+        return True
+    if weight_coverage:
+        return any(c.quantized for c in weight_coverage.values())
+    return bool(tensor_types.get("other"))
 
 
 def runs_on(target: str, name: str, tensor_types: Mapping[str, int]) -> bool:

@@ -127,7 +127,7 @@ def decide(report: "Report") -> Optional[Decision]:
     if not found:
         return None
     flt = next(o for o in found if o.name == variants.FLOAT)
-    lane = [o for o in found if o.runs and o.name != variants.FLOAT and tg.quantized(o.model.tensor_types)]
+    lane = [o for o in found if o.runs and o.name != variants.FLOAT and tg.quantized(o.model.tensor_types, o.model.weight_coverage)]
     meeting = [o for o in lane if o.meets]
     if meeting:
         best = _cheapest(target, meeting)
@@ -135,7 +135,7 @@ def decide(report: "Report") -> Optional[Decision]:
             return _decision(report, target, flt, mf.FLOAT_CHEAPER, best, len(lane))
         return _decision(report, target, best, MEETS, _runner_up(target, best, meeting), len(lane))
     closest = max(lane, key=lambda o: (o.score, -o.model.size_bytes)) if lane else None
-    elsewhere = [o for o in found if o.meets and not o.runs and tg.quantized(o.model.tensor_types)]
+    elsewhere = [o for o in found if o.meets and not o.runs and tg.quantized(o.model.tensor_types, o.model.weight_coverage)]
     would = _cheapest(tg.CPU, elsewhere) if elsewhere else None
     keep = flt if tg.runs_on(target, variants.FLOAT, flt.model.tensor_types) else None
     decision = _decision(report, target, keep, NONE_MEETS if lane else NO_CANDIDATE, closest, len(lane))
@@ -257,7 +257,7 @@ def table(report: "Report", decision: Optional[Decision]) -> list[TradeoffPoint]
     points = [pk.Point(o.name, o.model.size_bytes, o.latency, o.score, o.meets) for o in found]
     roles = {decision.variant: SHIP, decision.runner_up: RUNNER_UP} if decision is not None else {}
     roles.update({o.name: NOT_QUANTIZED for o in found if o.name != variants.FLOAT
-                  and not tg.quantized(o.model.tensor_types)})
+                  and not tg.quantized(o.model.tensor_types, o.model.weight_coverage)})
     return [TradeoffPoint(
         name=o.name, label=label(report, o.name), score=o.model.metrics.score, score_text="", vs_float=o.vs_float,
         size_bytes=o.model.size_bytes, latency_ms=o.latency, meets_target=o.meets, pareto=on_front,

@@ -148,7 +148,7 @@ def _a_variant_meets(results: dict, max_accuracy_drop) -> bool:
     if flt is None or not flt.ok:
         return False
     for name, v in results.items():
-        if name in (variants.FLOAT, variants.FIQ) or not v.ok or not targets.quantized(v.tensor_types):
+        if name in (variants.FLOAT, variants.FIQ) or not v.ok or not targets.quantized(v.tensor_types, v.weight_coverage):
             continue
         if v.metrics is not None and flt.metrics is not None:
             main, ref = v.metrics.main, flt.metrics.main

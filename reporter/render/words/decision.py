@@ -41,9 +41,12 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                 f" ({_quality(report, best, flt)}), is {_trade(best, flt, d.target, accuracy=False)} than float here;"
                 f" ship it where size matters more than speed.")
     if d.why == mf.NO_CANDIDATE:
-        built = [v for v in report.variants if v.name in tg.of(d.target).adds]
-        failed = "; ".join(f"{variants.short(v.name)} failed: {v.error}" for v in built if not v.ok)
-        why = f"no quantized model that runs {where} was measured" + (f" ({failed})" if failed else "")
+        adds = tg.of(d.target).adds  # a variant the target added: its error is said here (no other line says it)
+        reasons = [f"{variants.short(v.name)} failed" + (f": {v.error}" if v.name in adds else "") if not v.ok
+                   else f"{variants.short(v.name)} quantized nothing"
+                   for v in report.variants if v.name != variants.FLOAT
+                   and (not v.ok or not tg.quantized(v.tensor_types, v.weight_coverage))]
+        why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     else:
         closest = by_name[d.runner_up]
         why = (f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"

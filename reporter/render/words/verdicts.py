@@ -45,7 +45,7 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
     if drq_quantized_nothing(report, v):
         parts.append(drq_words(report.model.largest_weight_elements))
     elif f.name != variants.FLOAT and v.tensor_types and not v.not_measured("ops") \
-            and not targets.quantized(v.tensor_types):
+            and not targets.quantized(v.tensor_types, v.weight_coverage):
         taken = f" ({coverage_words(v)})" if v.weight_coverage else ""
         parts.append(f"quantized nothing: every tensor is still float32{taken}, so it is float by another name")
     elif quantized_little(v):
