@@ -26,6 +26,7 @@ def pairs(m: Measurer, results: dict[str, VariantResult]) -> list[EnginePair]:
             try:
                 mse = qmetrics.output_error(m.outputs[tf], m.outputs[litert]).mse
                 reference = m.outputs.get(variants.FLOAT)
+                # float's output variance over its finite rows, as every output error is read
                 variance = qmetrics.output_error(reference, reference).float_variance if reference is not None else None
             except ValueError:
                 pass
