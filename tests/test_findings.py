@@ -161,12 +161,79 @@ def test_missing_classes_are_warned_and_latency_that_matters_is_told(base):
     assert not any("FIQ runs" in line for line in same.findings.headline)
 
 
-def test_findings_are_stored_in_report_json_and_derived_for_older_files(base):
+def test_findings_are_stored_in_report_json_as_they_were_derived(base):
     again = report_from_json(base.to_json())
-    assert again.findings == base.findings
-    data = base.to_dict()
+    assert again.findings == base.findings and again.findings is not None
+
+
+def _mcnemar(paired: dict) -> float:
+    """scipy's exact binomial test of the variant's wins among the discordant pairs (1 when there are none)."""
+    from scipy.stats import binomtest
+
+    b, c = paired["reference_only"], paired["variant_only"]
+    return binomtest(c, b + c, 0.5).pvalue if b + c else 1.0
+
+
+def test_findings_derived_for_a_file_without_them_match_an_independent_reading_of_its_measurements():
+    """A report.json whose findings were dropped (an older version's) gets them derived when read; each is checked
+    against what numpy and scipy compute from the stored measurements alone: accuracy from the confusion matrix,
+    its Wilson interval, the size ratio, the paired McNemar test against float and its direction, the gap, the fix
+    and the collapse onto one class."""
+    import json
+
+    import numpy as np
+    from scipy.stats import binomtest
+
+    data = json.loads(FIXTURE.read_text())
     data.pop("findings")
-    assert with_findings(Report.from_dict(data)).findings == words.findings_of(base)
+    found = with_findings(Report.from_dict(data)).findings
+    assert found is not None
+    measured = {v["name"]: v for v in data["variants"]}
+    measured["selective"] = data["recommendation"]["selective"]
+    cms = {name: np.array(v["metrics"]["confusion_matrix"]) for name, v in measured.items()}
+    acc = {name: float(np.trace(cm) / cm.sum()) for name, cm in cms.items()}
+    size = {name: v["size_bytes"] for name, v in measured.items()}
+    for name, v in measured.items():
+        f = found.variant(name)
+        cm = cms[name]
+        assert f.accuracy == pytest.approx(acc[name], abs=1e-12), name
+        wilson = binomtest(int(np.trace(cm)), int(cm.sum())).proportion_ci(0.95, method="wilson")
+        assert (f.accuracy_low, f.accuracy_high) == pytest.approx((wilson.low, wilson.high), abs=1e-9), name
+        assert f.size_bytes == size[name] and f.size_ratio == pytest.approx(size[name] / size["float"]), name
+        if name == "float":
+            continue
+        p = _mcnemar(v["metrics"]["paired"]["float"])
+        assert f.vs_float.p_value == pytest.approx(p, rel=1e-9), name
+        assert f.vs_float.delta == pytest.approx(acc[name] - acc["float"], abs=1e-12), name
+        assert f.vs_float.significant == (p < 0.05), name
+        expected = "same" if p >= 0.05 else ("worse" if acc[name] < acc["float"] else "better")
+        assert f.direction == expected, (name, p)
+        predicted = cm.sum(axis=0) / cm.sum()  # share of samples predicted as each class
+        float_predicted = cms["float"].sum(axis=0) / cms["float"].sum()
+        collapsed = predicted.max() >= 0.95 and float_predicted.max() < 0.95
+        assert (f.degenerate is not None) == collapsed, name
+        if collapsed:
+            assert f.degenerate.label == int(predicted.argmax()) and f.degenerate.share == pytest.approx(predicted.max())
+    # the float-to-FIQ gap and the fix that closes it, from the same counts
+    fiq_p = _mcnemar(measured["fiq"]["metrics"]["paired"]["float"])
+    assert found.gap.fiq_drop == pytest.approx(acc["float"] - acc["fiq"], abs=1e-12)
+    assert found.gap.p_value == pytest.approx(fiq_p, rel=1e-9) and fiq_p < 0.05
+    fix = found.fix
+    assert fix.layers == len(data["recommendation"]["denylisted_nodes"])
+    assert fix.accuracy == pytest.approx(acc["selective"], abs=1e-12)
+    assert fix.points_won_back == pytest.approx(acc["selective"] - acc["fiq"], abs=1e-12)
+    assert fix.share_of_gap == pytest.approx((acc["selective"] - acc["fiq"]) / (acc["float"] - acc["fiq"]))
+    assert fix.size_cost_bytes == size["selective"] - size["fiq"]
+    assert fix.vs_fiq.p_value == pytest.approx(_mcnemar(measured["selective"]["metrics"]["paired"]["fiq"]), rel=1e-9)
+    assert fix.vs_float.p_value == pytest.approx(_mcnemar(measured["selective"]["metrics"]["paired"]["float"]))
+    # the comparison table: each model meets the accuracy target when it is not worse than float beyond noise
+    for row in found.tradeoff:
+        if row.name == "float":
+            assert row.meets_target
+            continue
+        p = _mcnemar(measured[row.name]["metrics"]["paired"]["float"])
+        assert row.meets_target == (p >= 0.05 or acc[row.name] >= acc["float"]), (row.name, p)
+        assert row.size_bytes == size[row.name] and row.score == pytest.approx(acc[row.name], abs=1e-12)
 
 
 def test_the_gate_reads_the_findings(base):
