@@ -1,6 +1,7 @@
 """The Python API (issue 37): `reporter.run(model, data, **settings) -> Report` on models and data held in memory (a
 Keras model, .tflite bytes, arrays, a tf.data.Dataset, the converter's representative dataset), settings checked by
-the flags' declarations, the report inline in Jupyter, and the same report.json as the command line."""
+the flags' declarations, the report inline in Jupyter; its figures
+checked against a plain LiteRT run of the .tflite files it writes."""
 
 import dataclasses
 import json
@@ -19,16 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 FAST = dict(variants=["float", "drq", "fiq"], latency_runs=0, quiet=True)  # no timing: decisions by size alone
 
 
-def _comparable(data: dict) -> dict:
-    """report.json without what may differ between two runs of the same inputs: times and the recorded source."""
-    data = json.loads(json.dumps(data))
-    for key in ("generated_at", "timings_s"):
-        data.pop(key)
-    data["model"].pop("source")
-    data["dataset"].pop("source")
-    return data
-
-
 @pytest.fixture(scope="module")
 def digits(demo_cache):
     import keras
@@ -39,31 +30,55 @@ def digits(demo_cache):
     return keras.saving.load_model(model_path), arrays, model_path, data_path
 
 
-@pytest.mark.slow
-def test_in_memory_keras_model_and_arrays_give_the_command_lines_report(tmp_path, digits, run_cli):
-    model, arrays, model_path, data_path = digits
-    out = tmp_path / "cli"
-    assert run_cli(model_path, data_path, out, "--variants", "float,drq,fiq", "--name", "digits",
-                   "--formats", "json", latency_runs=0) == 0
-    cli = json.loads((out / "digits" / "report.json").read_text())
+def _paired_counts(y, reference, candidate) -> tuple:
+    """(right only in the reference, right only in the candidate) over the same samples."""
+    ref, cand = reference == y, candidate == y
+    return int(np.sum(ref & ~cand)), int(np.sum(~ref & cand))
 
+
+@pytest.mark.slow
+def test_in_memory_keras_model_and_arrays_give_figures_a_plain_litert_run_confirms(tmp_path, digits):
+    """The figures of the returned Report (each model's accuracy, confusion matrix, paired counts against float and
+    size) are those of its written .tflite files run here with the plain LiteRT interpreter on the same evaluation
+    data and scored with scikit-learn; report.json written by save holds the same figures."""
+    from sklearn import metrics as skm
+
+    from independent import predictions
+
+    model, arrays, _, _ = digits
+    x, y = arrays["x"], arrays["y"]
     report = reporter.run(model, arrays, name="digits", **FAST)
     assert isinstance(report, reporter.Report)
-    assert _comparable(report.to_dict()) == _comparable(cli)
-    assert report.model.source.startswith("in memory: ")
-    # the typed records, as attributes
-    assert report.decision.variant == cli["findings"]["decision"]["variant"] == report.findings.decision.variant
-    assert report.model_bytes() == (out / "digits" / cli["findings"]["decision"]["file"]).read_bytes()
-    assert report.model_bytes("fiq") == (out / "digits" / "fiq.tflite").read_bytes()
-    with pytest.raises(reporter.QuantReportError, match="no model 'int8_io'"):
-        report.model_bytes("int8_io")
+    assert report.model.source.startswith("in memory: ") and report.dataset.num_eval == len(y)
 
     saved = report.save(tmp_path / "saved", formats=["json", "md"])
     assert saved == tmp_path / "saved" / "digits"
-    assert (saved / "fiq.tflite").read_bytes() == (out / "digits" / "fiq.tflite").read_bytes()
     assert {"report.json", "summary.md", "layer_stats.csv"} <= {p.name for p in saved.iterdir()}
     assert not (saved / "report.html").exists()
-    assert _comparable(json.loads((saved / "report.json").read_text())) == _comparable(cli)
+    stored = {v["name"]: v for v in json.loads((saved / "report.json").read_text())["variants"]}
+
+    labels = list(range(int(max(y.max(), 1)) + 1))
+    preds = {}
+    for name in ("float", "drq", "fiq"):
+        flat = (saved / f"{name}.tflite").read_bytes()
+        assert report.model_bytes(name) == flat, name
+        v = report.variant(name)
+        preds[name] = pred = predictions(flat, x)
+        accuracy = float(skm.accuracy_score(y, pred))
+        assert v.size_bytes == len(flat) == stored[name]["size_bytes"], name
+        assert v.metrics.accuracy == pytest.approx(accuracy, abs=1e-12), name
+        assert stored[name]["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-12), name
+        cm = skm.confusion_matrix(y, pred, labels=labels)
+        assert np.array_equal(np.array(v.metrics.confusion_matrix), cm[: len(v.metrics.confusion_matrix)]), name
+        if name != "float":
+            b, c = _paired_counts(y, preds["float"], pred)
+            paired = v.metrics.paired["float"]
+            assert (paired.reference_only, paired.variant_only) == (b, c), name
+    assert len(report.model_bytes("float")) > len(report.model_bytes("fiq"))  # int8 weights are smaller
+    # the model to ship is one of the written files
+    assert report.model_bytes() == (saved / report.decision.file).read_bytes()
+    with pytest.raises(reporter.QuantReportError, match="no model 'int8_io'"):
+        report.model_bytes("int8_io")
 
     folder = report.folder  # without out: a temporary folder, removed with the report
     assert folder is not None and folder.is_dir() and not str(folder).startswith(str(tmp_path))
@@ -72,6 +87,30 @@ def test_in_memory_keras_model_and_arrays_give_the_command_lines_report(tmp_path
 
     gc.collect()
     assert not folder.exists()
+
+
+@pytest.mark.slow
+def test_the_output_error_of_a_regression_model_is_a_plain_litert_runs(regression_files):
+    """A model whose output is not class scores: each quantized model's output MSE against float, its largest
+    absolute error and float's output variance are those of the written .tflite files run here with LiteRT."""
+    import keras
+
+    from independent import outputs
+
+    model_path, data_path = regression_files
+    arrays = dict(np.load(data_path))
+    report = reporter.run(keras.saving.load_model(model_path), arrays, name="diabetes", **FAST)
+    reference = outputs(report.model_bytes("float"), arrays["x"]).astype(np.float64)
+    checked = 0
+    for name in ("drq", "fiq"):
+        v = report.variant(name)
+        assert v.ok and v.output_error is not None, (name, v.status, v.error)
+        out = outputs(report.model_bytes(name), arrays["x"]).astype(np.float64)
+        assert v.output_error.mse == pytest.approx(float(np.mean((out - reference) ** 2)), rel=1e-4, abs=1e-9), name
+        assert v.output_error.max_abs_error == pytest.approx(float(np.max(np.abs(out - reference))), rel=1e-4), name
+        assert v.output_error.float_variance == pytest.approx(float(np.var(reference)), rel=1e-4), name
+        checked += 1
+    assert checked == 2
 
 
 @pytest.mark.slow
