@@ -122,7 +122,7 @@ def test_a_recipe_file_is_a_variant_built_and_measured(schemes):
     assert v.size_bytes == len(tflite) < report.variant("float").size_bytes
     assert v.metrics.accuracy == pytest.approx(accuracy(tflite, arrays["x"], arrays["y"]), abs=1e-9)
     assert v.tensor_types.get("int4") == 1  # the one Dense kernel
-    assert report.settings["recipe"] == [str(folder.parent.parent / "int4_fc.json"),
+    assert report.settings.recipe == [str(folder.parent.parent / "int4_fc.json"),
                                          str(folder.parent.parent / "nothing.json")]
 
 

@@ -291,5 +291,5 @@ def test_threshold_sets_where_a_sigmoid_predicts_class_1(binary_sigmoid_files, t
         at_08, at_05 = (out[:, 0] >= 0.8).astype(np.int64), (out[:, 0] >= 0.5).astype(np.int64)
         assert report.variant(name).metrics.accuracy == float(np.mean(at_08 == y)), name
     assert not np.array_equal(at_08, at_05)  # the threshold changes some predictions: the check can fail
-    assert report.settings["threshold"] == 0.8
+    assert report.settings.threshold == 0.8
     assert "at least 0.8" in next(h.text for h in report.findings.hints if h.code == "task")

@@ -8,14 +8,13 @@ The reports' legend and sentences that state a threshold are written from these 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 
 ALPHA = 0.05  # significance level for paired tests
 DEFAULT_TARGET_AGREEMENT = 0.99  # no --max-accuracy-drop: aim at 99 % agreement with float
 DEFAULT_TARGET_R2 = 0.99  # regression: 1 - MSE / variance of the float output
-RECOVERED_SHARE = 0.99  # share of the accuracy gap that counts as recovered in full
 TOLERANCE = 1e-12  # float rounding: a value within this of a limit counts as at the limit
 KEEP_GAIN_SHARE = 0.5  # the search's pruning keeps at least this share of what its best model won back over FIQ
 
@@ -51,9 +50,51 @@ def positive_floor(value: float) -> float:
     return max(value, TOLERANCE)
 
 
-def gate_passes(drop: float, limit: float) -> bool:
-    """The accuracy gate's one rule, for `run`, `batch` and `diff`: a drop (0..1) of at most `limit` passes."""
-    return within(drop, limit)
+# --- the accuracy target: one rule ---------------------------------------------------------------------
+# How a model stands against float (or a diff's BASE) on one output, on the report's one scale. The decision, the
+# search's gap, the blamed variant's fix, the gap's status and every gate read `standing` / `meets_target`, and
+# nothing else decides whether a model meets the accuracy target.
+NOT_MEASURED = "not_measured"  # the scale's figure was not measured: never judged on another scale
+NOT_WORSE = "not_worse"  # at least as good
+ALLOWED = "allowed"  # worse by at most --max-accuracy-drop
+NOISE = "noise"  # worse within noise (the paired test), no --max-accuracy-drop given
+CLOSE = "close"  # no main metric (unlabelled regression): output within 1 - DEFAULT_TARGET_R2 of float's variance
+LOSES = "loses"  # worse beyond noise, beyond the allowed drop, or beyond the output-error target
+MEETING = frozenset({NOT_WORSE, ALLOWED, NOISE, CLOSE})
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A model against its reference on one output, on the report's scale: the main metric's drop with its paired
+    test, or, in a report without a main metric, its output's R² against float's output."""
+
+    drop: Optional[float] = None  # reference minus the model on the main metric, oriented: positive is worse
+    p_value: Optional[float] = None  # the paired test of that drop; None: not tested
+    r2: Optional[float] = None  # 1 - output MSE / float's output variance (only where there is no main metric)
+
+
+def standing(s: Standing, limit: Optional[float]) -> str:
+    """How `s` stands against the accuracy target. With --max-accuracy-drop (`limit`, 0..1 of the main metric) a
+    drop of at most the limit meets it and a larger one does not, whatever the noise (the user named the loss they
+    accept); without, a drop within noise meets it and one beyond noise, or untested, does not."""
+    if s.drop is None:
+        if s.r2 is None:
+            return NOT_MEASURED
+        return CLOSE if within(DEFAULT_TARGET_R2, s.r2) else LOSES
+    if s.drop <= 0:
+        return NOT_WORSE
+    if limit is not None:
+        return ALLOWED if within(s.drop, limit) else LOSES
+    if s.p_value is not None and not significant(s.p_value):
+        return NOISE
+    return LOSES
+
+
+def meets_target(standings: Iterable[Standing], limit: Optional[float]) -> bool:
+    """The one rule: a model meets the accuracy target when it stands within it on every labelled output (the main
+    metric's first); nothing measured meets nothing."""
+    found = list(standings)
+    return bool(found) and all(standing(s, limit) in MEETING for s in found)
 
 
 def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -143,51 +184,40 @@ class Gap:
 
 def gap_of(drop: Optional[float], p_value: Optional[float], max_accuracy_drop: Optional[float], name: str,
            unit: Callable[[float], str] = lambda d: f"{d * 100:.1f} points", test: str = "McNemar") -> Gap:
-    """`gap` when the variant called `name` is worse than float beyond noise (and beyond the allowed drop) by
+    """`gap` when the variant called `name` does not meet the accuracy target against float (`meets_target`) by
     `drop` (of the main metric, positive: worse; `unit` words it); `no_gap` otherwise, with the reason. None:
     the metric was not measured."""
     if drop is None:
         return Gap("not_measurable", reason="the model's output is not class scores, so there is no accuracy")
-    why = gap_kind(drop, p_value, max_accuracy_drop)
-    if why == "not_worse":
+    why = standing(Standing(drop, p_value), max_accuracy_drop)
+    if why == NOT_WORSE:
         return Gap("no_gap", drop, p_value, f"{name} is at least as good as float")
-    if why == "allowed":
+    if why == ALLOWED:
         return Gap("no_gap", drop, p_value, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
-    if why == "noise":
+    if why == NOISE:
         return Gap("no_gap", drop, p_value, f"the drop is within noise ({test} {p_text(p_value)})")
-    return Gap("gap", drop, p_value, f"{name} {worse_words(unit(drop))} ({test} {p_text(p_value)})")
+    return Gap("gap", drop, p_value, f"{name} {worse_words(unit(drop))} ({test} {_p_or_untested(p_value)})")
 
 
-def gap_kind(drop: float, p_value: Optional[float], max_accuracy_drop: Optional[float] = None) -> str:
-    """Whether a drop of the main metric against float is a gap, and if not, why: "not_worse" (no drop),
-    "allowed" (within --max-accuracy-drop), "noise" (p at or above ALPHA) or "gap" (a drop whose
-    significance is unknown counts as a gap)."""
-    if drop <= 0:
-        return "not_worse"
-    if max_accuracy_drop is not None and within(drop, max_accuracy_drop):
-        return "allowed"
-    if p_value is not None and not significant(p_value):
-        return "noise"
-    return "gap"
+def _p_or_untested(p_value: Optional[float]) -> str:
+    return p_text(p_value) if p_value is not None else "not tested"
 
 
 def after_fix(gap: Gap, drop: Optional[float], p: Optional[float], max_accuracy_drop: Optional[float],
               unit: Callable[[float], str] = lambda d: f"{d * 100:.1f} points", test: str = "McNemar") -> Gap:
     """The gap's status once the recommended model is measured (`drop`: float's main metric minus its, oriented;
-    `p`: their paired test): `recovered` or `open`."""
+    `p`: their paired test): `recovered` when it meets the accuracy target (`standing`), else `open`."""
     if gap.status != "gap" or drop is None:
         return gap
-    share = 1 - drop / gap.drop if gap.drop else None
-    if drop <= 0:
+    why = standing(Standing(drop, p), max_accuracy_drop)
+    if why == NOT_WORSE:
         return Gap("recovered", drop, p, "the recommended model is as good as float")
-    if p >= ALPHA:
+    if why == NOISE:
         return Gap("recovered", drop, p, f"{unit(drop)} below float, within noise: {test} {p_text(p)}")
-    if max_accuracy_drop is not None and within(drop, max_accuracy_drop):
+    if why == ALLOWED:
         return Gap("recovered", drop, p, f"{unit(drop)} below float: within --max-accuracy-drop"
                                          f" {max_accuracy_drop:g}")
-    if share is not None and share >= RECOVERED_SHARE:
-        return Gap("recovered", drop, p, f"{unit(drop)} below float, {share:.1%} of the gap won back")
-    return Gap("open", drop, p, f"the recommended model still {worse_words(unit(drop))}, {test} {p_text(p)}")
+    return Gap("open", drop, p, f"the recommended model still {worse_words(unit(drop))}, {test} {_p_or_untested(p)}")
 
 
 def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
@@ -206,9 +236,6 @@ CONFIDENCE = 0.95  # intervals on accuracy (Wilson)
 LATENCY_NOTABLE_RATIO = 1.5  # a variant this many times slower than float: said in the verdict
 LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster than in BASE has changed,
 LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings of tiny models jump run to run
-# The model to ship (reporter.core.targets.cost) weighs a latency difference only from this much per sample: a
-# few microseconds between tiny models is the timer's jitter, and a decision must not flip from run to run.
-LATENCY_DECISION_MIN_MS = 0.01
 DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
 # A scheme that stores less than this share of the model's weight values below float32 "quantized almost nothing"
 # (said in its verdict, whatever its size column shows): e.g. a blockwise int4 recipe that only takes fully
@@ -256,18 +283,15 @@ def worse_beyond_noise(is_significant: Optional[bool], delta: float) -> bool:
     return bool(is_significant) and delta < 0
 
 
-def loss_stays(is_significant: Optional[bool], delta: float, max_accuracy_drop: Optional[float]) -> bool:
-    """A fix that leaves a variant worse than float: worse beyond noise and beyond the allowed drop."""
-    allowed = max_accuracy_drop is not None and within(-delta, max_accuracy_drop)
-    return worse_beyond_noise(is_significant, delta) and not allowed
-
-
-def meets_accuracy(is_significant: Optional[bool], delta: float, max_accuracy_drop: Optional[float]) -> bool:
-    """A model meets the accuracy target against float: with --max-accuracy-drop, when it loses at most that much
-    (the gate's rule, whatever the noise); without, when it is not worse beyond noise."""
-    if max_accuracy_drop is not None:
-        return gate_passes(-delta, max_accuracy_drop)
-    return not worse_beyond_noise(is_significant, delta)
+def faster(a_median: Optional[float], a_p90: Optional[float], b_median: Optional[float],
+           b_p90: Optional[float]) -> bool:
+    """A model timed at `a_median` (90th percentile `a_p90`) is faster than one at `b_median` beyond timing noise:
+    their medians lie further apart than either model's own spread over its repeated runs (p90 - median). The
+    decision's cost, its tie-break and every sentence that says "faster" or "slower" read this one rule."""
+    if not a_median or not b_median or a_median >= b_median:
+        return False
+    spread = max((a_p90 or a_median) - a_median, (b_p90 or b_median) - b_median, 0.0)
+    return b_median - a_median > spread
 
 
 def output_error_changed(base_mse: float, new_mse: float) -> bool:
@@ -381,6 +405,19 @@ SPREAD_RECOVER_SHARE = KEEP_GAIN_SHARE
 SPREAD_MIN_LAYERS = 50
 SPREAD_PROBES = 8  # compact moves measured alone before the search decides (the evidence's best first)
 SPREAD_GROUP_PROBES = 4  # of them at most this many regions and groups; singles and tensors fill the rest
+# When no compact set is the cause, the search measures sets beyond the cap before it calls the loss spread out: the
+# debugger's chains of wide-range ops as units (at most SPREAD_CHAIN_PROBES, the widest first), and regions along the
+# graph's order as Polygraphy's `debug precision` bisects them: the first and the last SPREAD_REGION_MAX_SHARE of the
+# ops, then, in each half that is a cause, the shortest prefix (or suffix) that still is one (spread_region_probes).
+SPREAD_CHAIN_PROBES = 3
+SPREAD_REGION_MAX_SHARE = 0.5  # a region of more than half of the ops in float is not a fix of a few layers
+
+
+def spread_region_probes(layers: int) -> int:
+    """The most regions measured among `layers` debugged ops: the two halves, and a bisection of each down to one op
+    (ceil(log2) of the half's length each): 16 for 135 ops, 18 for 300."""
+    half = max(1, int(SPREAD_REGION_MAX_SHARE * layers + TOLERANCE))
+    return 2 + 2 * int(np.ceil(np.log2(half))) if half > 1 else 2
 
 
 def compact_limit(layers: int) -> Optional[int]:

@@ -2,19 +2,22 @@
 table it is read against.
 
 Every model measured is an option: the variants, the recommended model (FIQ with layers in float), its layers in
-a lighter scheme, and each variant's own fix. An option meets the accuracy target when it is not worse than
-float beyond noise (with --max-accuracy-drop: when it loses at most that much, as the gate reads it), on the
-main metric and on every other labelled output; a regression without labels reads its output error against
-float's variance. Of the options that run on the target (reporter.core.targets) and meet it, the cheapest by the
-target's priorities is shipped (a model the converter quantized nothing of is float by another name, never
-shipped as a quantized model; on a CPU float itself ships when every quantized model costs more there, the
-cheapest of them named as the runner-up): a difference the paired test calls noise is no difference, so accuracy decides
-only a tie in cost. A runner-up is named when another option meets the target and trades differently (smaller,
-faster, or more accurate where the shipped one loses within the allowed drop). When no quantized option for the
-target meets it, float is kept on a CPU or GPU, nothing is shipped on integer-only hardware, and the closest
-option and the one that would meet the target elsewhere are named.
+a lighter scheme, and each variant's own fix. Each is judged once (`judge`): its score on the report's one scale
+(its main metric; an output's R² against float only in a report without one; a model whose scale was not
+measured is "not measured", never judged on another), whether it meets the accuracy target by the one rule
+(reporter.core.judgement.meets_target, on every labelled output), whether it runs on the target (read from its
+tensor types by the target's registry entry, reporter.core.targets), and its cost there. Of the options that run
+on the target and meet the accuracy target, the cheapest ships; a tie in cost (targets.COST_SAME) goes to the more
+accurate beyond noise (the paired comparison), then to the smaller. A model the converter quantized nothing of is
+float by another name, never shipped as a quantized model; where the target is timed (a CPU) float itself ships
+when every quantized model costs more there. A runner-up is named when another option meets the target and trades
+differently. When no quantized option for the target meets it, float is kept where float runs, nothing is shipped
+elsewhere, and the nearest option and the one that would meet the target elsewhere are named.
 
-Pure: same report, same decision. Thresholds from reporter.core.judgement, targets from reporter.core.targets.
+The decision carries every option with its figures and why it was not chosen (`Decision.options`); report.json
+keeps them, and the words, the tables, the engines' choice and the gate read them: nothing is judged twice.
+
+Pure: same report, same decision.
 """
 
 from __future__ import annotations
@@ -26,39 +29,20 @@ from typing import TYPE_CHECKING, Optional
 from reporter.core import judgement as jd
 from reporter.core import targets as tg
 from reporter.core import variants
-from reporter.core.variants import LABELS
 from reporter.findings import picks as pk
-from reporter.findings.basis import compare, measurable
+from reporter.findings.basis import compare, measurable, metric_of
+from reporter.measure.metrics import unpack_correct
 from reporter.model import findings as mf
 from reporter.model.findings import (MEETS, NO_CANDIDATE, NONE_MEETS, NOT_QUANTIZED, RUNNER_UP, SHIP, Comparison,
-                                     Decision, TradeoffPoint)
+                                     Decision, Option, TradeoffPoint)
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Report, VariantResult
 
 
-@dataclass(frozen=True)
-class Option:
-    """One model measured, judged against float and the target."""
-
-    model: "VariantResult"
-    vs_float: Optional[Comparison]  # the main metric (None: no main metric)
-    score: Optional[float]  # oriented: higher is better (the main metric, or 1 - output MSE / float's variance)
-    meets: bool  # the accuracy target
-    runs: bool  # on the target, as built
-
-    @property
-    def name(self) -> str:
-        return self.model.name
-
-    @property
-    def latency(self) -> Optional[float]:
-        return self.model.latency_ms.median if self.model.latency_ms else None
-
-
 def target_of(report: "Report") -> str:
     """The run's --target (reports written before it were judged for a CPU)."""
-    return report.settings.get("target") or tg.DEFAULT
+    return tg.of(report.settings.target).name
 
 
 def models(report: "Report") -> list["VariantResult"]:
@@ -74,79 +58,112 @@ def models(report: "Report") -> list["VariantResult"]:
     return [m for m in found if m.ok and m.size_bytes]
 
 
-def options(report: "Report") -> list[Option]:
-    """Every model measured, judged; empty when float (or its quality) was not measured."""
+def judge(report: "Report") -> list[Option]:
+    """Every model measured, judged once against float and the target (cost and `why` still empty); empty when
+    float (or its quality) was not measured: nothing can be compared with float."""
     flt = report.variant(variants.FLOAT)
     if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
-        return []  # nothing can be compared with float
-    target, limit = target_of(report), report.settings.get("max_accuracy_drop")
+        return []
+    target, limit = tg.of(report.settings.target), report.settings.max_accuracy_drop
+    scale_is_metric = measurable(report)
     out = []
     for m in models(report):
-        cmp, score, meets = _judged(report, m, flt, limit)
-        if score is None:
-            continue
-        out.append(Option(m, cmp, score, meets, tg.runs_on(target, m.name, m.tensor_types)))
+        cmp, score, standings = _standings(m, flt, scale_is_metric)
+        worst = _worst(standings, limit) if m.name != variants.FLOAT else jd.NOT_WORSE
+        hib = bool(m.metrics.higher_is_better) if scale_is_metric and m.metrics is not None else True
+        out.append(Option(
+            name=m.name, label=label(report, m.name), score=score, standing=worst,
+            meets=m.name == variants.FLOAT or jd.meets_target(standings, limit), runs=target.runs(m.tensor_types),
+            quantized=tg.quantized(m.tensor_types, m.weight_coverage), size_bytes=m.size_bytes,
+            latency_ms=m.latency_ms.median if m.latency_ms else None,
+            latency_p90_ms=m.latency_ms.p90 if m.latency_ms else None, vs_float=cmp, higher_is_better=hib,
+            output_mse=m.output_error.mse if m.output_error else None,
+            output_variance=m.output_error.float_variance if m.output_error else None))
     return out
 
 
-def _judged(report: "Report", m: "VariantResult", flt: "VariantResult",
-            limit: Optional[float]) -> tuple[Optional[Comparison], Optional[float], bool]:
-    """The model's comparison with float on the main metric, its oriented score, and whether it meets the
-    accuracy target (float itself does)."""
-    if m.metrics is not None and flt.metrics is not None and m.metrics.score is not None and measurable(report):
-        cmp = compare(m.metrics, flt.metrics, variants.FLOAT) if m.name != variants.FLOAT else None
-        meets = m.name == variants.FLOAT or (
-            cmp is not None and cmp.p_value is not None and jd.meets_accuracy(cmp.significant, cmp.delta, limit))
-        score = m.metrics.score * (1 if m.metrics.higher_is_better else -1)
-        return cmp, score, meets and _heads_meet(m, flt, limit)
+def _standings(m: "VariantResult", flt: "VariantResult",
+               scale_is_metric: bool) -> tuple[Optional[Comparison], Optional[float], list[jd.Standing]]:
+    """The model's comparison with float on the main metric, its score on the report's scale, and how it stands on
+    every labelled output (none when its scale was not measured)."""
+    if scale_is_metric:
+        if m.not_measured("metrics") or m.metrics is None or m.metrics.score is None or flt.metrics is None:
+            return None, None, []
+        if m.name == variants.FLOAT:
+            return None, m.metrics.score, [jd.Standing(0.0)]
+        cmp = compare(m.metrics, flt.metrics, variants.FLOAT)
+        if cmp.measure == mf.OTHER_METRICS:  # judged by another metric than float: not on this report's scale
+            return None, None, []
+        return cmp, m.metrics.score, [jd.Standing(-cmp.delta, cmp.p_value)] + _head_standings(m, flt)
     if m.name == variants.FLOAT:
-        return None, 1.0, True
+        return None, 1.0, [jd.Standing(r2=1.0)]
     error = m.output_error
-    if error is None or not error.float_variance:
-        return None, None, False
-    score = 1.0 - error.mse / error.float_variance
-    return None, score, jd.within(jd.DEFAULT_TARGET_R2, score)
+    if m.not_measured("output_error") or error is None or not error.float_variance:
+        return None, None, []
+    r2 = 1.0 - error.mse / error.float_variance
+    return None, r2, [jd.Standing(r2=r2)]
 
 
-def _heads_meet(m: "VariantResult", flt: "VariantResult", limit: Optional[float]) -> bool:
-    """Every labelled output of a model with several meets the accuracy target too."""
+def _head_standings(m: "VariantResult", flt: "VariantResult") -> list[jd.Standing]:
+    """Every other labelled output of a model with several, against float's."""
+    out = []
     for name, head in m.heads.items():
         ref = flt.heads.get(name)
-        if head.metrics is None or ref is None or ref.metrics is None or m.name == variants.FLOAT:
+        if head.metrics is None or ref is None or ref.metrics is None:
             continue
         cmp = compare(head.metrics, ref.metrics, variants.FLOAT)
-        if cmp.p_value is not None and not jd.meets_accuracy(cmp.significant, cmp.delta, limit):
-            return False
-    return True
+        out.append(jd.Standing(-cmp.delta, cmp.p_value))
+    return out
+
+
+def _worst(standings: list[jd.Standing], limit: Optional[float]) -> str:
+    """The standing that decides: the first that misses the target, else the main metric's."""
+    found = [jd.standing(s, limit) for s in standings]
+    if not found:
+        return jd.NOT_MEASURED
+    return next((w for w in found if w not in jd.MEETING), found[0])
 
 
 def decide(report: "Report") -> Optional[Decision]:
-    """The model to ship for the run's target; None when float was not measured or nothing can be compared."""
+    """The model to ship for the run's target, with every option judged; None when float was not measured or
+    nothing can be compared."""
     target = target_of(report)
-    found = options(report)
+    found = judge(report)
     if not found:
         return None
     flt = next(o for o in found if o.name == variants.FLOAT)
-    lane = [o for o in found if o.runs and o.name != variants.FLOAT and tg.quantized(o.model.tensor_types, o.model.weight_coverage)]
-    meeting = [o for o in lane if o.meets]
+    lane = [o for o in found if o.runs and o.name != variants.FLOAT and o.quantized and o.score is not None]
+    pool = [o for o in found if o.runs and o.meets and (o.quantized or o.name == variants.FLOAT)]
+    costs = _costs(target, pool)
+    found = [dataclasses.replace(o, cost=costs.get(o.name)) for o in found]
+    by_name = {o.name: o for o in found}
+    meeting = [by_name[o.name] for o in lane if o.meets]
+    flt = by_name[variants.FLOAT]
     if meeting:
-        best = _cheapest(target, meeting)
-        if target == tg.CPU and _cheapest(target, [*meeting, flt]) is flt:  # every quantized model costs more here
-            return _decision(report, target, flt, mf.FLOAT_CHEAPER, best, len(lane))
-        return _decision(report, target, best, MEETS, _runner_up(target, best, meeting), len(lane))
-    closest = max(lane, key=lambda o: (o.score, -o.model.size_bytes)) if lane else None
-    elsewhere = [o for o in found if o.meets and not o.runs and tg.quantized(o.model.tensor_types, o.model.weight_coverage)]
-    would = _cheapest(tg.CPU, elsewhere) if elsewhere else None
-    keep = flt if tg.runs_on(target, variants.FLOAT, flt.model.tensor_types) else None
-    decision = _decision(report, target, keep, NONE_MEETS if lane else NO_CANDIDATE, closest, len(lane))
-    return dataclasses.replace(decision, would_meet=would.name if would else "")
+        best = _cheapest(report, meeting)
+        if tg.of(target).timed and flt.runs and _cheapest(report, [*meeting, flt]) is flt:
+            return _decision(report, found, target, flt, mf.FLOAT_CHEAPER, best, len(lane))
+        return _decision(report, found, target, best, MEETS, _runner_up(report, target, best, meeting), len(lane))
+    closest = max((by_name[o.name] for o in lane), key=lambda o: (_oriented(o), -o.size_bytes)) if lane else None
+    elsewhere = [o for o in found if o.meets and not o.runs and o.quantized]
+    would = _cheapest(report, elsewhere) if elsewhere else None
+    keep = flt if flt.runs else None
+    decision = _decision(report, found, target, keep, NONE_MEETS if lane else NO_CANDIDATE, closest, len(lane))
+    return dataclasses.replace(decision, would_meet=would.name if would else "",
+                               would_meet_label=would.label if would else "")
 
 
-def engines(report: "Report") -> list[mf.EngineChoice]:
-    """Of each scheme both engines built, the better in its lane by the decision's own rule: of two that meet the
-    accuracy target the cheaper for the target, else the one that meets it, else the nearer to float."""
+def _oriented(o: Option) -> float:
+    return o.score * (1 if o.higher_is_better else -1)
+
+
+def engines(report: "Report", decision: Optional[Decision]) -> list[mf.EngineChoice]:
+    """Of each scheme both engines built, the better in its lane by the decision's own rule, read from its judged
+    options: of two that meet the accuracy target the cheaper for the target (a tie in cost: the more accurate
+    beyond noise, then the smaller), else the one that meets it, else the more accurate beyond noise; a tie when
+    nothing tells them apart."""
     target = target_of(report)
-    judged = {o.name: o for o in options(report)}
+    judged = {o.name: o for o in decision.options} if decision is not None else {}
     found = []
     for pair in report.engines:
         a, b = judged.get(pair.tf), judged.get(pair.litert)
@@ -154,31 +171,64 @@ def engines(report: "Report") -> list[mf.EngineChoice]:
         if a is not None and b is not None and a.score is not None and b.score is not None:
             meeting = [o for o in (a, b) if o.meets]
             if len(meeting) == 2:
-                better, why = _cheapest(target, meeting), mf.ENGINE_CHEAPER
+                costs = _costs(target, meeting)
+                better = _cheapest(report, meeting, costs)
+                other = b if better is a else a
+                tied = abs(costs[a.name] - costs[b.name]) <= tg.COST_SAME and not _better(report, better, other) \
+                    and better.size_bytes == other.size_bytes
+                better, why = (None, mf.ENGINE_TIE) if tied else (better, mf.ENGINE_CHEAPER)
             elif meeting:
                 better, why = meeting[0], mf.ENGINE_ONLY_MEETS
+            elif _better(report, a, b) or _better(report, b, a):
+                better, why = (a if _better(report, a, b) else b), mf.ENGINE_NEARER
             else:
-                better, why = max((a, b), key=lambda o: (o.score, -o.model.size_bytes)), mf.ENGINE_NEARER
+                why = mf.ENGINE_TIE
         found.append(mf.EngineChoice(pair.scheme, pair.tf, pair.litert, better.name if better else "", why))
     return found
 
 
-def _decision(report: "Report", target: str, ship: Optional[Option], why: str, runner: Optional[Option],
-              candidates: int) -> Decision:
-    model = ship.model if ship is not None else None
+def _decision(report: "Report", found: list[Option], target: str, ship: Optional[Option], why: str,
+              runner: Optional[Option], candidates: int) -> Decision:
+    name = ship.name if ship is not None else ""
+    model = report.variant(name) if name else None
+    if model is None and name:
+        model = next((m for m in models(report) if m.name == name), None)
+    options = [dataclasses.replace(o, why=_why_not(o, ship, runner)) for o in found]
     return Decision(
-        target=target, variant=model.name if model else "", label=label(report, model.name) if model else "",
+        target=target, variant=name, label=ship.label if ship else "",
         meets_target=why in (MEETS, mf.FLOAT_CHEAPER), why=why, runner_up=runner.name if runner else "",
-        runner_up_label=label(report, runner.name) if runner else "", file=f"{model.name}.tflite" if model else "",
-        reference_agreement=model.reference_kernels if model is not None and target == tg.INT8 else None,
-        candidates=candidates)
+        runner_up_label=runner.label if runner else "", file=f"{name}.tflite" if name else "",
+        reference_agreement=model.reference_kernels if model is not None and tg.of(target).reference_kernels
+        else None, candidates=candidates, options=options)
 
 
-def vs_float(report: "Report", decision: Decision) -> Optional[Comparison]:
+def _why_not(o: Option, ship: Optional[Option], runner: Optional[Option]) -> str:
+    """Why `o` is not the model shipped ("" when it is)."""
+    if ship is not None and o.name == ship.name:
+        return ""
+    if runner is not None and o.name == runner.name and o.meets and o.runs:
+        return mf.OPT_RUNNER_UP
+    if o.name == variants.FLOAT:
+        return mf.OPT_REFERENCE
+    if o.score is None:
+        return mf.OPT_NOT_MEASURED
+    if not o.runs:
+        return mf.OPT_NOT_ON_TARGET
+    if not o.quantized:
+        return mf.OPT_NOT_QUANTIZED
+    if not o.meets:
+        return mf.OPT_DOES_NOT_MEET
+    if ship is None or ship.cost is None or o.cost is None or o.cost > ship.cost + tg.COST_SAME:
+        return mf.OPT_COSTS_MORE
+    return mf.OPT_TIE_LARGER if o.size_bytes >= ship.size_bytes else mf.OPT_TIE_LESS_ACCURATE
+
+
+def vs_float(decision: Decision) -> Optional[Comparison]:
     """The comparison with float of the model the gate by target reads: the shipped one when it meets the target,
     else the target's closest."""
     name = decision.variant if decision.meets_target else decision.runner_up
-    return next((o.vs_float for o in options(report) if o.name == name), None)
+    found = decision.option(name)
+    return found.vs_float if found is not None else None
 
 
 def label(report: "Report", name: str) -> str:
@@ -199,38 +249,64 @@ def label(report: "Report", name: str) -> str:
 
 
 def _costs(target: str, pool: list[Option]) -> dict[str, float]:
-    small = min(o.model.size_bytes for o in pool)
-    timed = [o.latency for o in pool if o.latency]
-    fast = min(timed) if len(timed) == len(pool) and timed else None
-    return {o.name: tg.cost(target, o.model.size_bytes / small, o.latency, fast) for o in pool}
+    """Each option's cost on `target` against the cheapest of `pool`: size over the smallest and, where the target is
+    timed, latency over the fastest when slower beyond timing noise (judgement.faster)."""
+    if not pool:
+        return {}
+    small = min(o.size_bytes for o in pool)
+    timed = [o for o in pool if o.latency_ms]
+    fastest = min(timed, key=lambda o: o.latency_ms) if len(timed) == len(pool) else None
+    out = {}
+    for o in pool:
+        slower = o.latency_ms / fastest.latency_ms if fastest is not None and jd.faster(
+            fastest.latency_ms, fastest.latency_p90_ms, o.latency_ms, o.latency_p90_ms) else None
+        out[o.name] = tg.cost(target, o.size_bytes / small, slower)
+    return out
 
 
-def _cheapest(target: str, pool: list[Option]) -> Option:
-    """The cheapest option by the target's priorities; a tie in cost (within targets.COST_SAME) goes to the
-    faster model where the target is timed and it is faster beyond timing noise (targets.faster), else to the
-    smaller, then the report's order (accuracy differences among options that all meet the target
-    are within what the target allows)."""
-    costs = _costs(target, pool)
-    low = min(costs.values())
-    tied = [o for o in pool if costs[o.name] <= low + tg.COST_SAME]
-    smallest = min(tied, key=lambda o: o.model.size_bytes)
-    timed = [o for o in tied if o.latency]
-    if tg.of(target).timed and len(timed) == len(tied):
-        fastest = min(timed, key=lambda o: o.latency)
-        if tg.faster(fastest.latency, smallest.latency):
-            return fastest
-    return smallest
+def _cheapest(report: "Report", pool: list[Option], costs: Optional[dict[str, float]] = None) -> Option:
+    """The cheapest option by the target's priorities; a tie in cost (within targets.COST_SAME) goes to the more
+    accurate model beyond noise (`_better`: the paired comparison), then to the smaller, then the report's order."""
+    costs = costs if costs is not None else _costs(target_of(report), pool)
+    low = min(costs[o.name] for o in pool)
+    tied = sorted((o for o in pool if costs[o.name] <= low + tg.COST_SAME), key=lambda o: o.size_bytes)
+    best = tied[0]
+    for o in tied[1:]:
+        if _better(report, o, best):
+            best = o
+    return best
 
 
-def _runner_up(target: str, ship: Option, pool: list[Option]) -> Optional[Option]:
+def _better(report: "Report", a: Option, b: Option) -> bool:
+    """`a` is more accurate than `b` beyond noise: `b` loses to float beyond noise and `a` does not; or, both on
+    the same side, the paired test between the two (exact McNemar on the samples each got right, where stored)
+    says so. Without a paired test between them, within noise of each other is a tie."""
+    la, lb = _loses(a), _loses(b)
+    if la != lb:
+        return lb
+    ma, mb = _model(report, a.name), _model(report, b.name)
+    if ma is None or mb is None or ma.metrics is None or mb.metrics is None or ma.metrics.main is not None:
+        return False
+    n = report.dataset.num_eval
+    ra, rb = unpack_correct(ma.metrics.correct_bits, n), unpack_correct(mb.metrics.correct_bits, n)
+    if ra is None or rb is None:
+        return False
+    return bool(ra.sum() > rb.sum()) and jd.significant(jd.mcnemar_p(ra, rb))
+
+
+def _model(report: "Report", name: str) -> Optional["VariantResult"]:
+    return next((m for m in models(report) if m.name == name), None)
+
+
+def _runner_up(report: "Report", target: str, ship: Option, pool: list[Option]) -> Optional[Option]:
     """The cheapest other option that trades differently: smaller, faster beyond timing noise (where the target
     times), or not worse than float beyond noise where the shipped one is (within the allowed drop)."""
     timed = tg.of(target).timed
 
     def differs(o: Option) -> bool:
-        if o.model.size_bytes < ship.model.size_bytes:
+        if o.size_bytes < ship.size_bytes:
             return True
-        if timed and tg.faster(o.latency, ship.latency):
+        if timed and jd.faster(o.latency_ms, o.latency_p90_ms, ship.latency_ms, ship.latency_p90_ms):
             return True
         return _loses(ship) and not _loses(o)
 
@@ -238,7 +314,7 @@ def _runner_up(target: str, ship: Option, pool: list[Option]) -> Optional[Option
     if not others:
         return None
     costs = _costs(target, pool)
-    return min(others, key=lambda o: (costs[o.name], o.model.size_bytes))
+    return min(others, key=lambda o: (costs[o.name], o.size_bytes))
 
 
 def _loses(o: Option) -> bool:
@@ -246,22 +322,22 @@ def _loses(o: Option) -> bool:
 
 
 def table(report: "Report", decision: Optional[Decision]) -> list[TradeoffPoint]:
-    """The one comparison table: every model measured on the main metric (float first, as the reference), with
-    whether it runs on the target and meets the accuracy target, the Pareto front over size, latency and the
-    metric, and what the decision names it. Empty when fewer than two models can be compared."""
-    if not measurable(report):
+    """The one comparison table, read from the decision's judged options: every model measured on the main metric
+    (float first, as the reference), with whether it runs on the target and meets the accuracy target, the Pareto
+    front over size, latency and the metric, and what the decision names it. Empty when fewer than two models can
+    be compared."""
+    if decision is None or not measurable(report):
         return []
-    found = [o for o in options(report) if o.model.metrics is not None and o.model.metrics.score is not None]
+    found = [o for o in decision.options if o.score is not None]
     if len(found) < 2:
         return []
-    points = [pk.Point(o.name, o.model.size_bytes, o.latency, o.score, o.meets) for o in found]
-    roles = {decision.variant: SHIP, decision.runner_up: RUNNER_UP} if decision is not None else {}
-    roles.update({o.name: NOT_QUANTIZED for o in found if o.name != variants.FLOAT
-                  and not tg.quantized(o.model.tensor_types, o.model.weight_coverage)})
+    points = [pk.Point(o.name, o.size_bytes, o.latency_ms, _oriented(o), o.meets) for o in found]
+    roles = {decision.variant: SHIP, decision.runner_up: RUNNER_UP}
+    roles.update({o.name: NOT_QUANTIZED for o in found if o.name != variants.FLOAT and not o.quantized})
+    share = metric_of(report)[1]
     return [TradeoffPoint(
-        name=o.name, label=label(report, o.name), score=o.model.metrics.score, score_text="", vs_float=o.vs_float,
-        size_bytes=o.model.size_bytes, latency_ms=o.latency, meets_target=o.meets, pareto=on_front,
+        name=o.name, label=o.label, score=o.score, score_text="", vs_float=o.vs_float,
+        size_bytes=o.size_bytes, latency_ms=o.latency_ms, meets_target=o.meets, pareto=on_front,
         picks=[roles[o.name]] if o.name in roles and o.name else [],
-        chosen=decision is not None and o.name == decision.variant, runs_on_target=o.runs,
-        share=o.model.metrics.share)
+        chosen=o.name == decision.variant, runs_on_target=o.runs, why=o.why, share=share)
         for o, on_front in zip(found, pk.front(points))]

@@ -49,20 +49,22 @@ def decide(report: "Report") -> Decisions:
     """The findings of a measured report, without their sentences. Pure: same report, same decisions."""
     task = report.model.task if report.model.task in ("multilabel", "segmentation") else \
         ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes else "regression"
-    found = [_variant(report, v) for v in columns(report)]
-    gap = _gap(report, next((v for v in found if v.name == variants.FIQ), None))
+    decision = choice.decide(report)
+    judged = {o.name: o for o in decision.options} if decision is not None else {}
+    found = [_variant(report, v, judged) for v in columns(report)]
+    gap = _gap(report, next((v for v in found if v.name == variants.FIQ), None), judged)
     fix = _fix(report, gap, found)
     heads = _heads(report)
-    decision = choice.decide(report)
-    limit = report.settings.get("max_accuracy_drop")
+    limit = report.settings.max_accuracy_drop
     verdict = None
     if limit is not None:
-        gate = gt.Gate(limit, report.settings.get("gate_variant") or variants.GATE_DEFAULT)
-        verdict = gt.decide(found, heads, gate, primary_output(report)) if report.settings.get("gate_variant") \
-            or decision is None else gt.decide_target(decision, choice.vs_float(report, decision), limit)
+        gate = gt.Gate(limit, report.settings.gate_variant or variants.GATE_DEFAULT)
+        verdict = gt.decide(found, heads, gate, primary_output(report)) if report.settings.gate_variant \
+            or decision is None else gt.decide_target(decision, choice.vs_float(decision), limit)
     findings = Findings(task=task, headline=[], variants=found, gap=gap, culprits=_culprits(report, gap), fix=fix,
                         warnings=[], hints=[], alternatives=_alternatives(report), heads=heads,
-                        tradeoff=choice.table(report, decision), decision=decision, engines=choice.engines(report))
+                        tradeoff=choice.table(report, decision), decision=decision,
+                        engines=choice.engines(report, decision))
     return Decisions(findings, notices.warnings(report), notices.hints(report, gap), verdict)
 
 
@@ -169,7 +171,7 @@ def _degenerate(metrics: "Metrics", ref: Optional["Metrics"]) -> Optional[Degene
 
 
 # --- each variant -----------------------------------------------------------------------------------
-def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
+def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option]) -> VariantFinding:
     label = short(v.name)
     if not v.ok:
         return VariantFinding(v.name, label, False, error=v.error or "", direction="failed")
@@ -181,7 +183,8 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
     lat = v.latency_ms.median if v.latency_ms else None
     ref_lat = ref.latency_ms.median if ref and ref.latency_ms else None
     lat_ratio = lat / ref_lat if lat and ref_lat else None
-    slower = bool(lat_ratio and lat_ratio >= jd.LATENCY_NOTABLE_RATIO and v.name != variants.FLOAT)
+    slower = bool(lat_ratio and lat_ratio >= jd.LATENCY_NOTABLE_RATIO and v.name != variants.FLOAT
+                  and jd.faster(ref_lat, ref.latency_ms.p90, lat, v.latency_ms.p90))
     base = dict(size_bytes=v.size_bytes, size_ratio=size_ratio, latency_ms=lat, latency_ratio=lat_ratio,
                 slower=slower, not_measured=dict(v.measurement_errors))
     if v.not_measured("metrics") or v.not_measured("output_error"):
@@ -215,7 +218,7 @@ def _variant(report: "Report", v: "VariantResult") -> VariantFinding:
         finding = dict(direction="reference" if v.name == variants.FLOAT else "not_measurable",
                        output_mse=v.output_error.mse if v.output_error else None,
                        output_variance=v.output_error.float_variance if v.output_error else None)
-    blame = _blame(report, v, ref) if finding.get("direction") == "worse" else None
+    blame = _blame(v, ref, judged) if finding.get("direction") == "worse" else None
     return VariantFinding(v.name, label, True, blame=blame, **base, **finding)
 
 
@@ -242,9 +245,9 @@ def quantized_little(v: "VariantResult") -> bool:
     return v.name != variants.FLOAT and share is not None and share < jd.ALMOST_NOTHING_SHARE
 
 
-def _blame(report: "Report", v: "VariantResult", ref) -> Optional[BlameFinding]:
+def _blame(v: "VariantResult", ref, judged: dict[str, mf.Option]) -> Optional[BlameFinding]:
     """The layer to blame for a variant that loses accuracy, and what keeping the blamed layers in float
-    measured (a fix only when it is no longer worse than float beyond noise or the allowed drop)."""
+    measured (a fix only when the fixed model meets the accuracy target, as the decision judged it)."""
     errors = v.layer_errors
     if errors is None or errors.culprit is None:
         return None
@@ -262,13 +265,17 @@ def _blame(report: "Report", v: "VariantResult", ref) -> Optional[BlameFinding]:
     if m.metrics is None or ref is None or ref.metrics is None:
         return BlameFinding(**found, fix_status="open", fix_layers=list(fix.layers), fix_converter=m.converter)
     cmp = compare(m.metrics, ref.metrics, variants.FLOAT)
-    fixed = not jd.loss_stays(cmp.significant, cmp.delta, report.settings.get("max_accuracy_drop"))
+    judged_fix = judged.get(m.name)
+    fixed = judged_fix is not None and judged_fix.meets
     return BlameFinding(**found, fix_status="fixed" if fixed else "open", fix_layers=list(fix.layers),
                         fix_accuracy=m.metrics.score, fix_vs_float=cmp, fix_converter=m.converter)
 
 
 # --- the gap, its culprits and the fix -----------------------------------------------------------------
-def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
+def _gap(report: "Report", fiq_found: Optional[VariantFinding], judged: dict[str, mf.Option]) -> GapFinding:
+    """Whether FIQ meets the accuracy target (a gap when it does not), and once a recommended model was measured,
+    whether it does (recovered) or not (open): read from the decision's judged options, the one rule on every
+    labelled output; the search's own record (`recommendation.gap`) says only that it searched."""
     rec = report.recommendation
     fiq = report.variant(variants.FIQ)
     if fiq is None or not fiq.ok:
@@ -279,23 +286,19 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding]) -> GapFinding:
     for v in (fiq, flt):
         if v is not None and v.ok and v.not_measured("metrics"):
             return GapFinding("not_measurable", "", why=mf.METRIC_NOT_MEASURED, variant=v.name)
-    if rec is not None and rec.gap is not None:
-        g = rec.gap
-        # The stored p-value is the last comparison made (the fixed model's, once fixed); the gap's
-        # own p-value is FIQ's against float.
-        p = fiq_found.vs_float.p_value if fiq_found and fiq_found.vs_float else None
-        return GapFinding(g.status, "", g.fiq_drop, p if p is not None else
-                          (g.p_value if g.status in ("gap", "no_gap") else None), why=mf.SEARCHED)
-    if flt is None or not flt.ok or flt.metrics is None or fiq.metrics is None:
+    mine = judged.get(variants.FIQ)
+    if flt is None or not flt.ok or flt.metrics is None or fiq.metrics is None or mine is None \
+            or mine.vs_float is None:
         return GapFinding("not_measurable", "", why=mf.FLOAT_NOT_MEASURED)
-    c = compare(fiq.metrics, flt.metrics, variants.FLOAT)
-    drop = -c.delta
-    why = jd.gap_kind(drop, c.p_value)
-    if why == "not_worse":
-        return GapFinding("no_gap", "", drop, c.p_value, why=mf.NOT_WORSE)
-    if why == "noise":
-        return GapFinding("no_gap", "", drop, c.p_value, why=mf.NOISE)
-    return GapFinding("gap", "", drop, c.p_value, why=mf.LOSES)
+    drop, p = -mine.vs_float.delta, mine.vs_float.p_value
+    searched = rec is not None and rec.gap is not None
+    if mine.meets:
+        why = {jd.NOT_WORSE: mf.NOT_WORSE, jd.NOISE: mf.NOISE}.get(mine.standing, mf.ALLOWED)
+        return GapFinding("no_gap", "", drop, p, why=mf.SEARCHED if searched and rec.gap.status == "no_gap" else why)
+    fixed = judged.get(variants.SELECTIVE) if rec is not None and rec.selective is not None else None
+    status = "gap" if fixed is None else ("recovered" if fixed.meets else "open")
+    why = mf.LOSES if fixed is None else (mf.FIX_MEETS if fixed.meets else mf.FIX_MISSES)
+    return GapFinding(status, "", drop, p, why=mf.SEARCHED if searched and rec.gap.status == status else why)
 
 
 def _culprits(report: "Report", gap: GapFinding) -> list[Culprit]:

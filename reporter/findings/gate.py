@@ -4,8 +4,8 @@ One function decides every gate, `failing`: a run's own (--max-accuracy-drop: `d
 reporter.findings.derive; the report keeps it as `Findings.gate`, which the CLI reads), a batch row's ([gate],
 applied to each saved report by reporter.render.words.gate.check, which calls `decide`) and `quant-report
 diff`'s against BASE (reporter.findings.diff). Each hands it the losses it reads (`Loss`); a loss beyond the
-limit fails, and so does one that a run could not measure. The limit's rule is
-reporter.core.judgement.gate_passes; the words are reporter.render.words.gate's; reporter.core.exit_codes maps
+limit fails, and so does one that a run could not measure. The rule is the accuracy
+target's one rule, reporter.core.judgement.meets_target; the words are reporter.render.words.gate's; reporter.core.exit_codes maps
 the results to the exit code.
 """
 
@@ -47,7 +47,7 @@ class Loss:
 def failing(losses: Iterable[Loss], limit: float) -> list[Loss]:
     """The losses the gate fails on, in order: more than `limit`, or not measured. The gate passes when there
     are none."""
-    return [loss for loss in losses if loss.drop is None or not jd.gate_passes(loss.drop, limit)]
+    return [loss for loss in losses if not jd.meets_target([jd.Standing(loss.drop, loss.p_value)], limit)]
 
 
 @dataclass(frozen=True)

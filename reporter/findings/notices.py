@@ -45,7 +45,7 @@ def warnings(report: "Report") -> list[Fact]:
     ds = report.dataset
     if ds.calibration_overlaps_eval:
         out.append(Fact("calibration_overlap"))
-    asked = report.settings.get("calibration_samples")
+    asked = report.settings.calibration_samples
     if isinstance(asked, int) and asked > ds.num_calibration:
         out.append(Fact("calibration_short", count=asked))
     rec = report.recommendation
@@ -92,14 +92,14 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
         out.append(Fact("labels_as_classes"))
     flt = report.variant(variants.FLOAT)
     main = flt.metrics.main if flt is not None and flt.metrics is not None else None
-    spec = report.settings.get("metric")
+    spec = report.settings.metric
     if spec and main is not None and main.name not in ("mean IoU",):
         out.append(Fact("user_metric"))
     elif spec:
         out.append(Fact("user_metric_failed"))
     elif main is not None:
         out.append(Fact("bootstrap"))
-    if report.settings.get("latency_runs") == 0:
+    if report.settings.latency_runs == 0:
         out.append(Fact("latency_skipped"))
     rec = report.recommendation
     flagged = [layer for layer in report.layers if layer.suspect]

@@ -30,6 +30,9 @@ FLOAT_NOT_MEASURED = "float_not_measured"
 NOT_WORSE = "not_worse"  # FIQ at least as good as float
 NOISE = "noise"  # FIQ's drop within noise
 LOSES = "loses"  # FIQ worse beyond noise: the gap (`fiq_drop`)
+ALLOWED = "allowed"  # FIQ's drop within --max-accuracy-drop
+FIX_MEETS = "fix_meets"  # the recommended model meets the accuracy target: the gap is recovered
+FIX_MISSES = "fix_misses"  # the recommended model does not: the gap stays open
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,7 @@ class TradeoffPoint:
     picks: list[str] = field(default_factory=list)  # what the decision names it: SHIP, RUNNER_UP or NOT_QUANTIZED
     chosen: bool = False  # the decided model (`Decision.variant`)
     runs_on_target: bool = True  # runs on the decision's --target as built
+    why: str = ""  # the decision's reason it is not the model shipped (`Option.why`, OPT_*)
     share: bool = unstored(True)  # the main metric is a share (0..1): `score_text` in percent
 
 
@@ -239,7 +243,8 @@ NOT_QUANTIZED = "not quantized"  # `TradeoffPoint.picks`: the converter quantize
 # Why one engine's model is the better of a scheme built by both (`EngineChoice.why`).
 ENGINE_CHEAPER = "cheaper"  # both meet the accuracy target: the cheaper for the target
 ENGINE_ONLY_MEETS = "only_meets"  # only it meets the accuracy target
-ENGINE_NEARER = "nearer"  # neither meets it: the nearer to float
+ENGINE_NEARER = "nearer"  # neither meets it: the nearer to float, beyond noise (the paired test between the two)
+ENGINE_TIE = "tie"  # the two cannot be told apart: the same cost, or neither meets and they differ within noise
 
 
 @dataclass(frozen=True)
@@ -250,7 +255,46 @@ class EngineChoice:
     tf: str
     litert: str
     better: str = ""  # the variant; "" when the two could not be judged (float or a metric not measured)
-    why: str = ""  # ENGINE_CHEAPER, ENGINE_ONLY_MEETS or ENGINE_NEARER
+    why: str = ""  # ENGINE_CHEAPER, ENGINE_ONLY_MEETS, ENGINE_NEARER or ENGINE_TIE
+
+
+# Why an option is not the model shipped (`Option.why`); "" for the shipped one.
+OPT_REFERENCE = "reference"  # float: the reference every option is judged against
+OPT_NOT_MEASURED = "not_measured"  # the report's main metric (or output error) was not measured for it
+OPT_NOT_ON_TARGET = "not_on_target"  # it does not run on the target as built (read from its tensor types)
+OPT_NOT_QUANTIZED = "not_quantized"  # the converter quantized nothing of it: float by another name
+OPT_DOES_NOT_MEET = "does_not_meet"  # it does not meet the accuracy target
+OPT_COSTS_MORE = "costs_more"  # it meets the target but costs more on the target than the shipped one
+OPT_TIE_LESS_ACCURATE = "tie_less_accurate"  # as cheap, but less accurate beyond noise (the paired comparison)
+OPT_TIE_LARGER = "tie_larger"  # as cheap and as accurate within noise, but larger
+OPT_RUNNER_UP = "runner_up"  # meets the target and trades differently: named as the runner-up
+
+
+@dataclass(frozen=True)
+class Option:
+    """One model measured, judged once against float and the target by reporter.findings.decision (the one
+    acceptance rule, reporter.core.judgement.meets_target, on the report's one scale); report.json keeps every
+    option, and every sentence and table about the decision reads these records."""
+
+    name: str
+    label: str
+    score: Optional[float]  # the report's scale: its main metric as measured, or (no main metric) output R² against
+    # float; None: not measured on that scale (never judged on another)
+    standing: str  # reporter.core.judgement.standing of its worst output: not_worse, allowed, noise, close, loses,
+    # not_measured
+    meets: bool  # the accuracy target, on every labelled output
+    runs: bool  # on the target, as built (read from its tensor types)
+    quantized: bool  # anything stored below float32
+    size_bytes: int
+    latency_ms: Optional[float] = None  # median, one thread, as timed here
+    latency_p90_ms: Optional[float] = None  # its spread: what "faster beyond timing noise" reads
+    vs_float: Optional[Comparison] = None  # the main metric against float, paired
+    cost: Optional[float] = None  # among the options that run on the target and meet the accuracy target: size
+    # (and, where the target is timed, latency) in doublings over the cheapest; None for the others
+    why: str = ""  # OPT_*: why it is not the model shipped ("" for the shipped one)
+    higher_is_better: bool = True  # the scale's direction
+    output_mse: Optional[float] = None  # the output error against float (a report without a main metric)
+    output_variance: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -272,6 +316,11 @@ class Decision:
     file: str = ""  # the shipped model's .tflite in the report folder
     reference_agreement: Optional[ReferenceAgreement] = None  # int8: default against reference kernels
     candidates: int = 0  # models measured that run on the target
+    would_meet_label: str = ""
+    options: list[Option] = field(default_factory=list)  # every model measured, judged: what the decision read
+
+    def option(self, name: str) -> Optional[Option]:
+        return next((o for o in self.options if o.name == name), None)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ Format history (SCHEMA_VERSION):
      not accuracy: mean IoU, or the user's `--metric`, with its interval and paired tests over samples);
      `metrics.user`; `model.main_metric`; `settings.task`, `.metric`, `.metric_mode`; `variants[].nonfinite_outputs`
      (evaluation samples with NaN or inf outputs); `findings.decision`, `variants[].reference_kernels` (--target),
-     `recommendation.search.spread`, `.selection_data.grown_from`; `variants[].weight_coverage` (weight tensors
+     `recommendation.search.spread`, `.beyond` (the compact sets, wide-range chains and regions along the graph's
+     order measured before a loss is called spread), `.selection_data.grown_from`; `variants[].weight_coverage` (weight tensors
      stored below float32, per op type) and `engines` (one scheme from both engines, against each other).
      Standard JSON: a non-finite number is written as null (`to_json`); `layer_errors.layers[].cosine` may be null.
 """
@@ -59,6 +60,7 @@ from reporter.core.records import as_stored
 from reporter.core.variants import RULE_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
 from reporter.model.findings import Findings
+from reporter.model.settings import Settings
 # The records of one measured model live in reporter.model.variant; they are read from here too.
 from reporter.model.variant import (  # noqa: F401 - re-exported
     MEASUREMENTS, ClassMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric, Metrics, OutputError,
@@ -211,6 +213,38 @@ class SearchStep:
 
 
 @dataclass(frozen=True)
+class TriedSet:
+    """A set of ops beyond the compact ones that the search measured alone (reporter.search.engine.look_beyond)."""
+
+    kind: str  # "chain" (connected wide-range ops with their consumers), "prefix" or "suffix" (the graph's order)
+    ops: int  # ops kept in float
+    first: str  # the first and last of them in the graph's order
+    last: str
+    score: float  # selection score
+    won_back: float  # share of the way from FIQ's selection score to the target (1: the target is reached)
+    error_cut: float  # share of FIQ's error on the selection samples (1 - score) it removes
+    cause: bool  # it reaches the target or wins back half of the way (judgement.compact_cause): worth keeping
+    meets_target: bool
+
+
+@dataclass(frozen=True)
+class BeyondCompact:
+    """What the search measured on a large model before it would call FIQ's loss spread across the network: the
+    compact sets (at most `compact_limit` of `layers` debugged ops), then the debugger's chains of wide-range
+    tensors as units and regions along the graph's order (prefix and suffix bisection)."""
+
+    layers: int
+    compact_limit: int
+    compact_sets: int  # compact sets measured (alone, and the helpful ones together)
+    outcome: str  # "compact": one is the cause, nothing beyond was needed; "chain" / "region": the best set beyond
+    # them is a cause; "spread": chains and regions were measured and none is; "unmeasured": the budget ran out first
+    chains_found: int = 0  # connected chains of ops whose range is >= judgement.WIDE_RANGE_FACTOR x the median
+    chains: int = 0  # of them measured
+    regions: int = 0  # prefixes and suffixes measured
+    best: Optional[TriedSet] = None  # the cause the search went on with, else the best score measured beyond
+
+
+@dataclass(frozen=True)
 class SearchResult:
     steps: list[SearchStep]
     evaluations: int
@@ -223,7 +257,8 @@ class SearchResult:
     stop_reason: str
     budget: int
     necessity: dict[str, float] = field(default_factory=dict)  # node -> selection score lost without it
-    spread: bool = False  # no compact set of layers is the loss's cause: stopped after the first probes
+    spread: bool = False  # no compact set, chain nor region is the loss's cause: stopped after measuring them
+    beyond: Optional[BeyondCompact] = None  # a large model: what was measured before calling the loss spread
 
 
 @dataclass(frozen=True)
@@ -271,7 +306,7 @@ class Report:
     layers: list[LayerStat]
     recommendation: Optional[Recommendation]
     timings_s: dict[str, float]
-    settings: dict[str, Any]
+    settings: Settings = field(default_factory=Settings)  # the run's settings, typed (reporter.model.settings)
     debugger_error: Optional[str] = None
     engines: list[EnginePair] = field(default_factory=list)  # one scheme from both engines, side by side
     findings: Optional[Findings] = None  # decided from everything above by reporter.findings, worded by render.words

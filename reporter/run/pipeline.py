@@ -28,6 +28,7 @@ from reporter.measure import metrics as qmetrics
 from reporter.measure.measurer import Measurer
 from reporter.measure.signature import check_shapes as signature_check_shapes
 from reporter.model.data import Dataset
+from reporter.model.settings import Settings
 from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, LayerStat, ModelInfo, OutputInfo,
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
@@ -373,7 +374,7 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
         layers=debugged.layers,
         recommendation=debugged.recommendation,
         timings_s=dict(ctx.progress.timings),
-        settings=s.recorded(),
+        settings=Settings(**s.recorded()),
         debugger_error=debugged.error,
         engines=engines.pairs(m, results),
     )

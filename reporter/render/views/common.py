@@ -14,6 +14,7 @@ from reporter.core.formatting import fmt_percent
 from reporter.core.variants import LITERT, LONG_NAMES, short
 from reporter.model.findings import Findings
 from reporter.model.report import Report, VariantResult
+from reporter.model.settings import Settings
 
 ARROWS = {0: "~", 1: "↑", 2: "↑↑", -1: "↓", -2: "↓↓"}  # a judgement.count_step / metric_step, drawn
 DIRECTION_TONES = {"worse": "bad", "better": "good"}  # a variant's accuracy against float, beyond noise
@@ -98,11 +99,11 @@ def threshold_words() -> ThresholdWords:
     )
 
 
-def latency_note(settings: dict) -> str:
+def latency_note(settings: Settings) -> str:
     """How latency was timed beyond the legend's words: skipped, or one model at a time in a batch."""
-    if settings.get("latency_runs") == 0:
+    if settings.latency_runs == 0:
         return "Not measured in this report: latency runs were set to 0."
-    timing = settings.get("latency_timing")
+    timing = settings.latency_timing
     return f"{timing[:1].upper()}{timing[1:]}." if timing else ""
 
 

@@ -13,7 +13,10 @@ from reporter.render.views.common import Basis
 WHY = {
     mf.ENGINE_CHEAPER: "both meet the accuracy target; the cheaper for the target",
     mf.ENGINE_ONLY_MEETS: "the only one of the two that meets the accuracy target",
-    mf.ENGINE_NEARER: "neither meets the accuracy target; the nearer to float",
+    mf.ENGINE_NEARER: "neither meets the accuracy target; the nearer to float beyond noise",
+}
+TIE = {
+    mf.ENGINE_TIE: "a tie: nothing measured tells the two apart beyond noise",
 }
 
 
@@ -53,6 +56,6 @@ class EnginesView:
                 agreement = NOT_MEASURED
             ops = "; ".join(f"{op} {a} vs {b}" for op, (a, b) in pair.op_differences.items()) or "the same ops"
             better = (f"{choice.better}: {WHY.get(choice.why, choice.why)}" if choice is not None and choice.better
-                      else NOT_MEASURED)
+                      else TIE[choice.why] if choice is not None and choice.why in TIE else NOT_MEASURED)
             rows.append(EngineRow(pair.scheme, cell(pair.tf), cell(pair.litert), agreement, ops, better))
         return rows

@@ -60,4 +60,4 @@ class MarkdownView:
     def latency_timing_note(self) -> str:
         """The batch's timing note alone (a skipped latency is already a hint of its own)."""
         settings = self.basis.report.settings
-        return "" if settings.get("latency_runs") == 0 else latency_note(settings)
+        return "" if settings.latency_runs == 0 else latency_note(settings)

@@ -15,6 +15,7 @@ from reporter.core.variants import SEARCH_METHOD
 from reporter.model.report import SearchStep, VariantResult
 from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
 from reporter.render.words.recommendation import SCHEME_NAMES
+from reporter.render.words.decision import why_not
 
 
 @dataclass(frozen=True)
@@ -308,7 +309,8 @@ class RecommendationView:
                                                                        else NOT_MEASURED),
                           size=fmt_bytes(t.size_bytes), latency=or_missing(t.latency_ms, fmt_ms),
                           runs="yes" if t.runs_on_target else "no", meets="yes" if t.meets_target else "no",
-                          role=", ".join(t.picks), pareto=t.pareto, chosen=t.chosen) for t in points]
+                          role=", ".join([*t.picks, *([why_not(t.why)] if why_not(t.why) and not t.picks else [])]),
+                          pareto=t.pareto, chosen=t.chosen) for t in points]
 
     @property
     def target_words(self) -> str:
@@ -319,7 +321,7 @@ class RecommendationView:
     @property
     def target_text(self) -> str:
         """The accuracy target in words: "not worse than float beyond noise", or the allowed drop."""
-        limit = self.basis.report.settings.get("max_accuracy_drop")
+        limit = self.basis.report.settings.max_accuracy_drop
         if limit is None:
             return "not worse than float beyond noise"
         allowed = f"{limit * 100:.1f} points" if self.basis.metric[1] else fmt_number(limit)
@@ -331,8 +333,10 @@ class RecommendationView:
         decision = self.basis.findings.decision
         if decision is not None and not targets.of(decision.target).timed:
             return "by size: latency on this machine is not the target's"
-        return (f"size and latency, each in doublings; latencies within {jd.LATENCY_SAME_RATIO:.0%} of each other, or"
-                f" less than {jd.LATENCY_DECISION_MIN_MS * 1000:g} µs apart, are a tie")
+        return ("size and latency, each in doublings; a latency counts only when its median is further from the"
+                " fastest's than either model's own spread (p90 minus median over its timed runs); costs within"
+                f" {targets.COST_SAME:g} doublings are a tie, won by the more accurate model beyond noise, then the"
+                " smaller")
 
     @property
     def alternative_lines(self) -> list[str]:

@@ -59,7 +59,7 @@ class StoryView:
     @property
     def binary_threshold(self) -> str:
         """The output above which one sigmoid unit predicts class 1."""
-        return f"{self.basis.report.settings.get('threshold', BINARY_THRESHOLD):g}"
+        return f"{(self.basis.report.settings.threshold if self.basis.report.settings.threshold is not None else BINARY_THRESHOLD):g}"
 
     @property
     def interval_label(self) -> str:

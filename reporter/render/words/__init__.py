@@ -40,7 +40,7 @@ def word(report: Report, decided: Decisions) -> Findings:
     decided = comparison.worded(decided)  # every comparison's difference first: the sentences quote them
     found = decided.findings
     found = dataclasses.replace(
-        found, gap=dataclasses.replace(found.gap, reason=recommendation.gap_reason(report, found.gap)),
+        found, gap=dataclasses.replace(found.gap, reason=recommendation.gap_reason(report, found.gap, found.decision)),
         heads=[dataclasses.replace(h, text=verdicts.head_cell(h)) for h in found.heads],
         tradeoff=[dataclasses.replace(t, score_text=recommendation.score_text(t)) for t in found.tradeoff])
     results = {v.name: v for v in columns(report)}

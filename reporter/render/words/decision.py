@@ -11,50 +11,70 @@ from reporter.core import judgement as jd
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.formatting import fmt_amount, fmt_mse, fmt_percent, fmt_score
-from reporter.findings import decision as choice
 from reporter.findings.basis import metric_of
 from reporter.model import findings as mf
-from reporter.model.findings import Decision, Findings
+from reporter.model.findings import Decision, Findings, Option
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
 from reporter.render.words.comparison import text as comparison_text
 from reporter.render.words.verdicts import size_words
 
 
+# Why an option is not the model shipped, in the comparison table's last column (`Option.why`).
+WHY_NOT = {
+    mf.OPT_REFERENCE: "", mf.OPT_RUNNER_UP: "",
+    mf.OPT_NOT_MEASURED: "not measured on the report's metric",
+    mf.OPT_NOT_ON_TARGET: "does not run on the target",
+    mf.OPT_NOT_QUANTIZED: "quantized nothing",
+    mf.OPT_DOES_NOT_MEET: "misses the accuracy target",
+    mf.OPT_COSTS_MORE: "costs more",
+    mf.OPT_TIE_LESS_ACCURATE: "as cheap, less accurate beyond noise",
+    mf.OPT_TIE_LARGER: "as cheap and accurate, larger",
+}
+
+
+def why_not(code: str) -> str:
+    """Why an option is not the model shipped, in a table cell ("" for the shipped one, float and the runner-up,
+    which the role names)."""
+    return WHY_NOT.get(code, code)
+
+
 def sentence(report: Report, found: Findings, d: Decision) -> str:
-    """The headline's first sentence (and the runner-up's), `found` worded."""
-    where = tg.of(d.target).words
-    by_name = {o.name: o for o in choice.options(report)}
-    flt = by_name.get(variants.FLOAT)
+    """The headline's first sentence (and the runner-up's), `found` worded; read from the decision's judged
+    options."""
+    target = tg.of(d.target)
+    where = target.words
+    flt = d.option(variants.FLOAT)
     if d.why == mf.MEETS:
-        ship = by_name[d.variant]
+        ship = d.option(d.variant)
         text = (f"Ship {d.label} {where}: it meets the accuracy target ({_quality(report, ship, flt)})"
-                f"{_cost(ship, flt, d.target)}.")
+                f"{_cost(ship, flt, target)}.")
         if d.runner_up:
-            text += f" Runner-up: {d.runner_up_label}, {_trade(by_name[d.runner_up], ship, d.target)}."
+            text += f" Runner-up: {d.runner_up_label}, {_trade(d.option(d.runner_up), ship, target)}."
         if d.reference_agreement is not None:
             text += " " + agreement(d.reference_agreement)
         return text
     if d.why == mf.FLOAT_CHEAPER:
-        best = by_name[d.runner_up]
-        return (f"Keep float {where}: the cheapest quantized model that meets the accuracy target, {d.runner_up_label}"
-                f" ({_quality(report, best, flt)}), is {_trade(best, flt, d.target, accuracy=False)} than float here;"
-                f" ship it where size matters more than speed.")
+        best = d.option(d.runner_up)
+        return (f"Keep float {where}: the quantized model that meets the accuracy target at the lowest cost,"
+                f" {d.runner_up_label} ({_quality(report, best, flt)}), is {_trade(best, flt, target, accuracy=False)}"
+                f" than float here; ship it where size matters more than speed.")
     if d.why == mf.NO_CANDIDATE:
-        adds = tg.of(d.target).adds  # a variant the target added: its error is said here (no other line says it)
+        adds = target.adds  # a variant the target added: its error is said here (no other line says it)
+        judged = {o.name: o for o in d.options}
         reasons = [f"{variants.short(v.name)} failed" + (f": {v.error}" if v.name in adds else "") if not v.ok
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
-                   and (not v.ok or not tg.quantized(v.tensor_types, v.weight_coverage))]
+                   and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     else:
-        closest = by_name[d.runner_up]
+        closest = d.option(d.runner_up)
         why = (f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
                f" (the nearest to float, {d.runner_up_label}, {_loss(report, closest)})")
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
     if d.would_meet:
-        text += (f" {choice.label(report, d.would_meet)} meets it ({_quality(report, by_name[d.would_meet], flt)}),"
-                 f" but {_why_not(report, d)}.")
+        text += (f" {d.would_meet_label} meets it ({_quality(report, d.option(d.would_meet), flt)}),"
+                 f" but {target.runs_not or 'it does not run there'}.")
     return text
 
 
@@ -69,71 +89,69 @@ def agreement(a: ReferenceAgreement) -> str:
     return text + "."
 
 
-def _why_not(report: Report, d: Decision) -> str:
-    """Why the model that meets the accuracy target is not for this target."""
-    if d.target == tg.INT8:
-        return "integer-only hardware runs no float or int16 op"
-    return "a GPU delegate computes in float16 or float32 only"
-
-
 def _limit(report: Report) -> str:
-    limit = report.settings.get("max_accuracy_drop")
+    limit = report.settings.max_accuracy_drop
     return f" (--max-accuracy-drop {limit:g})" if limit is not None else ""
 
 
-def _quality(report: Report, o: choice.Option, flt: Optional[choice.Option]) -> str:
+def _quality(report: Report, o: Option, flt: Optional[Option]) -> str:
     """"80.3 % against float's 80.9 %, within noise: −0.6 points, p = 0.41"; an output error without labels."""
-    m = o.model
-    if o.vs_float is not None and m.metrics is not None and flt is not None and flt.model.metrics is not None:
+    if o.vs_float is not None and o.score is not None and flt is not None and flt.score is not None:
         share = metric_of(report)[1]
-        return (f"{fmt_score(m.metrics.score, share)} against float's {fmt_score(flt.model.metrics.score, share)},"
-                f" {comparison_text(o.vs_float)}")
-    if m.output_error is not None:
-        return f"output {fmt_mse(m.output_error.mse, m.output_error.float_variance)} against float"
+        return f"{fmt_score(o.score, share)} against float's {fmt_score(flt.score, share)}, {comparison_text(o.vs_float)}"
+    if o.output_mse is not None:
+        return f"output {fmt_mse(o.output_mse, o.output_variance)} against float"
     return "as measured"
 
 
-def _loss(report: Report, o: choice.Option) -> str:
+def _loss(report: Report, o: Option) -> str:
     if o.vs_float is not None:
         metric, share = metric_of(report)
         p = f", {jd.p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
         return f"{jd.worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{p}"
-    if o.model.output_error is not None:
-        e = o.model.output_error
-        return f"differs from float by {fmt_mse(e.mse, e.float_variance)}"
+    if o.output_mse is not None:
+        return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}"
     return "falls short"
 
 
-def _cost(ship: choice.Option, flt: Optional[choice.Option], target: str) -> str:
+def _cost(ship: Option, flt: Optional[Option], target: tg.Target) -> str:
     """", 3.5x smaller and 1.8x faster than float": size, and latency where the target is timed here."""
-    if flt is None or not flt.model.size_bytes:
+    if flt is None or not flt.size_bytes:
         return ""
-    parts = [size_words(ship.model.size_bytes / flt.model.size_bytes)]
-    if tg.of(target).timed and ship.latency and flt.latency:
-        parts.append(_speed(ship.latency / flt.latency, variants.FLOAT))
+    parts = [size_words(ship.size_bytes / flt.size_bytes)]
+    if target.timed and ship.latency_ms and flt.latency_ms:
+        parts.append(_speed(ship, flt, variants.FLOAT))
     return ", " + " and ".join(parts).replace(" than float and ", " and ")
 
 
-def _speed(ratio: float, other: str) -> str:
-    if jd.same_ratio(ratio, jd.LATENCY_SAME_RATIO):
-        return f"as fast as {other}"
-    return f"{1 / ratio:.1f}x faster than {other}" if ratio < 1 else f"{ratio:.1f}x slower than {other}"
+def _speed(o: Option, other: Option, other_name: str) -> str:
+    """"1.8x faster than float", "2.3x slower than float", or "as fast as float" when neither is faster beyond
+    timing noise (judgement.faster: the rule the decision's cost reads)."""
+    ratio = o.latency_ms / other.latency_ms
+    than = f" than {other_name}" if other_name else ""
+    if jd.faster(o.latency_ms, o.latency_p90_ms, other.latency_ms, other.latency_p90_ms):
+        return f"{1 / ratio:.1f}x faster{than}"
+    if jd.faster(other.latency_ms, other.latency_p90_ms, o.latency_ms, o.latency_p90_ms):
+        return f"{ratio:.1f}x slower{than}"
+    return f"as fast as {other_name}" if other_name else "as fast"
 
 
-def _trade(o: choice.Option, ship: choice.Option, target: str, accuracy: bool = True) -> str:
+def _trade(o: Option, ship: Option, target: tg.Target, accuracy: bool = True) -> str:
     """How `o` trades against `ship`: "1.2x smaller but 1.3x slower", "3 % smaller but 2.0x slower"; and, where the
     shipped model loses beyond noise (within the allowed drop) and `o` does not, that `o` is within noise."""
     parts = []
-    ratio = o.model.size_bytes / ship.model.size_bytes
+    ratio = o.size_bytes / ship.size_bytes
     if not jd.same_ratio(ratio):
         parts.append(size_words(ratio).removesuffix(" than float"))
-    if tg.of(target).timed and (tg.faster(o.latency, ship.latency) or tg.faster(ship.latency, o.latency)):
-        parts.append(_speed(o.latency / ship.latency, "").removesuffix(" than ").strip())
+    if target.timed and o.latency_ms and ship.latency_ms:
+        speed = _speed(o, ship, "")
+        if not speed.startswith("as fast"):
+            parts.append(speed)
     text = " but ".join(parts) if parts else "as cheap"
     if accuracy and _loses(ship) and not _loses(o):
         text += f"; not worse than float beyond noise ({comparison_text(o.vs_float)})"
     return text
 
 
-def _loses(o: choice.Option) -> bool:
+def _loses(o: Option) -> bool:
     return o.vs_float is not None and jd.worse_beyond_noise(o.vs_float.significant, o.vs_float.delta)

@@ -142,15 +142,15 @@ def _user_metric(report: Report, fact: Fact) -> str:
     main = report.variant(variants.FLOAT).metrics.main
     way = "higher is better" if main.higher_is_better else "lower is better (--metric-mode min)"
     if getattr(main, "per_sample", False):
-        return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.get('metric')},"
+        return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.metric},"
                 f" {way}): the mean of the value it returned for each sample; two models are compared by a paired"
                 f" t-test over those values, and its interval resamples whole samples ({BOOTSTRAP_WORDS}).")
-    return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.get('metric')},"
+    return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.metric},"
             f" {way}); its intervals and paired tests resample whole samples ({BOOTSTRAP_WORDS}).")
 
 
 def _user_metric_failed(report: Report, fact: Fact) -> str:
-    return (f"Your metric ({report.settings.get('metric')}) was not measured (see run.log), so the report reads"
+    return (f"Your metric ({report.settings.metric}) was not measured (see run.log), so the report reads"
             f" {metric_of(report)[0]} instead.")
 
 
@@ -179,7 +179,7 @@ def _wide_range(report: Report, fact: Fact) -> str:
 
 
 def _primary_output(report: Report, fact: Fact) -> str:
-    chosen = report.settings.get("primary_output")
+    chosen = report.settings.primary_output
     return (f"The model has {len(report.model.outputs)} outputs; the main numbers are about output {fact.subject}"
             f" ({'--primary-output' if chosen else 'the first with labels'}), and every output is in the per-output"
             " table.")

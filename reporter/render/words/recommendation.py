@@ -10,18 +10,20 @@ from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (fmt_amount, fmt_number, fmt_percent, fmt_points, fmt_score,
                                       fmt_signed_bytes)
-from reporter.findings.basis import compare, measurable, metric_of
+from reporter.findings.basis import measurable, metric_of
 from reporter.model import findings as mf
-from reporter.model.findings import (AlternativeFinding, Findings, FixFinding, GapFinding, Reason,
+from reporter.model.findings import (AlternativeFinding, Decision, Findings, FixFinding, GapFinding, Reason,
                                      TradeoffPoint)
 from reporter.model.report import Alternative, Recommendation, Report, SearchResult
 from reporter.core.variants import SEARCH_METHOD
+from reporter.render.words import search as search_words
+from reporter.render.words.comparison import text as comparison_text
 
 # A scheme in a sentence (float is called by its name).
 SCHEME_NAMES = variants.SCHEME_WORDS  # a scheme in a sentence: "dynamic range"
 
 
-def gap_reason(report: Report, gap: GapFinding) -> str:
+def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = None) -> str:
     """Why FIQ's gap is what it is (`GapFinding.why`): "FIQ loses 32.5 points", "FIQ failed: ..."."""
     why = gap.why
     if why == mf.FIQ_NOT_BUILT:
@@ -45,6 +47,16 @@ def gap_reason(report: Report, gap: GapFinding) -> str:
         return f"the drop is within noise ({jd.p_text(gap.p_value)})"
     if why == mf.LOSES:
         return f"FIQ {jd.worse_words(fmt_amount(gap.fiq_drop, share, metric))}"
+    limit = report.settings.max_accuracy_drop
+    if why == mf.ALLOWED:
+        return f"the drop is within --max-accuracy-drop {limit:g}"
+    if why in (mf.FIX_MEETS, mf.FIX_MISSES):
+        fixed = decision.option(variants.SELECTIVE) if decision is not None else None
+        cmp = fixed.vs_float if fixed is not None else None
+        said = f" ({comparison_text(cmp)})" if cmp is not None else ""
+        if why == mf.FIX_MEETS:
+            return f"the recommended model meets the accuracy target{said}"
+        return f"the recommended model does not meet the accuracy target{said}"
     raise ValueError(f"a gap for an unknown reason {why!r}")
 
 
@@ -62,14 +74,18 @@ def sentence(report: Report, found: Findings) -> str:
         return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
     search = rec.search
     if fix is None or fix.status == "not_built":
-        if rec.method == SEARCH_METHOD and search is not None and search.target_met and _misses_on_evaluation(report):
+        if rec.method == SEARCH_METHOD and search is not None and search.target_met and _misses_on_evaluation(found):
             sel = search.selection_data
             return (f"FIQ meets the search's target ({search.target_text}) on its {sel.num_samples:,} selection"
                     f" samples ({sel.source}), but not on the evaluation data: those samples do not show FIQ's loss, so"
                     " the search kept no layer in float; give x_calib samples that look like the evaluation data.")
         if rec.method == SEARCH_METHOD and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
-        if rec.method == SEARCH_METHOD and search is not None and search.spread:
+        if rec.method == SEARCH_METHOD and search is not None and search.beyond is not None \
+                and search.beyond.outcome in search_words.NOT_FOUND:
+            return (f"{search_words.beyond_text(search.beyond)}. No layer is kept in float: the model to ship comes"
+                    " from the whole-model and mixed schemes measured.")
+        if rec.method == SEARCH_METHOD and search is not None and search.spread:  # a report without the record
             return (f"{search.stop_reason}. No layer is kept in float: the model to ship comes from the whole-model"
                     " and mixed schemes measured.")
         if rec.method == SEARCH_METHOD:
@@ -80,6 +96,9 @@ def sentence(report: Report, found: Findings) -> str:
     if fix.status == "failed":
         return f"Keeping {layers} was chosen, but {fix.text}."
     how = "The search keeps" if rec.method == SEARCH_METHOD else "The rmse/scale rule keeps"
+    if rec.method == SEARCH_METHOD and search is not None and search.beyond is not None \
+            and search.beyond.outcome in search_words.FOUND:
+        how = f"{search_words.beyond_text(search.beyond)}. {how}"
     cost = f" at {fmt_signed_bytes(fix.size_cost_bytes)} against FIQ" if fix.size_cost_bytes is not None else ""
     if fix.status == "measured":
         text = f"{how} {layers}{cost}" + (
@@ -97,18 +116,10 @@ def sentence(report: Report, found: Findings) -> str:
     return text + "."
 
 
-def _misses_on_evaluation(report: Report) -> bool:
-    """FIQ is worse than float beyond the search's target on the evaluation data: beyond noise on the main metric,
-    or (no main metric) an output error beyond the share of float's variance the search aims at."""
-    fiq, flt = report.variant(variants.FIQ), report.variant(variants.FLOAT)
-    if fiq is None or not fiq.ok or flt is None or not flt.ok:
-        return False
-    if fiq.metrics is not None and flt.metrics is not None and measurable(report):
-        cmp = compare(fiq.metrics, flt.metrics, variants.FLOAT)
-        return jd.loss_stays(cmp.significant, cmp.delta, report.settings.get("max_accuracy_drop"))
-    error = fiq.output_error
-    return error is not None and bool(error.float_variance) and \
-        not jd.within(jd.DEFAULT_TARGET_R2, 1 - error.mse / error.float_variance)
+def _misses_on_evaluation(found: Findings) -> bool:
+    """FIQ does not meet the accuracy target on the evaluation data, as the decision judged it."""
+    fiq = found.decision.option(variants.FIQ) if found.decision is not None else None
+    return fiq is not None and fiq.score is not None and not fiq.meets
 
 
 def none_measurable(search: Optional[SearchResult], gap: Optional[GapFinding] = None) -> str:
