@@ -151,19 +151,50 @@ def test_a_per_pixel_softmax_is_measured_as_segmentation(dense_runs):
         assert main["low"] <= main["value"] <= main["high"], (variant, main)
 
 
+def _image_bootstrap_p(y, pred, ref_pred, resamples=2000, seed=12345) -> float:
+    """Two-sided p of a paired bootstrap over images (not pixels) of mean IoU (pred - ref_pred), written here:
+    numpy's own resamples, each image's scikit-learn confusion matrix summed with the resample's weights."""
+    def per_image(p):
+        return np.stack([skm.confusion_matrix(t.ravel(), q.ravel(), labels=CLASSES).ravel() for t, q in zip(y, p)])
+
+    k = len(CLASSES)
+    weights = np.random.default_rng(seed).multinomial(len(y), np.full(len(y), 1 / len(y)), size=resamples)
+
+    def miou(per):
+        cm = (weights @ per).reshape(-1, k, k).astype(np.float64)
+        inter = np.diagonal(cm, axis1=1, axis2=2)
+        union = cm.sum(axis=1) + cm.sum(axis=2) - inter
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.nanmean(np.where(union > 0, inter / union, np.nan), axis=1)
+
+    d = miou(per_image(pred)) - miou(per_image(ref_pred))
+    tail = min(int(np.sum(d <= 0)), int(np.sum(d >= 0)))
+    return 1.0 if not np.any(d) else min(1.0, 2.0 * (tail + 1) / (resamples + 1))
+
+
 def test_segmentation_verdicts_read_mean_iou_over_images(dense_runs):
-    """Each quantized variant's verdict follows the paired test of its mean IoU against float's (p >= 0.05:
-    "same"), and its comparison with float is that test, not one on argmax accuracy."""
-    _, report, _, _ = _run(dense_runs, "segmentation")
+    """Each quantized variant's comparison with float is a paired test of mean IoU over images, not one on argmax
+    accuracy: its difference is the mean IoU of its .tflite's outputs minus float's (computed here), its p-value
+    agrees with a bootstrap over images written here (within resampling error), and its verdict follows it
+    (p >= 0.05: "same", else the sign of the difference)."""
+    folder, report, _, data_path = _run(dense_runs, "segmentation")
+    data = np.load(data_path)
+    x, y = data["x"], data["y"]
+    pred = {v: _outputs(folder, v, x).argmax(axis=-1) for v in ("float", "drq", "fiq")}
     for variant in ("drq", "fiq"):
         m = next(v for v in report["variants"] if v["name"] == variant)["metrics"]
         assert m and m.get("main") and "float" in m["main"]["paired"], (variant, m)
         paired = m["main"]["paired"]["float"]
+        delta = _mean_iou(y, pred[variant]) - _mean_iou(y, pred["float"])
+        assert paired["delta"] == pytest.approx(delta, abs=1e-9), (variant, paired, delta)
+        p = _image_bootstrap_p(y, pred[variant], pred["float"])
+        assert paired["p_value"] == pytest.approx(p, abs=0.05), (variant, paired, p)  # two seeded bootstraps
+        if p < 0.01 or p > 0.2:  # far from the 0.05 line: both bootstraps fall on the same side of it
+            assert (paired["p_value"] < ALPHA) == (p < ALPHA), (variant, paired, p)
         found = _finding(report, variant)
-        assert found["direction"] in ("same", "better", "worse"), found
-        assert found["direction"] == _expected_direction(paired), (variant, paired, found)
-        assert found["vs_float"] is not None, found
-        assert found["vs_float"]["delta"] == pytest.approx(paired["delta"], abs=EXACT), (variant, found, paired)
+        expected = "same" if paired["p_value"] >= ALPHA else ("better" if delta > 0 else "worse")
+        assert found["direction"] == expected, (variant, paired, delta, found)
+        assert found["vs_float"]["delta"] == pytest.approx(delta, abs=1e-9), (variant, found, delta)
         assert "mean IoU" in found["verdict"], found["verdict"]
         assert "accuracy points" not in found["verdict"], found["verdict"]
 
