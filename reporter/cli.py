@@ -289,9 +289,10 @@ def _against_baseline(base, new, folder, max_accuracy_drop) -> bool:
     from pathlib import Path
 
     from reporter.render import diff as rdiff
+    from reporter.run import conclude
     from reporter.render.formats import write_atomic
 
-    result = rdiff.compare(base, new, max_accuracy_drop)
+    result = conclude.compare_runs(base, new, max_accuracy_drop)
     for fmt in ("md", "json"):
         write_atomic(Path(folder) / f"diff.{fmt}", rdiff.render(result, fmt))
     for failure in result.gate_failures:
@@ -307,10 +308,11 @@ def _diff(args) -> int:
 
     from reporter.findings.diff import DiffError
     from reporter.render import diff as rdiff
+    from reporter.run import conclude
     from reporter.render.formats import write_atomic
 
     try:
-        result = rdiff.compare(args.base, args.new, args.max_accuracy_drop)
+        result = conclude.compare_runs(args.base, args.new, args.max_accuracy_drop)
         data = rdiff.render(result, args.format)
     except DiffError as exc:
         _error(str(exc))
@@ -374,7 +376,7 @@ def _render(args) -> int:
     from pathlib import Path
 
     from reporter.render import formats as render
-    from reporter.render import load_report
+    from reporter.run.conclude import load_report
     from reporter.model.decode import JSONLimitError
 
     src = Path(args.report)

@@ -82,13 +82,13 @@ def run_cli_fixture():
 def fixture_report():
     """tests/fixtures/report.json loaded as the tool loads a report (migrated, findings derived). Shared by
     the session: copy it (dataclasses.replace) rather than change it."""
-    from reporter.render import report_from_json
+    from reporter.run.conclude import report_from_json
 
     return report_from_json(FIXTURE_REPORT.read_text())
 
 
 def load_report(folder: Path):
-    from reporter.render import report_from_json
+    from reporter.run.conclude import report_from_json
 
     return report_from_json((folder / "report.json").read_text())
 

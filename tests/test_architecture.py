@@ -112,3 +112,46 @@ def test_every_subpackage_opens_with_a_one_line_docstring(init):
     assert "\n" not in docstring.strip(), f"{init.relative_to(ROOT)}: the docstring is more than one line"
     assert source.startswith('"""') and source.splitlines()[0].endswith('"""'), "one line, opened and closed"
     assert len(docstring.split()) >= 3, docstring  # says what the stage is, not just its name
+
+
+def _findings_functions() -> set[tuple[str, str]]:
+    """(module, name) of every function reporter.findings defines at module level: what decides."""
+    found = set()
+    for path in (PACKAGE / "findings").glob("*.py"):
+        module = f"reporter.findings.{path.stem}"
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef):
+                found.add((module, node.name))
+    return found
+
+
+def test_render_reads_decisions_and_calls_no_deciding_function():
+    """reporter.render words and lays out what reporter.findings decided: no module under render/ calls a function
+    of reporter.findings (decide, judge, compare, the gate, the diff ...), whether imported by name or through its
+    module. Records and constants may be read."""
+    deciding = _findings_functions()
+    calls = []
+    for path in sorted((PACKAGE / "render").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names, modules = {}, {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("reporter.findings"):
+                for alias in node.names:
+                    if (node.module, alias.name) in deciding:
+                        names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+                    elif node.module == "reporter.findings":
+                        modules[alias.asname or alias.name] = f"reporter.findings.{alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.startswith("reporter.findings.") and alias.asname:
+                        modules[alias.asname] = alias.name
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in names:
+                calls.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {names[f.id]}")
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in modules \
+                    and (modules[f.value.id], f.attr) in deciding:
+                calls.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {modules[f.value.id]}.{f.attr}")
+    assert deciding and not calls, calls

@@ -13,7 +13,7 @@ import pytest
 from reporter.core import targets, variants
 from reporter.findings import decision as choice
 from reporter.model.report import Latency, Paired
-from reporter.render import words
+from reporter.run import conclude
 
 FLOAT_TYPES = {"int8": 0, "int16": 0, "int32": 0, "float32": 15, "other": 0, "total": 15}
 FIQ_TYPES = {"int8": 12, "int16": 0, "int32": 3, "float32": 2, "other": 0, "total": 17}  # float in and out
@@ -82,7 +82,7 @@ def test_a_recurrent_models_bool_tensor_is_no_quantization(fixture_report):
     assert targets.quantized(f16.tensor_types, f16.weight_coverage)  # float16 weights are quantization
     assert targets.quantized(drq.tensor_types)  # a report without weight coverage reads "other" as before
     assert choice.decide(_report(fixture_report, [drq, f16])).variant == variants.F16
-    found = words.findings_of(_report(fixture_report, [drq]))
+    found = conclude.findings_of(_report(fixture_report, [drq]))
     assert found.decision.variant == variants.FLOAT
     assert "(DRQ quantized nothing)" in found.decision.reason
 
@@ -97,7 +97,7 @@ def test_integer_only_hardware_runs_only_integer_only_models(fixture_report):
     report = _report(fixture_report, [fiq, io8], target=targets.INT8, max_accuracy_drop=0.01)
     d = choice.decide(report)
     assert (d.variant, d.meets_target, d.runner_up, d.would_meet) == ("", False, variants.INT8_IO, variants.FIQ)
-    found = words.findings_of(report)
+    found = conclude.findings_of(report)
     assert found.gate is not None and not found.gate.passed
     assert "no quantized model on integer-only hardware meets the limit" in found.gate.message
     assert found.headline[0].startswith("Nothing to ship on integer-only hardware")
@@ -109,7 +109,7 @@ def test_a_gpu_ships_float16_and_a_cpu_gate_holds_the_shipped_model(fixture_repo
     d = choice.decide(_report(fixture_report, [f16, fiq], target=targets.GPU))
     assert d.variant == variants.F16 and d.candidates == 1
     report = _report(fixture_report, [f16, fiq], max_accuracy_drop=0.02)
-    found = words.findings_of(report)
+    found = conclude.findings_of(report)
     assert found.decision.variant == variants.FIQ and found.gate.passed and found.gate.variant == variants.FIQ
     assert found.headline[0].startswith("Ship Full integer (FIQ) on a CPU")
 
@@ -119,7 +119,7 @@ def test_no_model_for_the_target_meets_the_limit_keeps_float_or_ships_nothing(fi
     models = [_variant(fixture_report, name, 25_000, 12, paired=(25, 0), types=types)
               for name, types in ((variants.FIQ, FIQ_TYPES), (variants.INT8_IO, INT8_TYPES),
                                   (variants.F16, F16_TYPES))]
-    found = words.findings_of(_report(fixture_report, models, target=target, max_accuracy_drop=0.01))
+    found = conclude.findings_of(_report(fixture_report, models, target=target, max_accuracy_drop=0.01))
     d = found.decision
     assert not d.meets_target and not found.gate.passed
     assert d.variant == ("" if target == targets.INT8 else variants.FLOAT)
@@ -132,7 +132,7 @@ def test_on_a_cpu_float_is_kept_when_every_quantized_model_costs_more_there(fixt
     report = _report(fixture_report, [fiq], max_accuracy_drop=0.01)
     report = dataclasses.replace(report, variants=[dataclasses.replace(
         report.variants[0], latency_ms=Latency(0.0106, 0.0106, 5)), fiq])
-    found = words.findings_of(report)
+    found = conclude.findings_of(report)
     d = found.decision
     assert (d.variant, d.runner_up, d.meets_target) == (variants.FLOAT, variants.FIQ, True)
     assert found.gate.passed  # float loses nothing
@@ -152,7 +152,7 @@ def test_latency_decides_only_beyond_its_own_timing_spread(fixture_report):
         report = _report(fixture_report, [timed])
         report = dataclasses.replace(report, variants=[dataclasses.replace(
             report.variants[0], latency_ms=Latency(0.00065, float_p90_ms, 50)), timed])
-        return words.findings_of(report)
+        return conclude.findings_of(report)
 
     noisy = decided(0.0016, 0.0020)  # spreads of 0.95 and 0.7 µs: 0.65 µs apart is within them, so size decides
     assert noisy.decision.variant == variants.FIQ and "as fast as float" in noisy.headline[0]
@@ -176,9 +176,108 @@ def test_a_spread_out_loss_is_answered_by_a_whole_model_scheme_without_a_layer_t
     drq = _variant(fixture_report, variants.DRQ, 30_000, 40, paired=(2, 1), types=DRQ_TYPES)
     fiq = _variant(fixture_report, variants.FIQ, 25_000, 30, paired=(20, 2))
     report = dataclasses.replace(_report(fixture_report, [drq, fiq]), recommendation=rec)
-    report = words.attach(report)
+    report = conclude.attach(report)
     found = report.findings
     assert found.decision.variant == variants.DRQ and found.headline[0].startswith("Ship Dynamic range (DRQ)")
     assert found.recommendation.startswith(reason) and found.culprits == []
     view = RecommendationView(Basis(report))
     assert view.kept_rows == [] and [row.model for row in view.option_rows][:2] == ["Float", "Dynamic range (DRQ)"]
+
+
+# --- issue 43: one rule, decided once ------------------------------------------------------------------------
+def _fixed_drq(fixture_report, paired):
+    """DRQ that loses accuracy, blamed on one layer, and its fix measured with `paired` counts against float."""
+    from reporter.model.report import LayerError, LayerErrors, SchemeFix
+
+    tensor = "model/dense/MatMul"
+    errors = LayerErrors([LayerError(0, "FULLY_CONNECTED", tensor, tensor, "name", 0.5, 3.0, 0.9)], 32, 0, tensor)
+    fix = _variant(fixture_report, "drq_fix", 48_000, 30, paired=paired, types=DRQ_TYPES)
+    return dataclasses.replace(_variant(fixture_report, variants.DRQ, 47_000, 30, paired=(20, 0), types=DRQ_TYPES),
+                               layer_errors=errors, fix=SchemeFix([tensor], fix))
+
+
+def test_one_acceptance_rule_the_decision_the_gap_the_blame_and_the_gate_agree(fixture_report):
+    """--max-accuracy-drop 0.02 and a 5-point loss at p ≈ 0.15: the recommended model, DRQ's fix and the gate all
+    miss the target (before: the decision said "does not meet", the blame "fixed" and the gap "recovered")."""
+    from scipy.stats import binomtest
+
+    loss = (9, 3)  # float right alone on 9 samples, the model on 3: 6 of 114 samples, 5.3 points
+    assert binomtest(9, 12, 0.5).pvalue > 0.05  # within noise by McNemar, computed here independently
+    rec = fixture_report.recommendation
+    sel = _variant(fixture_report, variants.SELECTIVE, 45_000, 30, paired=loss)
+    rec = dataclasses.replace(rec, selective=sel, alternatives=[], rule=None)
+    fiq = _variant(fixture_report, variants.FIQ, 40_000, 30, paired=(40, 0))
+    report = dataclasses.replace(_report(fixture_report, [fiq, _fixed_drq(fixture_report, loss)],
+                                         max_accuracy_drop=0.02), recommendation=rec)
+    found = conclude.findings_of(report)
+    by_name = {o.name: o for o in found.decision.options}
+    assert not by_name[variants.SELECTIVE].meets and not by_name["drq_fix"].meets
+    assert found.gap.status == "open"
+    assert found.variant(variants.DRQ).blame.fix_status == "open"
+    assert not found.gate.passed
+    # With a limit the 5.3-point loss is within (0.06), all three say it meets.
+    within = conclude.findings_of(dataclasses.replace(report, settings=dataclasses.replace(
+        report.settings, max_accuracy_drop=0.06)))
+    assert within.gap.status == "recovered" and within.variant(variants.DRQ).blame.fix_status == "fixed"
+    assert {o.name for o in within.decision.options if o.meets} >= {variants.SELECTIVE, "drq_fix"}
+
+
+def test_a_model_whose_main_metric_was_not_measured_is_never_judged_on_another_scale(fixture_report):
+    """In a classification report, FIQ whose accuracy failed to measure but whose output error is tiny is "not
+    measured", never shipped on an output R² (before: "Ship FIQ ... meets the accuracy target")."""
+    from reporter.model.report import OutputError
+
+    fiq = _variant(fixture_report, variants.FIQ, 25_000, 10, paired=(0, 0))
+    fiq = dataclasses.replace(fiq, metrics=None, measurement_errors={"metrics": "RuntimeError: boom"},
+                              output_error=OutputError(1e-6, 1e-5, 1.0))
+    found = conclude.findings_of(_report(fixture_report, [fiq]))
+    option = found.decision.option(variants.FIQ)
+    assert option.score is None and option.standing == "not_measured" and not option.meets
+    assert found.decision.variant != variants.FIQ and not found.headline[0].startswith("Ship")
+
+
+def test_a_tie_in_cost_goes_to_the_more_accurate_model(fixture_report):
+    """--max-accuracy-drop 0.07: FIQ at 49 kB losing 6.1 points (McNemar p = 0.016) and DRQ at 50 kB losing nothing
+    cost the same within noise; the more accurate ships (before: FIQ, the smaller)."""
+    from scipy.stats import binomtest
+
+    assert binomtest(7, 7, 0.5).pvalue < 0.05
+    fiq = _variant(fixture_report, variants.FIQ, 49_000, 30, paired=(7, 0))
+    drq = _variant(fixture_report, variants.DRQ, 50_000, 30, paired=(0, 0), types=DRQ_TYPES)
+    d = choice.decide(_report(fixture_report, [fiq, drq], max_accuracy_drop=0.07))
+    assert d.variant == variants.DRQ
+    assert d.option(variants.FIQ).meets and d.option(variants.FIQ).why in ("runner_up", "tie_less_accurate")
+
+
+def test_one_sample_between_two_engines_is_a_tie_not_better(fixture_report):
+    """Neither engine's int8 model meets the target and they differ by one sample: the engines table says a tie
+    (before: "better")."""
+    from reporter.model.report import EnginePair
+
+    fiq = _variant(fixture_report, variants.FIQ, 25_000, 10, paired=(30, 0))
+    lit = _variant(fixture_report, "static_wi8_ai8", 25_000, 10, paired=(31, 0))
+    report = dataclasses.replace(_report(fixture_report, [fiq, lit]),
+                                 engines=[EnginePair("full integer (int8)", variants.FIQ, "static_wi8_ai8")])
+    found = conclude.findings_of(report)
+    assert [(e.better, e.why) for e in found.engines] == [("", "tie")]
+
+
+def test_a_float16_recipe_runs_on_a_gpu_read_from_its_tensor_types(fixture_report):
+    """What a GPU delegate runs is read from the measured tensor types, not the variant's name: a user's float16
+    recipe qualifies as the built-in float16 does."""
+    mine = _variant(fixture_report, "my_fp16", 50_000, 30, paired=(0, 0), types=F16_TYPES)
+    d = choice.decide(_report(fixture_report, [mine], target=targets.GPU))
+    assert d.variant == "my_fp16" and d.option("my_fp16").runs
+
+
+def test_a_misspelt_setting_in_report_json_is_refused_in_one_line(tmp_path):
+    import json
+    from pathlib import Path
+
+    from reporter.model.report import Report
+
+    data = json.loads((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    data["settings"]["max_acuracy_drop"] = 0.02
+    with pytest.raises(ValueError) as err:
+        Report.from_dict(data)
+    assert "settings" in str(err.value) and "max_acuracy_drop" in str(err.value) and "\n" not in str(err.value)

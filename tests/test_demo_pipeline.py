@@ -155,7 +155,7 @@ def test_lstm_demo_has_fused_lstm_ops(demo_reports):
 
 @pytest.mark.parametrize("name", DEMO_MODELS)
 def test_output_folder_and_json_round_trip(demo_reports, name):
-    from reporter.render import report_from_json
+    from reporter.run.conclude import report_from_json
 
     folder = demo_reports / name
     report = load_report(folder)

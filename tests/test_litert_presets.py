@@ -53,12 +53,12 @@ def test_int4_presets_are_variants_measured_like_every_other(tmp_path, mlp_files
 
 
 def test_a_model_that_quantized_nothing_says_so(fixture_report):
-    from reporter.render import words
+    from reporter.run import conclude
 
     flt = fixture_report.variant("float")
     same = dataclasses.replace(flt, name="dynamic_wi4b32_afp32", converter="LiteRT Quantizer")
     report = dataclasses.replace(fixture_report, variants=[*fixture_report.variants, same], findings=None)
-    found = words.findings_of(report)
+    found = conclude.findings_of(report)
     line = found.variant("dynamic_wi4b32_afp32").verdict
     assert "quantized nothing: every tensor is still float32" in line
     assert "quantized nothing" not in found.variant("fiq").verdict

@@ -316,7 +316,7 @@ def test_a_two_head_headline_speaks_of_each_heads_measure():
 
     from reporter.model.findings import HeadFinding
     from reporter.model.report import GapStatus, OutputError
-    from reporter.render import report_from_json, words
+    from reporter.run.conclude import report_from_json; from reporter.run import conclude as words
     from reporter.render.words import headline
 
     base = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
@@ -326,7 +326,7 @@ def test_a_two_head_headline_speaks_of_each_heads_measure():
     rec = dataclasses.replace(base.recommendation, search=None, method="rule", selective=None, gap=GapStatus(
         "not_measurable", reason="the model's output is not class scores, so there is no accuracy"))
     r = dataclasses.replace(base, variants=new, model=model, recommendation=rec, findings=None)
-    found = words.findings_of(r)
+    found = conclude.findings_of(r)
     heads = [HeadFinding("boxes", "fiq", "output MSE", 4.0, text="MSE 4"),
              HeadFinding("classes", "fiq", "accuracy", 0.9, text="90.0 % (−1.0 points, p = 0.31)")]
     found = dataclasses.replace(found, heads=heads)

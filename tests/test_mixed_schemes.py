@@ -93,7 +93,7 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
     significantly worse is not; within noise but larger is not lighter."""
     import dataclasses
 
-    from reporter.render import words
+    from reporter.run import conclude
 
     base = fixture_report
     sel = base.recommendation.selective
@@ -110,7 +110,7 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
         from reporter.model.report import Alternative
 
         rec = dataclasses.replace(base.recommendation, alternatives=[Alternative("int16x8", [], model)])
-        return words.findings_of(dataclasses.replace(base, recommendation=rec)).alternatives[0]
+        return conclude.findings_of(dataclasses.replace(base, recommendation=rec)).alternatives[0]
 
     assert alt(-500, 1, 0).status == "lighter"
     assert alt(-500, 30, 0).status == "worse"

@@ -22,10 +22,8 @@ from reporter.batch.worker import Outcome
 from reporter.batch.config import BatchConfig
 from reporter.findings.gate import Gate
 from reporter.core.exit_codes import exit_code
-from reporter.render.words.gate import check
 from reporter.render.formats import FILE_NAMES, environment, templates_dir, write_atomic
-from reporter.render import load_report
-from reporter.findings.derive import metric_of
+from reporter.run.conclude import check_gate as check, load_report
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_change, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_points
 from reporter.core import variants
 from reporter.core.variants import short
@@ -77,7 +75,7 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         return IndexRow(links={}, accuracy={}, size_bytes={}, latency_ms={}, accuracy_drop=None, suspects=None,
                         gap_recovered=None, gate=None, **base)
     found = report.findings  # every number and verdict below comes from the report's findings
-    metric, share = metric_of(report)
+    metric, share = report.metric()
     flt = report.variant(variants.FLOAT)
     main = flt.metrics.main if flt is not None and flt.metrics is not None else None
     ok = [f for f in found.variants if f.ok and f.name != variants.RULE]

@@ -9,35 +9,25 @@ from typing import TYPE_CHECKING
 from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.model.findings import OTHER_METRICS, SCORE, Comparison
+from reporter.model.report import layer_of  # noqa: F401 - read from here by the findings
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Metrics, Report
 
 
 def columns(report: "Report") -> list:
-    """The variants the findings judge: the built ones, the recommended model, and the rule's pick when the
-    search chose."""
-    cols = list(report.variants)
-    rec = report.recommendation
-    if rec and rec.selective:
-        cols.append(rec.selective)
-    if rec and rec.rule and rec.rule.selective and rec.method == "search":
-        cols.append(rec.rule.selective)
-    return cols
+    """The variants the findings judge (reporter.model.report.Report.columns)."""
+    return report.columns()
 
 
 def metric_of(report: "Report") -> tuple[str, bool]:
-    """The main metric's name and whether it is a share (0..1): what every verdict of this report reads."""
-    flt = report.variant(variants.FLOAT)
-    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
-    if main is not None:
-        return main.name, main.share
-    return report.model.main_metric or ("exact-match accuracy" if report.model.task == "multilabel" else "accuracy"), True
+    """The main metric's name and whether it is a share (Report.metric)."""
+    return report.metric()
 
 
 def measurable(report: "Report") -> bool:
-    """The report has a main metric to judge by (class scores, or the user's metric)."""
-    return report.model.num_classes is not None or bool(report.model.main_metric)
+    """The report has a main metric to judge by (Report.measurable)."""
+    return report.measurable()
 
 
 def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Comparison:
@@ -65,10 +55,3 @@ def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Compa
     if paired.reference_only == paired.variant_only == 0:
         return Comparison(reference, delta, p, False, "", same=True)
     return Comparison(reference, delta, p, bool(jd.significant(p)), "")
-
-
-def layer_of(tensor: str) -> str:
-    """The Keras layer a TFLite tensor comes from, read from its name: "model/normalization/Sub" ->
-    "normalization". Empty when the name has no scope."""
-    parts = [p for p in tensor.split(";")[0].split("/") if p]
-    return parts[-2] if len(parts) >= 2 else ""

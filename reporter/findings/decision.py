@@ -142,13 +142,13 @@ def decide(report: "Report") -> Optional[Decision]:
     if meeting:
         best = _cheapest(report, meeting)
         if tg.of(target).timed and flt.runs and _cheapest(report, [*meeting, flt]) is flt:
-            return _decision(report, found, target, flt, mf.FLOAT_CHEAPER, best, len(lane))
-        return _decision(report, found, target, best, MEETS, _runner_up(report, target, best, meeting), len(lane))
+            return _decision(report, found, target, flt, mf.FLOAT_CHEAPER, best)
+        return _decision(report, found, target, best, MEETS, _runner_up(report, target, best, meeting))
     closest = max((by_name[o.name] for o in lane), key=lambda o: (_oriented(o), -o.size_bytes)) if lane else None
     elsewhere = [o for o in found if o.meets and not o.runs and o.quantized]
     would = _cheapest(report, elsewhere) if elsewhere else None
     keep = flt if flt.runs else None
-    decision = _decision(report, found, target, keep, NONE_MEETS if lane else NO_CANDIDATE, closest, len(lane))
+    decision = _decision(report, found, target, keep, NONE_MEETS if lane else NO_CANDIDATE, closest)
     return dataclasses.replace(decision, would_meet=would.name if would else "",
                                would_meet_label=would.label if would else "")
 
@@ -188,7 +188,8 @@ def engines(report: "Report", decision: Optional[Decision]) -> list[mf.EngineCho
 
 
 def _decision(report: "Report", found: list[Option], target: str, ship: Optional[Option], why: str,
-              runner: Optional[Option], candidates: int) -> Decision:
+              runner: Optional[Option]) -> Decision:
+    candidates = sum(o.runs and o.quantized and o.name != variants.FLOAT and o.score is not None for o in found)
     name = ship.name if ship is not None else ""
     model = report.variant(name) if name else None
     if model is None and name:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from reporter.core import judgement as jd
+from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.variants import short
 from reporter.findings import gate as gt
@@ -219,7 +220,7 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
                        output_mse=v.output_error.mse if v.output_error else None,
                        output_variance=v.output_error.float_variance if v.output_error else None)
     blame = _blame(v, ref, judged) if finding.get("direction") == "worse" else None
-    return VariantFinding(v.name, label, True, blame=blame, **base, **finding)
+    return VariantFinding(v.name, label, True, blame=blame, **base, **finding, **_what_it_quantized(report, v))
 
 
 def drq_quantized_nothing(report: "Report", v: "VariantResult") -> bool:
@@ -229,20 +230,19 @@ def drq_quantized_nothing(report: "Report", v: "VariantResult") -> bool:
         and not v.tensor_types.get("int8")
 
 
-def weights_taken(v: "VariantResult") -> Optional[float]:
-    """The share of the model's weight values (elements of every weight tensor) that `v` stores below float32;
-    None when its weights were not read or it has none."""
-    total = sum(c.elements for c in v.weight_coverage.values())
-    if v.not_measured("ops") or not total:
-        return None
-    return sum(c.quantized_elements for c in v.weight_coverage.values()) / total
-
-
 def quantized_little(v: "VariantResult") -> bool:
     """A quantized variant that stores none or almost none of its weights below float32 (judgement
     ALMOST_NOTHING_SHARE of the weight values)."""
-    share = weights_taken(v)
+    share = v.weights_share()
     return v.name != variants.FLOAT and share is not None and share < jd.ALMOST_NOTHING_SHARE
+
+
+def _what_it_quantized(report: "Report", v: "VariantResult") -> dict:
+    """What the variant stores below float32, decided once for its verdict."""
+    read = bool(v.tensor_types) and not v.not_measured("ops")
+    return dict(quantized=tg.quantized(v.tensor_types, v.weight_coverage) if read else None,
+                drq_nothing=drq_quantized_nothing(report, v), quantized_little=quantized_little(v),
+                weights_share=v.weights_share())
 
 
 def _blame(v: "VariantResult", ref, judged: dict[str, mf.Option]) -> Optional[BlameFinding]:

@@ -108,6 +108,10 @@ class VariantFinding:
     verdict: str = ""  # one line
     not_measured: dict[str, str] = field(default_factory=dict)  # measurement -> error (VariantResult's)
     blame: Optional[BlameFinding] = None  # only for a quantized variant that loses accuracy
+    quantized: Optional[bool] = None  # anything stored below float32 (reporter.core.targets.quantized); None: not read
+    drq_nothing: bool = False  # DRQ as large as float with no int8 tensor: the converter quantized no weight
+    quantized_little: bool = False  # under judgement.ALMOST_NOTHING_SHARE of the weight values below float32
+    weights_share: Optional[float] = None  # the share of the weight values stored below float32
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from reporter.core.records import as_stored
-from reporter.core.variants import RULE_METHOD, SELECTIVE
+from reporter.core.variants import FLOAT, RULE_METHOD, SEARCH_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
 from reporter.model.findings import Findings
 from reporter.model.settings import Settings
@@ -311,6 +311,41 @@ class Report:
     engines: list[EnginePair] = field(default_factory=list)  # one scheme from both engines, side by side
     findings: Optional[Findings] = None  # decided from everything above by reporter.findings, worded by render.words
 
+    # --- what the record says, read the same way by the findings and the words ------------------------------
+    def columns(self) -> list[VariantResult]:
+        """The variants the findings judge: the built ones, the recommended model, and the rule's pick when the
+        search chose."""
+        cols = list(self.variants)
+        rec = self.recommendation
+        if rec and rec.selective:
+            cols.append(rec.selective)
+        if rec and rec.rule and rec.rule.selective and rec.method == SEARCH_METHOD:
+            cols.append(rec.rule.selective)
+        return cols
+
+    def column(self, name: str) -> Optional[VariantResult]:
+        """The judged variant called `name` (`columns`), or None."""
+        return next((v for v in self.columns() if v.name == name), None)
+
+    def metric(self) -> tuple[str, bool]:
+        """The main metric's name and whether it is a share (0..1): the report's one scale, what every verdict
+        reads."""
+        flt = self.variant(FLOAT)
+        main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+        if main is not None:
+            return main.name, main.share
+        return self.model.main_metric or ("exact-match accuracy" if self.model.task == "multilabel" else
+                                          "accuracy"), True
+
+    def measurable(self) -> bool:
+        """The report has a main metric to judge by (class scores, or the user's metric); else its scale is the
+        output error against float."""
+        return self.model.num_classes is not None or bool(self.model.main_metric)
+
+    def primary_output(self) -> Optional[str]:
+        """The output the main metric reads, for a model with several outputs (None for one output)."""
+        return next((o.name for o in self.model.outputs if o.primary), None)
+
     def variant(self, name: str) -> Optional[VariantResult]:
         """The variant called `name`, the selective model included, or None."""
         for v in self.variants:
@@ -423,3 +458,10 @@ def _build(tp, value, path: str = ""):
     """A value of type `tp` (a dataclass, list, dict or Optional of them) from JSON data, every value checked
     against the declared types (reporter.model.decode): a DecodeError (a ValueError) names the first that is not."""
     return decode(tp, value, path)
+
+
+def layer_of(tensor: str) -> str:
+    """The Keras layer a TFLite tensor comes from, read from its name: "model/normalization/Sub" ->
+    "normalization". Empty when the name has no scope."""
+    parts = [p for p in tensor.split(";")[0].split("/") if p]
+    return parts[-2] if len(parts) >= 2 else ""

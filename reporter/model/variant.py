@@ -199,6 +199,14 @@ class VariantResult:
         """The error that kept `measurement` from being measured, or None."""
         return self.measurement_errors.get(measurement)
 
+    def weights_share(self) -> Optional[float]:
+        """The share of the model's weight values (elements of every weight tensor) stored below float32; None
+        when its weights were not read or it has none."""
+        total = sum(c.elements for c in self.weight_coverage.values())
+        if self.not_measured("ops") or not total:
+            return None
+        return sum(c.quantized_elements for c in self.weight_coverage.values()) / total
+
 
 @dataclass(frozen=True)
 class LayerError:

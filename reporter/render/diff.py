@@ -1,5 +1,5 @@
-"""`quant-report diff`: two runs compared (reporter.findings.diff decides, reporter.render.words.diff words),
-rendered as Markdown, HTML or JSON."""
+"""`quant-report diff`: two runs compared (reporter.findings.diff decides, reporter.render.words.diff words; both
+called by reporter.run.conclude.compare_runs), rendered as Markdown, HTML or JSON."""
 
 from __future__ import annotations
 
@@ -7,19 +7,12 @@ from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core.formatting import fmt_ms
-from reporter.findings import diff as decided
 from reporter.findings.diff import Diff
 from reporter.render.formats import environment, markdown_environment
 from reporter.render.words import diff as words
 from reporter.render.words.diff import summary
 
-__all__ = ["compare", "render", "summary"]
-
-
-def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> Diff:
-    """BASE and NEW compared and worded: what `render` and the gate's messages read (raises
-    reporter.findings.diff.DiffError when a side cannot be read)."""
-    return words.word(decided.compare(base_path, new_path, max_accuracy_drop))
+__all__ = ["render", "summary"]
 
 
 def render(diff: Diff, fmt: str) -> bytes:

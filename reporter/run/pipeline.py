@@ -32,8 +32,7 @@ from reporter.model.settings import Settings
 from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, LayerStat, ModelInfo, OutputInfo,
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
-from reporter.render import words
-from reporter.run import binding, labels, metric, model_loading, recipes, task_reading
+from reporter.run import binding, conclude, labels, metric, model_loading, recipes, task_reading
 from reporter.run.context import Quantizer, RunContext, RunStart
 from reporter.run.data_loading import load_data
 from reporter.run.model_loading import LoadedModel
@@ -61,7 +60,7 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
         try:
             with progress.capture(folder / "run.log"), lifetime.spawn_without_main():
                 report = _run_in(folder, settings, progress)
-                report = words.attach(report)  # the findings, decided and worded
+                report = conclude.attach(report)  # the findings, decided and worded
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                 written, render_errors = render.write_reports(report, folder, settings.formats)
             for fmt, error in render_errors.items():
@@ -282,7 +281,7 @@ def _measure(ctx: RunContext,
         fixed = output_range.output_float_fix(m, ctx.quantizer, fiq, (ctx.folder / f"{fiq.name}.tflite").read_bytes())
         if fixed is not None:
             results[variants.OUTPUT_FLOAT] = fixed
-    if s.target == targets.INT8:
+    if targets.of(s.target).reference_kernels:
         results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
     return m, results
 
@@ -290,7 +289,7 @@ def _measure(ctx: RunContext,
 def _with_reference_kernels(ctx: RunContext, v: VariantResult) -> VariantResult:
     """An integer-only model (the int8 target's candidates) run by LiteRT's reference kernels too, and their
     agreement with the default kernels recorded; a failure is recorded as a measurement error."""
-    if not v.ok or not targets.integer_only(v.tensor_types):
+    if not v.ok or not targets.of(ctx.settings.target).runs(v.tensor_types):
         return v
     try:
         with ctx.progress.stage("reference kernels", detail=v.name):

@@ -161,10 +161,11 @@ def _a_variant_meets(results: dict, max_accuracy_drop) -> bool:
                 p = judgement.mcnemar_p_counts(counts.reference_only, counts.variant_only)
             else:
                 continue
-            if judgement.meets_accuracy(judgement.significant(p), delta, max_accuracy_drop):
+            if judgement.meets_target([judgement.Standing(-delta, p)], max_accuracy_drop):
                 return True
         elif v.output_error is not None and v.output_error.float_variance:
-            if judgement.within(judgement.DEFAULT_TARGET_R2, 1 - v.output_error.mse / v.output_error.float_variance):
+            r2 = 1 - v.output_error.mse / v.output_error.float_variance
+            if judgement.meets_target([judgement.Standing(r2=r2)], max_accuracy_drop):
                 return True
     return False
 

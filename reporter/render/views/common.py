@@ -154,9 +154,8 @@ class Basis:
     @property
     def metric(self) -> tuple[str, bool]:
         """The main metric's name and whether it is a share (shown in percent)."""
-        from reporter.findings.basis import metric_of
 
-        return metric_of(self.report)
+        return self.report.metric()
 
     @property
     def float_quality_missing(self) -> bool:

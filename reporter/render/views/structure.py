@@ -7,7 +7,6 @@ from functools import cached_property
 
 from reporter.core import judgement as jd
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_percent, or_missing
-from reporter.findings.derive import weights_taken
 from reporter.core.targets import SUB_BYTE_KEYS
 from reporter.render.views.common import Basis, Cell, Row, count_arrow, tone
 
@@ -76,7 +75,7 @@ class StructureView:
                 cells.append(Cell(NOT_MEASURED if v.not_measured("ops") else f"{c.quantized} of {c.tensors}"
                                   if c is not None else "·"))
             rows.append(Row(op, cells))
-        rows.append(Row("Weight values", [Cell(NOT_MEASURED if v.not_measured("ops") else fmt_percent(weights_taken(v), 0))
+        rows.append(Row("Weight values", [Cell(NOT_MEASURED if v.not_measured("ops") else fmt_percent(v.weights_share(), 0))
                                           for v in columns]))
         return rows
 

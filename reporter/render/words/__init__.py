@@ -6,44 +6,31 @@ the story told first; `notices`: warnings and hints;
 `gate`: the gate's line; `diff`: `quant-report diff`'s). A wording change touches no decision, and every
 format reads the same words.
 
-`attach` gives a measured report its findings, decided and worded, as report.json keeps them; the pipeline
-calls it once, and reporter.render.load_report for a report.json whose findings an older version dropped.
+`word` writes the sentences of findings decided by reporter.findings.derive; reporter.run.conclude calls both (the
+pipeline once per run, and the readers of a report.json whose findings an older version dropped). Nothing here
+decides: the words read the decided records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from reporter.findings.basis import columns
-from reporter.findings.derive import Decisions, decide
+from reporter.findings.derive import Decisions  # the record `word` reads (decided by reporter.findings.derive)
 from reporter.model.findings import Findings
 from reporter.model.report import Report
 from reporter.render.words import comparison, decision, gate, headline, notices, recommendation, verdicts
-
-
-def attach(report: Report) -> Report:
-    """The report with its findings, and the recommendation's sentence taken from them."""
-    found = findings_of(report)
-    rec = report.recommendation
-    if rec is not None:
-        rec = dataclasses.replace(rec, summary=found.recommendation)
-    return dataclasses.replace(report, recommendation=rec, findings=found)
-
-
-def findings_of(report: Report) -> Findings:
-    """The findings of a measured report, decided and worded. Pure: same report, same findings."""
-    return word(report, decide(report))
 
 
 def word(report: Report, decided: Decisions) -> Findings:
     """The decided findings with every sentence written."""
     decided = comparison.worded(decided)  # every comparison's difference first: the sentences quote them
     found = decided.findings
+    report = dataclasses.replace(report, findings=found)  # the words read the decided records through the report
     found = dataclasses.replace(
         found, gap=dataclasses.replace(found.gap, reason=recommendation.gap_reason(report, found.gap, found.decision)),
         heads=[dataclasses.replace(h, text=verdicts.head_cell(h)) for h in found.heads],
         tradeoff=[dataclasses.replace(t, score_text=recommendation.score_text(t)) for t in found.tradeoff])
-    results = {v.name: v for v in columns(report)}
+    results = {v.name: v for v in report.columns()}
     found_variants = []
     for f in found.variants:
         v = results[f.name]

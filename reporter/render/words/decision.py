@@ -11,7 +11,6 @@ from reporter.core import judgement as jd
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.formatting import fmt_amount, fmt_mse, fmt_percent, fmt_score
-from reporter.findings.basis import metric_of
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
 from reporter.model.kernels import ReferenceAgreement
@@ -97,7 +96,7 @@ def _limit(report: Report) -> str:
 def _quality(report: Report, o: Option, flt: Optional[Option]) -> str:
     """"80.3 % against float's 80.9 %, within noise: −0.6 points, p = 0.41"; an output error without labels."""
     if o.vs_float is not None and o.score is not None and flt is not None and flt.score is not None:
-        share = metric_of(report)[1]
+        share = report.metric()[1]
         return f"{fmt_score(o.score, share)} against float's {fmt_score(flt.score, share)}, {comparison_text(o.vs_float)}"
     if o.output_mse is not None:
         return f"output {fmt_mse(o.output_mse, o.output_variance)} against float"
@@ -106,7 +105,7 @@ def _quality(report: Report, o: Option, flt: Optional[Option]) -> str:
 
 def _loss(report: Report, o: Option) -> str:
     if o.vs_float is not None:
-        metric, share = metric_of(report)
+        metric, share = report.metric()
         p = f", {jd.p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
         return f"{jd.worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{p}"
     if o.output_mse is not None:

@@ -1,5 +1,5 @@
-"""The words of the accuracy gate's one-line result (reporter.findings.gate decides it), and the gate applied
-to a saved report afterwards: a batch's [gate] on each model's report."""
+"""The words of the accuracy gate's one-line result (reporter.findings.gate decides it; a batch's [gate] on a saved
+report is applied by reporter.run.conclude.check_gate)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,8 @@ from reporter.core import judgement as jd
 from reporter.core import targets, variants
 from reporter.core.formatting import fmt_number
 from reporter.findings import gate as gt
-from reporter.findings.basis import metric_of
-from reporter.findings.derive import primary_output
 from reporter.model.findings import Findings, GateFinding
 from reporter.model.report import Report
-
-
-def check(report: Report, gate: gt.Gate) -> GateFinding:
-    """`gate` applied to a report with findings (reporter.render.load_report gives one): decided by
-    reporter.findings.gate.decide on the findings, worded. A run's own gate is `report.findings.gate`."""
-    found = report.findings
-    return finding(report, found, gt.decide(found.variants, found.heads, gate, primary_output(report)))
 
 
 def finding(report: Report, found: Findings, verdict: gt.Verdict) -> GateFinding:
@@ -45,7 +36,7 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
         return ("the model's output is not class scores and no --metric was given: the accuracy gate does not"
                 " apply")
     noise = f", {jd.p_text(loss.p_value)}" if loss.p_value is not None else ""
-    metric, share = metric_of(report)
+    metric, share = report.metric()
     if metric == "accuracy":
         lim = f"{limit * 100:.1f}"
     else:
@@ -54,7 +45,7 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
         return (f"{variant} accuracy drop {loss.drop * 100:.1f} points{noise} on output {loss.output} exceeds the"
                 f" limit of {lim}")
     points = f"{loss.drop * 100:.1f} points" if share or metric == "accuracy" else fmt_number(loss.drop)
-    primary = primary_output(report)
+    primary = report.primary_output()
     where = f" on output {primary}" if primary else ""
     outcome = "is within" if verdict.passed else "exceeds"
     d = verdict.decision

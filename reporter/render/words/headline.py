@@ -11,7 +11,6 @@ from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes)
-from reporter.findings.basis import metric_of
 from reporter.findings.notices import Fact
 from reporter.model.findings import Culprit, Findings, FixFinding, VariantFinding
 from reporter.model.report import Report
@@ -64,7 +63,7 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
             return (f"The model's output is not class scores, so accuracy is not measured: FIQ's output differs from"
                     f" float's, {fmt_mse(fiq.output_mse, fiq.output_variance)}; FIQ is {size}." + _targets(report))
         return f"FIQ's accuracy gap is not measurable ({gap.reason})."
-    metric, share = metric_of(report)
+    metric, share = report.metric()
     if gap.status == "no_gap":
         good = "as accurate as float" if metric == "accuracy" else f"as good as float on {metric}"
         what = (f"FIQ is {size} and {good} ({fmt_score(fiq.accuracy, share)} against"
@@ -91,7 +90,7 @@ def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: Va
     if rec is not None and rec.denylisted_ops:  # forced op types are kept too: say so wherever "it" is
         it += " and every " + " and ".join(rec.denylisted_ops) + " op (--keep-float-ops)"
     if fix.status in ("recovered", "open") and fix.accuracy is not None:
-        metric, share = metric_of(report)
+        metric, share = report.metric()
         won = (f"wins back {fmt_amount(fix.points_won_back, share, metric)} ({fmt_percent(fix.share_of_gap, 0)} of"
                " the gap)" if fix.points_won_back is not None and fix.share_of_gap is not None else "was measured")
         against = f"{fmt_score(fix.accuracy, share)} against float's {fmt_score(flt.accuracy, share)}" + (

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from reporter.core import variants
 from reporter.core.formatting import fmt_mse, fmt_number, fmt_percent, fmt_score
-from reporter.findings.basis import columns, metric_of
 from reporter.findings.notices import Fact
 from reporter.model.findings import Notice
 from reporter.model.report import MEASUREMENTS, Report
@@ -20,7 +19,7 @@ def notice(report: Report, fact: Fact) -> Notice:
 
 def nonfinite_text(report: Report, fact: Fact) -> str:
     """"The float model produced NaN or inf on 10 of 200 evaluation samples; DRQ on 10."."""
-    found = [next(v for v in columns(report) if v.name == name) for name in fact.items]
+    found = [next(v for v in report.columns() if v.name == name) for name in fact.items]
     n = report.dataset.num_eval
     named = ["the float model" if v.name == variants.FLOAT else variants.short(v.name) for v in found]
     text = f"{named[0][0].upper()}{named[0][1:]} produced NaN or inf on {found[0].nonfinite_outputs:,} of {n:,}" \
@@ -64,12 +63,12 @@ def _classes_missing(report: Report, fact: Fact) -> str:
 
 
 def _variant_failed(report: Report, fact: Fact) -> str:
-    v = next(v for v in columns(report) if v.name == fact.subject)
+    v = next(v for v in report.columns() if v.name == fact.subject)
     return f"{variants.short(v.name)} failed: {v.error}"
 
 
 def _measurement_failed(report: Report, fact: Fact) -> str:
-    v = next(v for v in columns(report) if v.name == fact.subject)
+    v = next(v for v in report.columns() if v.name == fact.subject)
     return (f"{variants.short(v.name)}: {MEASUREMENTS.get(fact.detail, fact.detail)} not measured:"
             f" {v.measurement_errors[fact.detail]}")
 
@@ -151,7 +150,7 @@ def _user_metric(report: Report, fact: Fact) -> str:
 
 def _user_metric_failed(report: Report, fact: Fact) -> str:
     return (f"Your metric ({report.settings.metric}) was not measured (see run.log), so the report reads"
-            f" {metric_of(report)[0]} instead.")
+            f" {report.metric()[0]} instead.")
 
 
 def _bootstrap(report: Report, fact: Fact) -> str:

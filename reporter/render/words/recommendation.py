@@ -10,7 +10,6 @@ from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (fmt_amount, fmt_number, fmt_percent, fmt_points, fmt_score,
                                       fmt_signed_bytes)
-from reporter.findings.basis import measurable, metric_of
 from reporter.model import findings as mf
 from reporter.model.findings import (AlternativeFinding, Decision, Findings, FixFinding, GapFinding, Reason,
                                      TradeoffPoint)
@@ -37,7 +36,7 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
         return report.recommendation.gap.reason  # the search's own words, kept with its measurements
     if why == mf.FLOAT_NOT_MEASURED:
         return "float was not measured"
-    metric, share = metric_of(report)
+    metric, share = report.metric()
     if why == mf.METRIC_NOT_MEASURED:
         name = "FIQ" if gap.variant == variants.FIQ else gap.variant
         return f"{name}'s {metric} was not measured: {report.variant(gap.variant).not_measured('metrics')}"
@@ -89,7 +88,7 @@ def sentence(report: Report, found: Findings) -> str:
             return (f"{search.stop_reason}. No layer is kept in float: the model to ship comes from the whole-model"
                     " and mixed schemes measured.")
         if rec.method == SEARCH_METHOD:
-            none = none_measurable(search, gap if metric_of(report)[1] else None)
+            none = none_measurable(search, gap if report.metric()[1] else None)
             return f"{none}; no layer is kept in float."
         return "No layer is flagged by the rmse/scale rule: nothing to keep in float."
     layers = kept_words(rec)
@@ -105,7 +104,7 @@ def sentence(report: Report, found: Findings) -> str:
             f"; output MSE against float falls from {fmt_number(fix.fiq_output_mse)} to {fmt_number(fix.output_mse)}"
             if fix.output_mse is not None and fix.fiq_output_mse is not None else (f"; {fix.text}" if fix.text else ""))
     else:
-        metric = metric_of(report)[0]
+        metric = report.metric()[0]
         text = f"{how} {layers} and wins back {fmt_percent(fix.share_of_gap, 0)} of the float-to-FIQ" \
                f" {metric} gap{cost} ({gap.reason})"
     if rec.method == SEARCH_METHOD and search is not None and not search.target_met:

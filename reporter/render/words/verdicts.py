@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Optional
 
 from reporter.core import judgement as jd
-from reporter.core import targets, variants
+from reporter.core import variants
 from reporter.core.formatting import fmt_ms, fmt_mse, fmt_percent, fmt_score, fmt_signed_bytes
-from reporter.findings.basis import layer_of, metric_of
-from reporter.findings.derive import drq_quantized_nothing, quantized_little, weights_taken
+from reporter.model.report import layer_of
 from reporter.model.findings import BlameFinding, HeadFinding, VariantFinding
 from reporter.model.report import Report, VariantResult
 
@@ -27,7 +26,7 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
         what = "accuracy" if f.not_measured.get("metrics") else "output error"
         parts.append(f"{what} not measured ({quality_error})")
     elif v.metrics is not None:
-        metric, share = metric_of(report)
+        metric, share = report.metric()
         if f.direction == "not_measurable" and ref and ref.metrics is None:
             parts.append(f"float's {metric} was not measured")
         if f.vs_float is not None:
@@ -42,14 +41,13 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
         parts.append(f"output {fmt_mse(f.output_mse, f.output_variance)} against float")
     if f.name != variants.FLOAT and f.size_ratio is not None:
         parts.append(size_words(f.size_ratio))
-    if drq_quantized_nothing(report, v):
+    if f.drq_nothing:
         parts.append(drq_words(report.model.largest_weight_elements))
-    elif f.name != variants.FLOAT and v.tensor_types and not v.not_measured("ops") \
-            and not targets.quantized(v.tensor_types, v.weight_coverage):
+    elif f.name != variants.FLOAT and f.quantized is False:
         taken = f" ({coverage_words(v)})" if v.weight_coverage else ""
         parts.append(f"quantized nothing: every tensor is still float32{taken}, so it is float by another name")
-    elif quantized_little(v):
-        share = weights_taken(v)
+    elif f.quantized_little:
+        share = f.weights_share
         what = "no weight" if share == 0 else "almost nothing"
         parts.append(f"quantized {what}: {coverage_words(v)}, {fmt_percent(share, 1)} of the weight values")
     if f.slower:
@@ -82,7 +80,7 @@ def blame(report: Report, v: VariantResult, b: BlameFinding) -> str:
     if b.fix_vs_float is None:
         return (f"{label}'s per-layer error blames {where}; keeping {layers} in float ({b.fix_converter}) was built,"
                 " but its accuracy was not measured.")
-    metric, share = metric_of(report)
+    metric, share = report.metric()
     result = (f"keeping {layers} in float ({b.fix_converter}, {fmt_signed_bytes(m.size_bytes - v.size_bytes)}"
               f" against {label}) gives {metric} {fmt_score(b.fix_accuracy, share)}, {b.fix_vs_float.text} against"
               " float")
