@@ -37,6 +37,15 @@ def test_the_stored_findings_are_what_the_code_derives_from_the_stored_measureme
     assert stored["recommendation"]["summary"] == again["recommendation"]["summary"]
 
 
+def _kept(stored, again, path="") -> list[str]:
+    """Paths where `again` does not hold what `stored` holds (a field the current schema adds is not a change)."""
+    if isinstance(stored, dict) and isinstance(again, dict):
+        return [p for k, v in stored.items() for p in (_kept(v, again[k], f"{path}.{k}") if k in again else [f"{path}.{k}"])]
+    if isinstance(stored, list) and isinstance(again, list) and len(stored) == len(again):
+        return [p for i, (a, b) in enumerate(zip(stored, again)) for p in _kept(a, b, f"{path}[{i}]")]
+    return [] if stored == again else [path]
+
+
 def test_the_rest_of_the_fixture_is_kept_as_stored():
     """Recomputing touches the findings and the sentence taken from them, nothing measured."""
     text = FIXTURE.read_text(encoding="utf-8")
@@ -44,4 +53,4 @@ def test_the_rest_of_the_fixture_is_kept_as_stored():
     for data in (stored, again):
         data.pop("findings")
         data["recommendation"].pop("summary")
-    assert again == stored
+    assert not _kept(stored, again)
