@@ -273,29 +273,72 @@ def test_with_two_labelled_regression_outputs_the_target_holds_for_each():
     assert per_sample == pytest.approx(mesh_units + iris_units)  # each output in units of its own variance
 
 
-def _spread(n, per_layer=1, base_wrong=200):
+def _spread(n, per_layer=1, base_wrong=200, across=False):
     """A chain of n layers, each kept in float winning back `per_layer` samples of its own (none of them alone, nor
-    any tenth of them together, reaches the target or half of the way to it); every layer looks a little suspect."""
+    any tenth of them together, reaches the target or half of the way to it); every layer looks a little suspect.
+    `across`: a sample is won back only by a layer of the first half and its twin in the second half together, so
+    that no prefix or suffix of at most half of the layers wins anything back either."""
     layers = _layers(n, bad={f"L{i}" for i in range(0, n, 3)})
+    if across:
+        return layers, Simulated([({f"L{i}", f"L{i + n // 2}"}, per_layer) for i in range(n // 2)],
+                                 base_wrong=base_wrong)
     return layers, Simulated([({f"L{i}"}, per_layer) for i in range(n)], base_wrong=base_wrong)
 
 
 def test_a_loss_spread_across_a_large_model_stops_the_search_early():
     """Seen on an EfficientNet-B0 (306 ops): the search spent 60 candidates and answered with 160 float layers and
-    no reason for any. With every layer winning back one sample of 200 lost, no set of at most a tenth of the layers
-    reaches the target or wins back half of the way to it: the search stops after a handful of candidates, says why,
-    and keeps no layer in float."""
-    layers, ev = _spread(300)
+    no reason for any. Here every sample is won back only by two layers far apart together: no set of at most a
+    tenth of the layers, no chain of wide-range ops (there is none) and no region along the graph's order (the first
+    or the last half) reaches the target or wins back half of the way to it: the search stops after a handful of
+    candidates, keeps no layer in float, and its record says what it measured."""
+    layers, ev = _spread(300, across=True)
     trace = srch.search(layers, ev, _policy())
     assert trace.spread and not trace.target_met
-    assert trace.evaluations == ev.calls <= 12, trace.evaluations
+    assert trace.evaluations == ev.calls <= 1 + judgement.SPREAD_PROBES + 1 + 2, trace.evaluations
     assert trace.chosen.nodes == frozenset()
     limit = judgement.compact_limit(300)
     assert limit == 30
-    assert trace.stop_reason.startswith("FIQ's loss is spread across the network: no set of at most 30 ops"
-                                        " (10% of 300) reaches the target"), trace.stop_reason
-    assert all(len(step.evaluation.nodes) <= limit for step in trace.steps)  # only compact sets were measured
+    assert trace.stop_reason.startswith("FIQ's loss is spread across the network"), trace.stop_reason
+    beyond = trace.beyond
+    assert (beyond.outcome, beyond.layers, beyond.compact_limit, beyond.chains_found, beyond.regions) == \
+        ("spread", 300, 30, 0, 2)
+    halves = [s.evaluation.nodes for s in trace.steps if len(s.evaluation.nodes) > limit]
+    assert sorted(map(len, halves)) == [150, 150] and {"L0", "L299"} <= set().union(*halves)
+    assert beyond.best is not None and not beyond.best.cause and beyond.best.ops == 150
     assert {s.phase for s in trace.steps} <= {"fiq", "probe"}  # no add nor drop phase
+
+
+def test_a_loss_that_a_long_prefix_halves_is_found_by_bisection_and_kept():
+    """Seen on a 135-op segmenter: keeping its first 34 ops in float cut FIQ's output error by two thirds, and the
+    search said no set of at most 13 ops helps and stopped. Here the first 34 layers together win back 150 of the 200
+    lost samples (none of them alone anything): the halves, then a bisection of the first half, find exactly them,
+    the search keeps them though the target is missed, and it costs a bounded number of candidates."""
+    n = 135
+    layers = _layers(n, bad={"L90", "L100"})
+    prefix = {f"L{i}" for i in range(34)}
+    ev = Simulated([(prefix, 150)])
+    trace = srch.search(layers, ev, _policy())
+    assert not trace.spread and not trace.target_met
+    assert trace.chosen.nodes == prefix
+    beyond = trace.beyond
+    assert beyond.outcome == "region" and beyond.best.kind == "prefix" and beyond.best.ops == 34
+    assert beyond.best.cause and not beyond.best.meets_target and (beyond.best.first, beyond.best.last) == ("L0", "L33")
+    assert beyond.best.error_cut == pytest.approx(150 / 200)
+    assert beyond.regions <= judgement.spread_region_probes(n) == 16
+    assert trace.evaluations <= 60
+
+
+def test_an_outlier_chain_longer_than_the_cap_is_measured_as_a_unit():
+    """Seen on a 59-op transformer: the outlier channel's chain through the residual adds (with its consumers) is more
+    than a tenth of the ops, so it was never measured and the loss was called spread. A chain of 12 wide layers in 100
+    must stay float whole: it is measured as a unit, kept, and cut to what is needed."""
+    wide = {f"L{i}" for i in range(40, 52)}
+    layers = _layers(100, wide=wide, bad={"L70", "L80"})
+    chain = wide | {"L52"}
+    trace = srch.search(layers, Simulated([(chain, 200)]), _policy())
+    assert not trace.spread and trace.target_met
+    assert trace.beyond.outcome == "chain" and trace.beyond.best.kind == "chain" and trace.beyond.best.ops == 13
+    assert trace.chosen.nodes == chain
 
 
 def test_a_compact_cause_in_a_large_model_is_still_found():
@@ -324,7 +367,7 @@ def test_helpful_compact_sets_together_are_a_compact_cause():
 
 def test_a_small_model_is_searched_to_the_end():
     """Below judgement.SPREAD_MIN_LAYERS layers the whole search costs little: no early stop on a spread-out loss."""
-    layers, ev = _spread(judgement.SPREAD_MIN_LAYERS - 1, per_layer=4)
+    layers, ev = _spread(judgement.SPREAD_MIN_LAYERS - 1, per_layer=4, across=True)
     trace = srch.search(layers, ev, _policy())
     assert judgement.compact_limit(len(layers)) is None
     assert not trace.spread and any(s.phase == "add" for s in trace.steps)
@@ -354,3 +397,24 @@ def test_selection_data_grow_to_every_x_calib_sample_when_the_gap_is_near_what_t
     assert held.info.overlaps_evaluation
     assert recommend.grown(no_calib, held, 100, 500, to_win=0.0) is None  # a held-out half of x: no more samples
     assert judgement.selection_too_small(0.02, 500) and not judgement.selection_too_small(0.03, 500)
+
+
+def test_the_sentence_says_what_was_measured_beyond_the_compact_sets():
+    """The words read the search's record: a region that halves the error but misses the target is named with what it
+    won back; "spread across the network" only when chains and regions were measured and none helped; a budget that
+    ran out first is said as such, never as a spread-out loss."""
+    from reporter.model.report import BeyondCompact, TriedSet
+    from reporter.render.words.search import beyond_text
+
+    prefix = TriedSet("prefix", 34, "a", "b", 0.9, 0.6, 2 / 3, True, False)
+    found = beyond_text(BeyondCompact(135, 13, 9, "region", 0, 0, 9, prefix))
+    assert found.startswith("No set of at most 13 ops (10 % of 135) reaches the target")
+    assert "keeping the first 34 ops in float cuts FIQ's error on the selection samples by 67 % but misses the" \
+           " target" in found and "spread" not in found
+    worst = TriedSet("suffix", 67, "a", "b", 0.6, 0.2, 0.2, False, False)
+    spread = beyond_text(BeyondCompact(135, 13, 9, "spread", 2, 2, 2, worst))
+    assert spread.startswith("FIQ's loss is spread across the network: no set of at most 13 ops")
+    assert "nor do the 2 chains of wide-range ops" in spread and "nor the 2 regions along the graph's order" in spread
+    assert "keeping the last 67 ops in float, cuts FIQ's error on the selection samples by 20 %" in spread
+    short = beyond_text(BeyondCompact(135, 13, 9, "unmeasured", 2, 1, 0, None))
+    assert "budget ran out" in short and "spread across the network was not measured" in short

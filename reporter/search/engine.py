@@ -13,9 +13,14 @@ the selection data), so that the algorithm is tested without TensorFlow.
 2. Rank the moves from the debugger's evidence (local rmse/scale, the jump of the propagated error,
    range), then measure the regions and groups and the best single moves alone where the budget allows,
    and order by measured effect. On a large model the compact moves (at most a tenth of the layers) with the
-   strongest evidence are measured first: when none reaches the target or wins back half of the way to it
-   (nor do the helpful ones together), FIQ's loss is spread across the network and the search stops there,
-   with no layer chosen (judgement.compact_cause): a few candidates, not a long list of float layers.
+   strongest evidence are measured first. When none reaches the target or wins back half of the way to it
+   (nor do the helpful ones together: judgement.compact_cause), the search looks beyond the cap
+   (`look_beyond`): the debugger's chains of wide-range ops as units (an outlier channel carried through
+   residual adds), then regions along the graph's order, bisected as Polygraphy's `debug precision` does
+   (the first and the last half of the ops; in a half that helps, the shortest prefix or suffix that still
+   does). The best of them that wins back half of the way is kept and the search goes on from it, even when
+   it misses the target. Only when chains and regions were measured and none helped is FIQ's loss spread
+   across the network: the search stops with no layer chosen. What was measured is the record `BeyondCompact`.
 3. Add moves in that order until the target is met, or until more float layers stop helping.
 4. Drop what is not needed, halves of the kept layers first, then smaller parts, then one layer at a
    time (delta debugging), until removing any one kept layer hurts (beyond noise, or below the target).
@@ -23,6 +28,7 @@ the selection data), so that the algorithm is tested without TensorFlow.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -31,7 +37,7 @@ import numpy as np
 
 from reporter.core import judgement, variants
 from reporter.core.pareto import front
-from reporter.model.report import RMSE_OVER_SCALE_IDEAL
+from reporter.model.report import RMSE_OVER_SCALE_IDEAL, BeyondCompact, TriedSet
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,8 @@ class Layer:
 @dataclass(frozen=True)
 class Move:
     nodes: frozenset
-    kind: str  # "layer", "tensor", "region", "group" (every op of a type) or "block" (contiguous layers)
+    kind: str  # "layer", "tensor", "region", "group" (every op of a type), "block" (contiguous layers), or
+    # beyond the compact cap "prefix" / "suffix" (the first or last ops in the graph's order)
     anchor: str  # the layer (or the producer of the tensor) the move is about
     prior: float  # evidence, in multiples of normal (1 = nothing unusual)
     label: str = ""  # how the report names it: "region a … b (7 ops)", "every LOGISTIC (16 ops)", "block 2/4 ..."
@@ -84,7 +91,8 @@ class Trace:
     target_met: bool = False
     stop_reason: str = ""
     necessity: dict = field(default_factory=dict)  # node -> selection score lost when it is dropped
-    spread: bool = False  # no compact set of layers is the loss's cause: the search stopped after its first probes
+    spread: bool = False  # no compact set, chain nor region is the loss's cause: the search stopped after measuring them
+    beyond: Optional[BeyondCompact] = None  # a large model: the compact sets, chains and regions measured
 
 
 @dataclass(frozen=True)
@@ -221,11 +229,12 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     ranked = wide + singles
     probes: dict[Move, Evaluation] = {}
 
-    def probe(move: Move) -> None:
+    def probe(move: Move) -> Optional[Evaluation]:
         ev = measure(move.nodes)
         if ev is not None and move not in probes:
             probes[move] = ev
             trace.steps.append(Step(ev, "probe", _change("+", move), False))
+        return ev
 
     limit = judgement.compact_limit(len(layers))
     if limit is not None:
@@ -244,18 +253,29 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
                                         False))
             return ev
 
+        compact = BeyondCompact(len(layers), limit, len(trace.steps) - 1, "compact")
         if probes and not _compact_cause(probes, start, policy.target, limit, together):
-            trace.spread = True
-            reason = (f"FIQ's loss is spread across the network: no set of at most {limit} ops"
-                      f" ({judgement.SPREAD_MAX_SHARE:.0%} of {len(layers)}) reaches the target or wins back"
-                      f" {judgement.SPREAD_RECOVER_SHARE:.0%} of the way to it (measured: the {len(first)} such sets"
-                      " with the strongest evidence, and those that helped together)")
-            return _finish(trace, start, False, reason, t0)
-    for move in ranked[: max(0, policy.budget // 3)]:
-        probe(move)
+            found, compact = look_beyond(layers, probe, start, policy.target, compact)
+            trace.beyond = compact
+            if not found:
+                trace.spread = compact.outcome == "spread"
+                reason = ("FIQ's loss is spread across the network: no compact set, chain of wide-range ops or region"
+                          " along the graph's order reaches the target or wins back"
+                          f" {judgement.SPREAD_RECOVER_SHARE:.0%} of the way to it") if trace.spread else \
+                    "the budget ran out before the chains and regions beyond the compact sets were measured"
+                return _finish(trace, start, False, reason, t0)
+            ranked = found + [m for m in ranked if m not in found]  # no more probes: the found set leads
+        else:
+            trace.beyond = compact
+    if trace.beyond is None or trace.beyond.outcome == "compact":
+        for move in ranked[: max(0, policy.budget // 3)]:
+            probe(move)
     gain = {m: ev.score - start.score for m, ev in probes.items()}
-    order = sorted(probes, key=lambda m: (-gain[m], len(m.nodes), ranked.index(m)))
-    order += [m for m in ranked if m not in probes]
+    lead = ranked[:1] if trace.beyond is not None and trace.beyond.outcome != "compact" else []
+    rank = {m: i for i, m in enumerate(ranked)}
+    order = lead + sorted((m for m in probes if m not in lead),
+                          key=lambda m: (-gain[m], len(m.nodes), rank.get(m, len(rank))))
+    order += [m for m in ranked if m not in probes and m not in lead]
 
     # Add moves until the target is met or more float layers stop helping.
     current, best, idle, reason = start, start, 0, ""
@@ -363,6 +383,72 @@ def _compact_cause(probes: dict, start: Evaluation, target: float, limit: int,
     if not union or any(union == m.nodes for m in helped):
         return False
     return cause(measure(union))
+
+
+def look_beyond(layers: list[Layer], probe: Callable[[Move], Optional[Evaluation]], start: Evaluation,
+                target: float, compact: BeyondCompact) -> tuple[list[Move], BeyondCompact]:
+    """Sets beyond the compact cap, measured alone by `probe` before a loss is called spread out: the chains of
+    wide-range ops (region_moves, the widest first, at most judgement.SPREAD_CHAIN_PROBES), then the first and the
+    last half of the ops in the graph's order and, in each half that is a cause (judgement.compact_cause), the
+    shortest prefix or suffix that still is one, found by bisection (at most judgement.spread_region_probes).
+    Returns the causes, the best first (meets the target, then fewest ops, then score), and the record."""
+    def cause(ev: Evaluation) -> bool:
+        return judgement.compact_cause(ev.score, start.score, target)
+
+    tried: list[tuple[Move, Evaluation]] = []
+
+    def measured(move: Move) -> Optional[Evaluation]:
+        ev = probe(move)
+        if ev is not None:
+            tried.append((move, ev))
+        return ev
+
+    chains = sorted(region_moves(layers), key=lambda m: -m.prior)
+    for move in chains[: judgement.SPREAD_CHAIN_PROBES]:
+        measured(move)
+    n_chains = len(tried)
+    half = max(1, int(judgement.SPREAD_REGION_MAX_SHARE * len(layers) + judgement.TOLERANCE))
+    halves = {side: measured(_ordered_region(layers, side, half)) for side in ("prefix", "suffix")}
+    for side, ev in halves.items():
+        low, high = 0, half  # bisection: `high` ops in float are a cause, `low` are not (none: FIQ)
+        while ev is not None and cause(ev) and high - low > 1:
+            mid = (low + high) // 2
+            at_mid = measured(_ordered_region(layers, side, mid))
+            if at_mid is None:
+                break
+            low, high = (low, mid) if cause(at_mid) else (mid, high)
+    causes = sorted(((m, ev) for m, ev in tried if cause(ev)),
+                    key=lambda me: (not judgement.within(target, me[1].score), len(me[0].nodes), -me[1].score))
+    best = causes[0] if causes else max(tried, key=lambda me: me[1].score, default=None)
+    if causes:
+        outcome = "chain" if best[0].kind == "region" else "region"
+    else:
+        all_measured = n_chains == min(len(chains), judgement.SPREAD_CHAIN_PROBES) and None not in halves.values()
+        outcome = "spread" if all_measured else "unmeasured"
+    record = dataclasses.replace(
+        compact, outcome=outcome, chains_found=len(chains), chains=n_chains, regions=len(tried) - n_chains,
+        best=_tried(best, layers, start, target, cause) if best is not None else None)
+    return [m for m, _ in causes], record
+
+
+def _ordered_region(layers: list[Layer], side: str, k: int) -> Move:
+    """The first (`side` "prefix") or the last ("suffix") `k` debugged ops in the graph's order."""
+    part = layers[:k] if side == "prefix" else layers[len(layers) - k:]
+    where = "first" if side == "prefix" else "last"
+    return Move(frozenset(layer.name for layer in part), side, part[0].name, 0.0,
+                f"the {where} {k} ops: {_short(part[0].name, 40)} … {_short(part[-1].name, 40)}")
+
+
+def _tried(found: tuple, layers: list[Layer], start: Evaluation, target: float,
+           cause: Callable[[Evaluation], bool]) -> TriedSet:
+    """The record of one set measured beyond the compact ones."""
+    move, ev = found
+    ordered = [layer.name for layer in layers if layer.name in move.nodes]
+    won = (ev.score - start.score) / (target - start.score) if judgement.nonzero(target - start.score) else 1.0
+    cut = (ev.score - start.score) / (1.0 - start.score) if judgement.nonzero(1.0 - start.score) else 0.0
+    kind = "chain" if move.kind == "region" else move.kind
+    return TriedSet(kind, len(move.nodes), ordered[0] if ordered else move.anchor, ordered[-1] if ordered else "",
+                    float(ev.score), float(won), float(cut), cause(ev), judgement.within(target, ev.score))
 
 
 def _check_cost(kept: int) -> int:

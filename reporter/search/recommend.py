@@ -337,6 +337,7 @@ def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, ta
         budget=budget,
         necessity={n: trace.necessity[n] for n in sorted(trace.necessity, key=lambda n: order.get(n, 0))},
         spread=trace.spread,
+        beyond=trace.beyond,
     )
 
 
