@@ -1,0 +1,97 @@
+"""The search beyond its compact sets, end to end (tests/beyond_fixtures.py): on models of more than 50 ops whose fix
+is more than a tenth of the ops, the report must not call FIQ's loss spread across the network. The outlier chain
+through a transformer's residual adds is kept in float as a unit; the segmenter's long prefix is found by bisecting
+regions along the graph's order. Checked against plain LiteRT runs of the .tflite files the report wrote and numpy
+(tests/independent.py), not against the tool's own figures.
+
+The CLI runs once per fixture, in a child process (as tests/test_search_regions.py does: LiteRT may abort on int8
+kernels with wide-range inputs)."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import load_report
+
+pytestmark = pytest.mark.slow
+
+FIXTURES = ("outlier_chain_transformer", "prefix_segmenter")
+
+
+@pytest.fixture(scope="module")
+def beyond_runs(demo_cache, tmp_path_factory):
+    """{name: (model, data, exit code, stderr)} of one `quant-report run` per fixture, in `out`."""
+    import beyond_fixtures
+
+    out = tmp_path_factory.mktemp("beyond_out")
+    runs = {}
+    for name in FIXTURES:
+        model, data = beyond_fixtures.ensure(name, demo_cache)
+        proc = subprocess.run(
+            [sys.executable, "-m", "reporter", "run", str(model), "--data", str(data), "--out", str(out),
+             "--name", name, "--variants", "float,fiq", "--formats", "json", "--latency-runs", "0", "--quiet"],
+            capture_output=True, text=True)
+        runs[name] = (model, data, proc.returncode, proc.stderr)
+    return out, runs
+
+
+def _report(beyond_runs, name):
+    out, runs = beyond_runs
+    model, data, code, err = runs[name]
+    tail = "\n".join(line for line in err.splitlines() if line.strip())[-2000:]
+    assert code == 0, f"quant-report run exited with {code}\n{tail}"
+    return load_report(out / name), out / name, np.load(data)
+
+
+def _mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Exact two-sided McNemar test of two paired boolean vectors (scipy's binomial test on the discordant pairs)."""
+    from scipy.stats import binomtest
+
+    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
+    return 1.0 if only_a + only_b == 0 else float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
+
+
+def test_the_outlier_chain_is_kept_in_float_and_wins_the_gap_back_within_noise(beyond_runs):
+    import region_fixtures
+    from independent import predictions
+
+    report, folder, data = _report(beyond_runs, "outlier_chain_transformer")
+    x, y = data["x"], data["y"]
+    models = {k: (folder / f"{k}.tflite").read_bytes() for k in ("float", "fiq", "selective")}
+    right = {k: predictions(m, x) == y for k, m in models.items()}
+    acc = {k: float(r.mean()) for k, r in right.items()}
+    assert acc["float"] > 0.8 and acc["fiq"] < 0.3, acc  # the fixture collapses
+    assert (acc["selective"] - acc["fiq"]) / (acc["float"] - acc["fiq"]) >= 0.9, acc
+    assert _mcnemar_p(right["selective"], right["float"]) >= 0.05, acc  # within noise of float
+
+    ops, _ = region_fixtures.layers_of(models["fiq"])
+    kept = set(report.recommendation.denylisted_nodes)
+    _, chain = region_fixtures.chain(models["fiq"])  # the wide ops and their consumers, read from the file itself
+    assert len(ops) > 50 and len(kept) > 0.1 * len(ops), (len(ops), len(kept))  # beyond the compact cap
+    assert kept <= set(chain), sorted(kept - set(chain))  # nothing outside the chain stays float
+    text = report.findings.recommendation
+    assert "chain of wide-range ops" in text and "spread across the network" not in text, text
+
+
+def test_the_segmenter_keeps_a_long_prefix_that_wins_back_most_of_the_error(beyond_runs):
+    from independent import outputs
+
+    report, folder, data = _report(beyond_runs, "prefix_segmenter")
+    x, y = data["x"], data["y"]
+    out = {k: outputs((folder / f"{k}.tflite").read_bytes(), x).reshape(len(x), 16, 16, -1)
+           for k in ("float", "fiq", "selective")}
+    pixel = {k: float(np.mean(o.argmax(-1) == y)) for k, o in out.items()}
+    mse = {k: float(np.mean((out[k].astype(np.float64) - out["float"]) ** 2)) for k in ("fiq", "selective")}
+    assert pixel["float"] > 0.9 and pixel["float"] - pixel["fiq"] > 0.1, pixel  # FIQ loses
+    assert (pixel["selective"] - pixel["fiq"]) / (pixel["float"] - pixel["fiq"]) >= 0.5, pixel
+    assert mse["selective"] <= 0.5 * mse["fiq"], mse  # at least halves FIQ's output error
+
+    names = [layer.tensor_name for layer in report.layers]
+    kept = report.recommendation.denylisted_nodes
+    assert len(names) > 50 and len(kept) > 0.1 * len(names), (len(names), len(kept))  # beyond the compact cap
+    positions = sorted(names.index(n) for n in kept)
+    assert positions[-1] < len(names) // 2, positions  # a region at the start of the graph, not scattered ops
+    text = report.findings.recommendation
+    assert "keeping the first" in text and "spread across the network" not in text, text
