@@ -316,7 +316,8 @@ def test_a_two_head_headline_speaks_of_each_heads_measure():
 
     from reporter.model.findings import HeadFinding
     from reporter.model.report import GapStatus, OutputError
-    from reporter.run.conclude import report_from_json; from reporter.run import conclude as words
+    from reporter.run import conclude
+    from reporter.run.conclude import report_from_json
     from reporter.render.words import headline
 
     base = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
