@@ -48,8 +48,7 @@ class Decisions:
 # --- deciding them --------------------------------------------------------------------------------------
 def decide(report: "Report") -> Decisions:
     """The findings of a measured report, without their sentences. Pure: same report, same decisions."""
-    task = report.model.task if report.model.task in ("multilabel", "segmentation") else \
-        ("binary" if report.model.binary_sigmoid else "classification") if report.model.num_classes else "regression"
+    task = report.model.task_kind.name
     decision = choice.decide(report)
     judged = {o.name: o for o in decision.options} if decision is not None else {}
     found = [_variant(report, v, judged) for v in columns(report)]
@@ -143,8 +142,8 @@ def _main_metric(metrics: "Metrics", task: str = "") -> tuple[str, Optional[floa
     if metrics.main is not None:
         if metrics.accuracy is None:
             return "", None
-        return ("Pixel accuracy" if task == "segmentation" else
-                "Exact-match accuracy" if task == "multilabel" else "Accuracy"), metrics.accuracy
+        from reporter.core import tasks  # `task` as recorded (model.task): a binary sigmoid reads as a classifier
+        return tasks.recorded(task, False, True).accuracy_label, metrics.accuracy
     if metrics.roc_auc is not None:
         return "ROC AUC", metrics.roc_auc
     if metrics.top5_accuracy is not None:

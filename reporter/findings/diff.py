@@ -387,9 +387,9 @@ def _incomparable(base: Report, new: Report) -> tuple[str, ...]:
 def _task(report: Report) -> Task:
     """The task of a report's model, its outputs' too when it has several."""
     model = report.model
-    kind = "binary" if model.binary_sigmoid else model.task
-    classes = model.num_classes if kind in ("classification", "segmentation") and model.num_classes else None
-    return Task(kind, classes, tuple((o.name, o.task) for o in model.outputs))
+    kind = model.task_kind
+    classes = model.num_classes if kind.class_count_compared and model.num_classes else None
+    return Task(kind.name, classes, tuple((o.name, o.task) for o in model.outputs))
 
 
 def _run(report: Report) -> Run:

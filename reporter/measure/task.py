@@ -11,11 +11,13 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.core import tasks
+
 BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least this
 # The class predicted by an output that holds NaN or inf (a row, or a dense position): no class, so that it
 # is never right and never agrees with a finite prediction (the model "produced NaN or inf" on that sample).
 NO_CLASS = -1
-TASK_KINDS = ("classification", "binary", "multilabel", "segmentation", "regression")  # what --task may name
+TASK_KINDS = tasks.NAMES  # what --task may name (reporter.core.tasks)
 
 
 @dataclass(frozen=True)
@@ -34,15 +36,23 @@ class Task:
         return self.num_classes is not None
 
     @property
+    def entry(self) -> tasks.TaskKind:
+        """The registry's entry for this reading (reporter.core.tasks)."""
+        return tasks.reading(self.classification, self.binary_sigmoid, self.multilabel, self.dense)
+
+    @property
     def kind(self) -> str:
-        """"multilabel", "segmentation", "binary", "classification" or "regression"."""
-        if self.dense:
-            return "segmentation"
-        if self.multilabel:
-            return "multilabel"
-        if not self.classification:
-            return "regression"
-        return "binary" if self.binary_sigmoid else "classification"
+        """"classification", "binary", "multilabel", "segmentation", "regression": the entry's name."""
+        return self.entry.name
+
+    @classmethod
+    def of(cls, kind: tasks.TaskKind, size: int, shape: tuple, threshold: float = BINARY_THRESHOLD) -> "Task":
+        """The task `kind` names for an output of `size` values and `shape` (without the batch), read without
+        labels: its classes are its units, the last axis's length (dense), 2 (one sigmoid unit), or none."""
+        classes = None if not kind.classes else 2 if kind.binary_sigmoid else \
+            (shape[-1] if shape else 1) if kind.dense else size
+        return cls(classes, binary_sigmoid=kind.binary_sigmoid, multilabel=kind.multilabel, dense=kind.dense,
+                   threshold=threshold)
 
     def classes(self, out: np.ndarray) -> np.ndarray:
         """One comparable value per sample: the class id, or for multi-label the whole set of labels as one

@@ -56,6 +56,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from reporter.core import tasks
 from reporter.core.records import as_stored
 from reporter.core.variants import FLOAT, RULE_METHOD, SEARCH_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
@@ -105,7 +106,7 @@ class ModelInfo:
     format: str  # "keras", "h5" or "saved_model"
     input_shape: list  # from the float TFLite model; -1 marks a dynamic dimension
     num_classes: Optional[int]  # None when the output is not class scores
-    task: str  # "classification", "multilabel", "segmentation" or "regression"
+    task: str  # a kind's name as recorded (reporter.core.tasks: a binary sigmoid is "classification"): `task_kind`
     stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
     # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
     binary_sigmoid: bool = False
@@ -124,6 +125,11 @@ class ModelInfo:
     # A .tflite input changed so it can be quantized (a signature built, float16 constants widened, op codes
     # normalized: reporter/run/tflite_prep.py), one sentence per change; empty when used as given.
     input_changes: list[str] = field(default_factory=list)
+
+    @property
+    def task_kind(self) -> tasks.TaskKind:
+        """The registry's entry for this model's task (`task`, `binary_sigmoid` and its classes as recorded)."""
+        return tasks.recorded(self.task, self.binary_sigmoid, self.num_classes is not None)
 
 
 @dataclass(frozen=True)
@@ -334,8 +340,7 @@ class Report:
         main = flt.metrics.main if flt is not None and flt.metrics is not None else None
         if main is not None:
             return main.name, main.share
-        return self.model.main_metric or ("exact-match accuracy" if self.model.task == "multilabel" else
-                                          "accuracy"), True
+        return self.model.main_metric or self.model.task_kind.share_metric, True
 
     def measurable(self) -> bool:
         """The report has a main metric to judge by (class scores, or the user's metric); else its scale is the

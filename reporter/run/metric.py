@@ -80,14 +80,17 @@ def _module(spec: str, target: str, beside):
                                f" {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
+# The main metrics that are not a share of samples right, by the name a task kind gives (reporter.core.tasks).
+_SCORES = {"mean IoU": MeanIoU}
+
+
 def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
-    """The task's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes; None for
-    a regression (its output error against float is its measure)."""
-    if task.dense:
-        return MeanIoU(task, y)
-    if task.classification:
-        return Score(task, y, "exact-match accuracy" if task.multilabel else "accuracy")
-    return None
+    """The task kind's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes; None
+    for a regression (its output error against float is its measure)."""
+    name = task.entry.main_metric
+    if not name:
+        return None
+    return _SCORES[name](task, y) if name in _SCORES else Score(task, y, name)
 
 
 def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int,

@@ -352,8 +352,7 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
                                 h.task.kind,
                                 h.task.num_classes, h.labelled, h.primary) for h in ctx.heads],
             num_classes=num_classes,
-            task="multilabel" if task.multilabel else "segmentation" if task.dense else (
-                "classification" if num_classes else "regression"),
+            task=task.entry.recorded_name,
             main_metric=m.score.name if m.score is not None else "",
             stateful=structure.has_variable_tensors(float_model),
             binary_sigmoid=task.binary_sigmoid,

@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.core import tasks
 from reporter.core.errors import InputError
 from reporter.measure.measurer import HeadSpec
 from reporter.measure.signature import Port, Signature
@@ -206,43 +207,45 @@ def _dense_labels(labels: LabelSource, port: Port, required: bool = False) -> Op
 
 
 def _forced_task(kind: str, labels: LabelSource, port: Port, threshold: float) -> TaskReading:
-    """The task the user named with --task, with the labels checked against it."""
+    """The task the user named with --task, with the labels checked against it: read as its registry entry says
+    (reporter.core.tasks: values, class scores at every position, a sigmoid per label, one sigmoid unit, classes)."""
     y, source, what = labels.y, labels.source, labels.what
     name, size = port.name, port.size
     said = f"as --task {kind} says"
-    if kind == "regression":
+    entry = tasks.of(kind)
+    if not entry.classes:
         y = np.asarray(y)
         if y.ndim == 0 or _values_per_sample(y) != size:
-            raise InputError(source, f"--task regression: '{what}' has shape {y.shape} but output {name} has shape"
+            raise InputError(source, f"--task {kind}: '{what}' has shape {y.shape} but output {name} has shape"
                                      f" {_shape(port)}: targets must have {size} value(s) per sample"
                                      f" (n, {', '.join(str(d) for d in _shape(port)) or 1})")
         found = _regression(y, port, what)
         return dataclasses.replace(found, reason=f"{said}: each variant's output is measured against the targets"
                                                  " (MAE, RMSE, R²) and against float's")
-    if kind == "segmentation":
+    if entry.dense:
         found = _dense_labels(labels, port, required=True)
         return dataclasses.replace(found, reason=f"{said}: " + found.reason)
-    if kind == "multilabel":
+    if entry.multilabel:
         rows = np.asarray(y).reshape(len(y), -1) if np.asarray(y).ndim >= 2 else None
         if rows is None or rows.shape[1] != size or not np.isin(rows, (0, 1)).all():
             shown = np.asarray(y).shape
-            raise InputError(source, f"--task multilabel: output {name} has {size} units but '{what}' has shape"
+            raise InputError(source, f"--task {kind}: output {name} has {size} units but '{what}' has shape"
                                      f" {shown}: expected rows of {size} 0/1 labels")
         found = _multilabel(rows, size, threshold, "units")
         return dataclasses.replace(found, reason=f"{said}: " + found.reason)
-    if kind == "binary":
+    if entry.binary_sigmoid:
         y = np.asarray(y)
         if size != 1 or y.ndim != 1 or not np.isin(y, (0, 1)).all():
-            raise InputError(source, f"--task binary: output {name} must have one unit and '{what}' labels 0/1"
+            raise InputError(source, f"--task {kind}: output {name} must have one unit and '{what}' labels 0/1"
                                      f" (it has {size} unit(s), labels of shape {y.shape})")
         return TaskReading(y.astype(np.int64), Task(2, binary_sigmoid=True, threshold=threshold),
                            f"{said}: class 1 where the output is at least {threshold:g}")
     # classification
     if size < 2:
-        raise InputError(source, f"--task classification: output {name} has one unit; use --task binary")
+        raise InputError(source, f"--task {kind}: output {name} has one unit; use --task binary")
     reading = _read_flat(dataclasses.replace(labels, y=np.asarray(y)), port, "SOFTMAX", threshold)
     if not reading.task.classification or reading.task.multilabel:
-        raise InputError(source, f"--task classification: '{what}' does not hold class ids or one-hot rows for"
+        raise InputError(source, f"--task {kind}: '{what}' does not hold class ids or one-hot rows for"
                                  f" output {name}")
     return dataclasses.replace(reading, reason=f"{said}: the top score is the class")
 
@@ -290,9 +293,7 @@ def head_spec(head: Head, source: str, made_by: str, threshold: float, forced: O
         task, y = reading.task, reading.y
     elif forced is not None:
         shape = tuple(head.port.allocated or head.port.shape)[1:]
-        task = {"regression": Task(None), "binary": Task(2, binary_sigmoid=True, threshold=threshold),
-                "multilabel": Task(size, multilabel=True, threshold=threshold), "classification": Task(size),
-                "segmentation": Task(shape[-1] if shape else 1, dense=True)}[forced]
+        task = Task.of(tasks.of(forced), size, shape, threshold)
     elif size == 1 and made_by == "LOGISTIC":
         task = Task(2, binary_sigmoid=True, threshold=threshold)
     elif size > 1 and made_by == "LOGISTIC":

@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from reporter.core import judgement as jd
-from reporter.core import variants
+from reporter.core import tasks, variants
 from reporter.core.formatting import NOT_MEASURED, fmt_metric, fmt_number
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
 
@@ -23,7 +23,6 @@ METRICS = (
 OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"),  # shown when measured
                     ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"),
                     ("mean_iou", "Mean IoU"))
-ACCURACY_LABELS = {"multilabel": "Exact-match accuracy", "segmentation": "Pixel accuracy"}
 LOWER_IS_BETTER = {"hamming_loss"}
 
 
@@ -49,8 +48,8 @@ class QualityView:
         if flt is not None and flt.metrics is not None and flt.metrics.main is not None:
             if flt.metrics.main.per_sample:
                 return "paired t-test over the per-sample values"
-            return "paired bootstrap over whole samples"
-        return "exact McNemar test on the paired predictions"
+            return tasks.BOOTSTRAP
+        return tasks.MCNEMAR
 
     @property
     def verdicts(self) -> list[str]:
@@ -89,7 +88,7 @@ class QualityView:
                 shade = tone(arrow, higher_is_better=better_up) if self._beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_metric(value), arrow, shade))
             if key == "accuracy":
-                label = ACCURACY_LABELS.get(basis.report.model.task, label)
+                label = basis.report.model.task_kind.accuracy_label
             rows.append(Row(label, cells))
         cells = []
         for v in basis.ok_columns:
@@ -188,15 +187,11 @@ class QualityView:
 
     @property
     def per_class_title(self) -> str:
-        task = self.basis.report.model.task
-        return {"multilabel": "Per label", "segmentation": "Per class, over pixels"}.get(task, "Per class")
+        return self.basis.report.model.task_kind.per_class_title
 
     @property
     def per_class_columns(self) -> str:
-        task = self.basis.report.model.task
-        return {"segmentation": "precision / recall / F1 · IoU",
-                "multilabel": "precision / recall / F1 · accuracy · ROC AUC (coloured where the label's own McNemar"
-                              " test against float is beyond noise)"}.get(task, "precision / recall / F1")
+        return self.basis.report.model.task_kind.per_class_columns
 
     @cached_property
     def per_class_rows(self) -> list[Row]:

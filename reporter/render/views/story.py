@@ -52,9 +52,7 @@ class StoryView:
     def classes_text(self) -> str:
         """"10 classes", or "4 labels (multi-label)"."""
         model = self.basis.report.model
-        if model.task == "multilabel":
-            return f"{model.num_classes} labels (multi-label)"
-        return f"{model.num_classes} classes"
+        return f"{model.num_classes} {model.task_kind.counted_as}"
 
     @property
     def binary_threshold(self) -> str:

@@ -77,7 +77,7 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
     text = (f"FIQ {jd.worse_words(_lost(gap.fiq_drop, metric, share))} against float ({fmt_score(flt.accuracy, share)} →"
             f" {fmt_score(fiq.accuracy, share)}, {p})")
     if fiq.degenerate is not None:
-        unit = "pixels" if report.model.task == "segmentation" else "samples"
+        unit = report.model.task_kind.unit
         text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of {unit}"
     return text + "."
 

@@ -9,8 +9,6 @@ from reporter.model.findings import Notice
 from reporter.model.report import MEASUREMENTS, Report
 
 BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
-TASK_WORDS = {"multilabel": "multi-label", "classification": "a classifier", "regression": "a regression",
-              "segmentation": "segmentation (a class at every position)"}
 
 
 def notice(report: Report, fact: Fact) -> Notice:
@@ -118,8 +116,7 @@ def _target_not_met(report: Report, fact: Fact) -> str:
 # --- hints ------------------------------------------------------------------------------------------
 def _task(report: Report, fact: Fact) -> str:
     model = report.model
-    kind = "a binary classifier" if model.binary_sigmoid else TASK_WORDS.get(model.task, model.task)
-    return f"Measured as {kind} ({model.task_reason})."
+    return f"Measured as {model.task_kind.words} ({model.task_reason})."
 
 
 def _keras_twin(report: Report, fact: Fact) -> str:

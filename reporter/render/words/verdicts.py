@@ -35,7 +35,7 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
         else:
             parts.append(f"{metric} {fmt_score(f.accuracy, share)}")
         if f.degenerate is not None:
-            unit = "pixels" if report.model.task == "segmentation" else "samples"
+            unit = report.model.task_kind.unit
             parts.append(f"predicts class {f.degenerate.label} for {fmt_percent(f.degenerate.share, 0)} of {unit}")
     elif f.name != variants.FLOAT and f.output_mse is not None:
         parts.append(f"output {fmt_mse(f.output_mse, f.output_variance)} against float")
