@@ -1,0 +1,182 @@
+"""The task-kind registry (reporter/core/tasks.py): every kind it holds is accepted by --task, read from labels
+by reporter.run.task_reading, measured by its own main metric, and worded in a rendered report.
+
+Expectations are written out here (the words a reader sees, metrics computed by hand or by scikit-learn), never
+read back from the registry: a new kind needs its row in each table below, or these tests fail."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn import metrics as skm
+
+from reporter.core import tasks
+
+FIXTURE = Path(__file__).parent / "fixtures" / "report.json"
+
+# kind: (model.task as report.json records it, binary_sigmoid, num_classes, model.main_metric)
+RECORDED = {
+    "classification": ("classification", False, 2, "accuracy"),
+    "binary": ("classification", True, 2, "accuracy"),
+    "multilabel": ("multilabel", False, 2, "exact-match accuracy"),
+    "segmentation": ("segmentation", False, 2, "mean IoU"),
+    "regression": ("regression", False, None, ""),
+}
+# kind: what the rendered report says (Markdown summary, then the HTML page)
+WORDS = {
+    "classification": (["Measured as a classifier (REASON)", "keras model, 2 classes,", "| Variant | Accuracy |",
+                        "of samples"], ["<h3>Per class: precision / recall / F1</h3>"]),
+    "binary": (["Measured as a binary classifier (REASON)", "| Variant | Accuracy |", "of samples"],
+               ["(one sigmoid output, threshold 0.5)", "<h3>Per class: precision / recall / F1</h3>"]),
+    "multilabel": (["Measured as multi-label (REASON)", "keras model, 2 labels (multi-label),",
+                    "| Variant | Exact-match accuracy |", "of samples"],
+                   ["<h3>Per label: precision / recall / F1 · accuracy · ROC AUC", "<th>Exact-match accuracy</th>"]),
+    "segmentation": (["Measured as segmentation (a class at every position) (REASON)", "| Variant | Mean IoU |",
+                      "points of mean IoU against float", "for 100 % of pixels"],
+                     ["<h3>Per class, over pixels: precision / recall / F1 · IoU</h3>", "<th>Pixel accuracy</th>"]),
+    "regression": (["Measured as a regression (REASON)", "output compared with float"], []),
+}
+
+
+def test_every_kind_has_its_expectations_here():
+    assert set(tasks.NAMES) == set(RECORDED) == set(WORDS) == set(READINGS) == set(SCORES)
+
+
+# --- words and metric in the report -------------------------------------------------------------------------
+def _rendered(kind: str) -> tuple[str, str]:
+    """tests/fixtures/report.json recorded as a model of `kind`, its findings decided and worded again."""
+    from reporter.render import formats
+    from reporter.run.conclude import report_from_json
+
+    task, binary_sigmoid, classes, main_metric = RECORDED[kind]
+    data = json.loads(FIXTURE.read_text())
+    data.pop("findings")  # decided again from the model as recorded below
+    data["model"].update(task=task, binary_sigmoid=binary_sigmoid, num_classes=classes, main_metric=main_metric,
+                         task_reason="REASON")
+    report = report_from_json(json.dumps(data))
+    return tuple(t.decode() if isinstance(t, bytes) else t for t in (formats.render(report, "md"),
+                                                                      formats.render(report, "html")))
+
+
+@pytest.mark.parametrize("kind", sorted(WORDS))
+def test_a_kinds_words_and_metric_reach_the_report(kind):
+    md, html = _rendered(kind)
+    in_md, in_html = WORDS[kind]
+    for words in in_md:
+        assert words in md, (kind, words)
+    for words in in_html:
+        assert words in html, (kind, words)
+
+
+def test_a_binary_sigmoid_is_still_recorded_as_classification():
+    """Old reports load: `model.task` keeps its recorded names, the entry is looked up from them."""
+    from reporter.run.conclude import report_from_json
+
+    data = json.loads(FIXTURE.read_text())
+    data["model"].update(binary_sigmoid=True)
+    report = report_from_json(json.dumps(data))
+    assert report.model.task == "classification" and report.model.task_kind.name == "binary"
+    assert json.loads(report.to_json())["model"]["task"] == "classification"
+
+
+# --- --task and the reading of labels -----------------------------------------------------------------------
+def _port(shape):
+    from reporter.measure.signature import Port
+
+    return Port("out", "output_0", 0, (-1, *shape), "float32", allocated=(1, *shape))
+
+
+# kind: (the output's shape without the batch, labels for 4 samples, the classes read)
+READINGS = {
+    "classification": ((3,), np.array([0, 2, 1, 2]), 3),
+    "binary": ((1,), np.array([0, 1, 1, 0]), 2),
+    "multilabel": ((3,), np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]]), 3),
+    "segmentation": ((2, 2, 4), np.array([[[0, 1], [2, 3]]] * 4), 4),
+    "regression": ((2,), np.array([[0.5, 1.5], [2.0, -1.0], [0.1, 0.2], [3.0, 4.0]], np.float32), None),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(READINGS))
+def test_every_kind_is_accepted_by_task_and_read_from_its_labels(kind):
+    from reporter.cli import build_parser
+    from reporter.run.task_reading import LabelSource, read_task
+
+    args = build_parser().parse_args(["run", "m.keras", "--data", "d.npz", "--task", kind, "--task", f"out={kind}"])
+    assert list(args.task) == [kind, f"out={kind}"]
+
+    shape, y, classes = READINGS[kind]
+    labels = LabelSource(y, np.issubdtype(y.dtype, np.integer), "d.npz", "y")
+    reading = read_task(labels, _port(shape), "", forced=kind)
+    assert reading.task.kind == kind and reading.task.num_classes == classes
+    assert reading.reason.startswith(f"as --task {kind} says")
+
+
+@pytest.mark.parametrize("kind", sorted(READINGS))
+def test_every_kind_names_an_unlabelled_output_too(kind):
+    """--task for an output without labels (compared with float): its classes from the output's shape."""
+    from reporter.run.labels import Head
+    from reporter.run.task_reading import head_spec
+
+    shape, _, classes = READINGS[kind]
+    spec = head_spec(Head(_port(shape), None, False, False), "d.npz", "", 0.5, forced=kind)
+    assert spec.task.kind == kind and spec.task.num_classes == classes
+
+
+def test_a_kind_the_registry_does_not_hold_is_refused_by_task():
+    from reporter.cli import main
+
+    assert main(["run", "m.keras", "--data", "d.npz", "--task", "ranking"]) == 2
+
+
+# --- each kind's own main metric ----------------------------------------------------------------------------
+def _outputs(kind):
+    """(raw outputs of 6 samples, labels as the measurements compare them, the main metric by hand)."""
+    from reporter.measure.task import label_codes
+
+    if kind == "classification":
+        out = np.array([[.7, .2, .1], [.1, .8, .1], [.2, .2, .6], [.5, .4, .1], [.3, .3, .4], [.1, .6, .3]])
+        y = np.array([0, 1, 1, 0, 2, 2])
+        return out, y, skm.accuracy_score(y, out.argmax(1))
+    if kind == "binary":
+        out = np.array([[.9], [.2], [.6], [.4], [.5], [.1]])
+        y = np.array([1, 0, 0, 0, 1, 1])
+        return out, y, skm.accuracy_score(y, (out[:, 0] >= 0.5).astype(int))
+    if kind == "multilabel":
+        out = np.array([[.9, .1], [.8, .7], [.2, .3], [.6, .6], [.1, .9], [.4, .4]])
+        bits = np.array([[1, 0], [1, 1], [0, 1], [1, 1], [0, 1], [1, 0]])
+        return out, label_codes(bits), skm.accuracy_score(bits, (out >= 0.5).astype(int))  # exact match
+    if kind == "segmentation":
+        rng = np.random.default_rng(3)
+        out = rng.random((6, 2, 2, 3))
+        y = rng.integers(0, 3, (6, 4))
+        pred = out.reshape(6, 4, 3).argmax(-1)
+        return out.reshape(6, -1), y, skm.jaccard_score(y.ravel(), pred.ravel(), average="macro")
+    out = np.array([[0.1], [0.2], [0.3], [0.4], [0.5], [0.6]])
+    return out, out[:, 0], None
+
+
+# kind: (the main metric's name as report.json records it, whether its paired test resamples samples)
+SCORES = {
+    "classification": ("accuracy", False),
+    "binary": ("accuracy", False),
+    "multilabel": ("exact-match accuracy", False),
+    "segmentation": ("mean IoU", True),
+    "regression": (None, None),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SCORES))
+def test_every_kind_is_measured_by_its_own_main_metric(kind):
+    from reporter.measure.task import Task
+    from reporter.run.metric import task_score
+
+    out, y, expected = _outputs(kind)
+    shape = {"segmentation": (2, 2, 3)}.get(kind, out.shape[1:])
+    score = task_score(Task.of(tasks.of(kind), int(np.prod(shape)), shape), y)
+    name, bootstrapped = SCORES[kind]
+    if name is None:
+        assert score is None  # a regression is measured by its output error, not a main metric
+        return
+    assert score.name == name and score.bootstrapped == bootstrapped
+    assert score.measure(out).value == pytest.approx(expected)
