@@ -29,13 +29,13 @@ def _variant(report, name, size, latency_us, paired=None, types=None, like=varia
         n = report.dataset.num_eval
         acc = report.variant(variants.FLOAT).metrics.accuracy + (paired[1] - paired[0]) / n
         metrics = dataclasses.replace(metrics, accuracy=acc, paired={variants.FLOAT: Paired(*paired)})
-    return dataclasses.replace(base, name=name, size_bytes=size, latency_ms=Latency(latency_us / 1000, latency_us / 1000, 5),
+    return dataclasses.replace(base, name=name, size_bytes=size, latency_ms=Latency(latency_us / 1000, latency_us / 1000, 50),
                                metrics=metrics, tensor_types=types or FIQ_TYPES, fix=None)
 
 
 def _report(fixture_report, models, **settings):
     flt = dataclasses.replace(fixture_report.variant(variants.FLOAT), size_bytes=100_000,
-                              latency_ms=Latency(0.030, 0.030, 5), tensor_types=FLOAT_TYPES)
+                              latency_ms=Latency(0.030, 0.030, 50), tensor_types=FLOAT_TYPES)
     return dataclasses.replace(fixture_report, variants=[flt, *models], recommendation=None, findings=None,
                                settings=dataclasses.replace(fixture_report.settings, **settings))
 
@@ -131,7 +131,7 @@ def test_on_a_cpu_float_is_kept_when_every_quantized_model_costs_more_there(fixt
     fiq = _variant(fixture_report, variants.FIQ, 42_000, 74, paired=(0, 0))
     report = _report(fixture_report, [fiq], max_accuracy_drop=0.01)
     report = dataclasses.replace(report, variants=[dataclasses.replace(
-        report.variants[0], latency_ms=Latency(0.0106, 0.0106, 5)), fiq])
+        report.variants[0], latency_ms=Latency(0.0106, 0.0106, 50)), fiq])
     found = conclude.findings_of(report)
     d = found.decision
     assert (d.variant, d.runner_up, d.meets_target) == (variants.FLOAT, variants.FIQ, True)
@@ -159,6 +159,12 @@ def test_latency_decides_only_beyond_its_own_timing_spread(fixture_report):
     steady = decided(0.00070, 0.00135)  # spreads of 0.05 µs: float is faster beyond noise, and costs less
     assert steady.decision.variant == variants.FLOAT and steady.decision.why == "float_cheaper"
     assert "2.0x slower" in steady.headline[0]  # the sentence reads the decision's rule
+    # Two timed runs tell no spread (judgement.MIN_TIMED_RUNS): no latency claim, size decides.
+    fiq = dataclasses.replace(fiq, latency_ms=Latency(0.0013, 0.00135, 2))
+    report = _report(fixture_report, [fiq])
+    report = dataclasses.replace(report, variants=[dataclasses.replace(
+        report.variants[0], latency_ms=Latency(0.00065, 0.00070, 2)), fiq])
+    assert choice.decide(report).variant == variants.FIQ
 
 
 def test_a_spread_out_loss_is_answered_by_a_whole_model_scheme_without_a_layer_table(fixture_report):

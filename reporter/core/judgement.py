@@ -283,14 +283,22 @@ def worse_beyond_noise(is_significant: Optional[bool], delta: float) -> bool:
     return bool(is_significant) and delta < 0
 
 
+MIN_TIMED_RUNS = 10  # fewer timed runs than this tell no spread: their latencies are never "faster" or "slower"
+
+
+def timing_spread(p90: Optional[float], runs: int) -> Optional[float]:
+    """A latency's 90th percentile as the spread `faster` reads, or None when too few runs were timed to tell it."""
+    return p90 if runs >= MIN_TIMED_RUNS else None
+
+
 def faster(a_median: Optional[float], a_p90: Optional[float], b_median: Optional[float],
            b_p90: Optional[float]) -> bool:
     """A model timed at `a_median` (90th percentile `a_p90`) is faster than one at `b_median` beyond timing noise:
     their medians lie further apart than either model's own spread over its repeated runs (p90 - median). The
     decision's cost, its tie-break and every sentence that says "faster" or "slower" read this one rule."""
-    if not a_median or not b_median or a_median >= b_median:
-        return False
-    spread = max((a_p90 or a_median) - a_median, (b_p90 or b_median) - b_median, 0.0)
+    if not a_median or not b_median or a_median >= b_median or a_p90 is None or b_p90 is None:
+        return False  # a spread not measured (too few runs): no claim
+    spread = max(a_p90 - a_median, b_p90 - b_median, 0.0)
     return b_median - a_median > spread
 
 

@@ -76,7 +76,7 @@ def judge(report: "Report") -> list[Option]:
             meets=m.name == variants.FLOAT or jd.meets_target(standings, limit), runs=target.runs(m.tensor_types),
             quantized=tg.quantized(m.tensor_types, m.weight_coverage), size_bytes=m.size_bytes,
             latency_ms=m.latency_ms.median if m.latency_ms else None,
-            latency_p90_ms=m.latency_ms.p90 if m.latency_ms else None, vs_float=cmp, higher_is_better=hib,
+            latency_p90_ms=jd.timing_spread(m.latency_ms.p90, m.latency_ms.runs) if m.latency_ms else None, vs_float=cmp, higher_is_better=hib,
             output_mse=m.output_error.mse if m.output_error else None,
             output_variance=m.output_error.float_variance if m.output_error else None))
     return out

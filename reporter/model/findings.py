@@ -291,7 +291,8 @@ class Option:
     quantized: bool  # anything stored below float32
     size_bytes: int
     latency_ms: Optional[float] = None  # median, one thread, as timed here
-    latency_p90_ms: Optional[float] = None  # its spread: what "faster beyond timing noise" reads
+    latency_p90_ms: Optional[float] = None  # its spread: what "faster beyond timing noise" reads (None: fewer
+    # than judgement.MIN_TIMED_RUNS runs, no spread told)
     vs_float: Optional[Comparison] = None  # the main metric against float, paired
     cost: Optional[float] = None  # among the options that run on the target and meet the accuracy target: size
     # (and, where the target is timed, latency) in doublings over the cheapest; None for the others
