@@ -59,6 +59,7 @@ class IndexRow:
     higher_is_better: bool = True  # the main metric's direction
     scores: dict = dataclasses.field(default_factory=dict)  # {metric name: {variant: value}}
     metric_drop: Optional[float] = None  # float - gate variant on the main metric, oriented (positive: worse)
+    npu_estimate_ms: Optional[float] = None  # an Ethos-U target: Vela's estimated time of the model shipped
 
 
 def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
@@ -105,6 +106,8 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         verdict=found.headline[0] if found.headline else "",
         not_measured={f.name: dict(f.not_measured) for f in ok if f.not_measured},
         metric=metric, metric_share=share,
+        npu_estimate_ms=found.decision.hardware.vela.inference_ms if found.decision is not None and
+        found.decision.hardware is not None and found.decision.hardware.vela is not None else None,
         **base,
     )
 
@@ -166,6 +169,11 @@ class IndexView:
         return [short(v) for v in self.VARIANTS[:3]]
 
     @property
+    def npu_column(self) -> bool:
+        """A batch that targets an Ethos-U NPU: a column for Vela's estimated time of each model shipped."""
+        return any(r.npu_estimate_ms is not None for r in self.index.rows)
+
+    @property
     def fiq_label(self) -> str:
         return short(variants.FIQ)
 
@@ -207,6 +215,7 @@ class IndexView:
             if variants.FIQ in r.size_bytes and r.latency_ms.get(variants.FIQ) is None
             else fmt_ms(r.latency_ms.get(variants.FIQ)),
             "drop": _drop_cell(r, _missing(r, gated, "metrics") or _missing(r, variants.FLOAT, "metrics")),
+            "npu": fmt_ms(r.npu_estimate_ms) if r.npu_estimate_ms is not None else "–",
             "suspects": "–" if r.suspects is None else str(r.suspects),
             "gap": fmt_percent(r.gap_recovered, 0),
             "gate": gate,

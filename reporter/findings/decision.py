@@ -60,7 +60,9 @@ def models(report: "Report") -> list["VariantResult"]:
 
 def judge(report: "Report") -> list[Option]:
     """Every model measured, judged once against float and the target (cost and `why` still empty); empty when
-    float (or its quality) was not measured: nothing can be compared with float."""
+    float (or its quality) was not measured: nothing can be compared with float. Where the target has kernels of
+    its own (reporter.core.targets: LiteRT's reference kernels, TFLite Micro), a quantized model's accuracy is the
+    one measured there, and it runs there only when the target's tool ran or compiled it."""
     flt = report.variant(variants.FLOAT)
     if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
         return []
@@ -68,18 +70,49 @@ def judge(report: "Report") -> list[Option]:
     scale_is_metric = measurable(report)
     out = []
     for m in models(report):
-        cmp, score, standings = _standings(m, flt, scale_is_metric)
+        seen = _as_target_sees(m, target)
+        cmp, score, standings = _standings(seen, flt, scale_is_metric)
         worst = _worst(standings, limit) if m.name != variants.FLOAT else jd.NOT_WORSE
-        hib = bool(m.metrics.higher_is_better) if scale_is_metric and m.metrics is not None else True
+        hib = bool(seen.metrics.higher_is_better) if scale_is_metric and seen.metrics is not None else True
+        on = m.on_target
+        vela = on.vela if on is not None else None
         out.append(Option(
             name=m.name, label=label(report, m.name), score=score, standing=worst,
-            meets=m.name == variants.FLOAT or jd.meets_target(standings, limit), runs=target.runs(m.tensor_types),
+            meets=m.name == variants.FLOAT or jd.meets_target(standings, limit), runs=_runs(m, target),
             quantized=tg.quantized(m.tensor_types, m.weight_coverage), size_bytes=m.size_bytes,
             latency_ms=m.latency_ms.median if m.latency_ms else None,
-            latency_p90_ms=jd.timing_spread(m.latency_ms.p90, m.latency_ms.runs) if m.latency_ms else None, vs_float=cmp, higher_is_better=hib,
-            output_mse=m.output_error.mse if m.output_error else None,
-            output_variance=m.output_error.float_variance if m.output_error else None))
+            latency_p90_ms=jd.timing_spread(m.latency_ms.p90, m.latency_ms.runs) if m.latency_ms else None,
+            vs_float=cmp, higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
+            output_variance=seen.output_error.float_variance if seen.output_error else None,
+            kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
+            npu_share=vela.npu_share if vela is not None else None,
+            estimate_ms=vela.inference_ms if vela is not None else None))
     return out
+
+
+def _as_target_sees(m: "VariantResult", target: tg.Target) -> "VariantResult":
+    """The model with its quality as measured on the target's kernels (its `on_target` record), where the target
+    has kernels of its own and the model was checked there; float, and every model on a target without kernels of
+    its own, as measured."""
+    if target.check == tg.NO_CHECK or m.name == variants.FLOAT or m.on_target is None:
+        return m
+    on = m.on_target
+    errors = dict(m.measurement_errors)
+    if on.metrics is None and on.output_error is None:
+        errors["metrics" if m.metrics is not None else "output_error"] = on.error or "not measured on the target"
+    return dataclasses.replace(m, metrics=on.metrics, output_error=on.output_error, measurement_errors=errors,
+                               heads={})
+
+
+def _runs(m: "VariantResult", target: tg.Target) -> bool:
+    """Whether the model runs on the target as built: its tensor types and ops fit the target, and where the target
+    has a tool of its own (TFLite Micro, Vela) that tool ran or compiled it. Float is the reference, never checked
+    there: it runs on a target whose tensor-type rule admits it and that has no tool of its own."""
+    if not target.runs(m.tensor_types, m.ops, m.op_tensor_types):
+        return False
+    if target.check in (tg.MICRO, tg.VELA):
+        return m.name != variants.FLOAT and m.on_target is not None and m.on_target.runs
+    return True
 
 
 def _standings(m: "VariantResult", flt: "VariantResult",
@@ -200,7 +233,8 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
         meets_target=why in (MEETS, mf.FLOAT_CHEAPER), why=why, runner_up=runner.name if runner else "",
         runner_up_label=runner.label if runner else "", file=f"{name}.tflite" if name else "",
         reference_agreement=model.reference_kernels if model is not None and tg.of(target).reference_kernels
-        else None, candidates=candidates, options=options)
+        else None, candidates=candidates, options=options,
+        hardware=model.on_target if model is not None and tg.of(target).check != tg.NO_CHECK else None)
 
 
 def _why_not(o: Option, ship: Optional[Option], runner: Optional[Option]) -> str:
@@ -250,10 +284,15 @@ def label(report: "Report", name: str) -> str:
 
 
 def _costs(target: str, pool: list[Option]) -> dict[str, float]:
-    """Each option's cost on `target` against the cheapest of `pool`: size over the smallest and, where the target is
-    timed, latency over the fastest when slower beyond timing noise (judgement.faster)."""
+    """Each option's cost on `target` against the cheapest of `pool`: on an Ethos-U NPU, a model wholly on the NPU
+    first, then Vela's estimated time in doublings over the fastest; elsewhere size over the smallest and, where the
+    target is timed, latency over the fastest when slower beyond timing noise (judgement.faster)."""
     if not pool:
         return {}
+    if tg.of(target).check == tg.VELA:
+        known = [o.estimate_ms for o in pool if o.estimate_ms]
+        fastest = min(known) if known else None
+        return {o.name: tg.npu_cost(o.npu_share, o.estimate_ms, fastest) for o in pool}
     small = min(o.size_bytes for o in pool)
     timed = [o for o in pool if o.latency_ms]
     fastest = min(timed, key=lambda o: o.latency_ms) if len(timed) == len(pool) else None

@@ -25,7 +25,7 @@ from reporter.measure.scoring import Score, Scored
 from reporter.measure.task import Task, nonfinite_rows
 from reporter.model.data import Dataset
 from reporter.model.output_range import ClippedOutput
-from reporter.model.report import HeadResult, Latency, Metrics, VariantResult
+from reporter.model.report import HeadResult, Latency, Metrics, OutputError, VariantResult
 from reporter.model.variant import WeightCoverage
 
 
@@ -147,8 +147,8 @@ class Measurer:
         with progress.stage("analyze", detail=name):
             analyzer = attempt("analyzer", analyze)
             structure_counts = attempt("ops", lambda: (structure.ops(tflite), structure.tensor_types(tflite),
-                                                       _coverage(tflite)))
-        ops, types, coverage = structure_counts if structure_counts is not None else ({}, {}, {})
+                                                       _coverage(tflite), structure.op_tensor_types(tflite)))
+        ops, types, coverage, op_types = structure_counts if structure_counts is not None else ({}, {}, {}, {})
         with progress.stage("evaluate", detail=name):
             if self.heads:  # a model that does not run fails the variant
                 by_key = evaluate.predict_all(tflite, data.x)
@@ -193,6 +193,7 @@ class Measurer:
             size_bytes=len(tflite),
             ops=ops,
             tensor_types=types,
+            op_tensor_types=op_types,
             weight_coverage=coverage,
             latency_ms=latency,
             metrics=metrics,
@@ -204,6 +205,24 @@ class Measurer:
             target_error=target_error,
             clipped_outputs=clipped,
         )
+
+    def quality_on(self, name: str, outputs: dict[str, np.ndarray]) -> tuple[Optional[Metrics], Optional[OutputError]]:
+        """Model `name`'s quality from outputs of another run (by signature key: the target's kernels), read as
+        its own run is (the primary output): classification metrics and the main metric paired with float's
+        run, or the output error against float's. Nothing is stored: the model's own measurement stands."""
+        key = self.primary.key if self.heads else None
+        out = outputs[key] if key is not None else next(iter(outputs.values()))
+        if self.task.classification:
+            metrics = self._classification_metrics(name, out)
+            if self.score is not None and variants.FLOAT in self.scored and not (self.heads and
+                                                                                  self.score is not self.fallback):
+                scored = self.score.measure(out)
+                main = self.score.main(scored, {variants.FLOAT: self.score.compare(scored, self.scored[variants.FLOAT])})
+                metrics = dataclasses.replace(metrics, main=main, user=dict(scored.values or {}))
+            return metrics, None
+        if variants.FLOAT not in self.outputs:
+            return None, None
+        return None, qmetrics.output_error(out, self.outputs[variants.FLOAT])
 
     def _clipped(self, name: str, tflite: bytes) -> dict[str, ClippedOutput]:
         """The outputs of model `name` made by an integer tensor whose range cuts off float's values (by output

@@ -48,6 +48,26 @@ def tensor_types(model: bytes) -> dict[str, int]:
     return result
 
 
+def op_tensor_types(model: bytes) -> dict[str, int]:
+    """Counts by element type of the tensors the model computes with: those its ops read or write and its inputs and
+    outputs (an int8 LSTM's empty float32 "intermediate" placeholders are left out). What the int8 specification
+    is read from (reporter.core.targets.int8_spec); bool (a comparison's result) is counted apart."""
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    names = _enum_names(schema.TensorType)
+    counts = Counter()
+    for subgraph in _model_object(model).subgraphs or []:
+        used = set(subgraph.inputs if subgraph.inputs is not None else []) | set(
+            subgraph.outputs if subgraph.outputs is not None else [])
+        for op in subgraph.operators or []:
+            used |= {i for i in (op.inputs if op.inputs is not None else []) if i >= 0}
+            used |= {i for i in (op.outputs if op.outputs is not None else []) if i >= 0}
+        for index in used:
+            name = names.get(subgraph.tensors[index].type, "OTHER").lower()
+            counts[name if name in (*TENSOR_TYPE_KEYS, "bool", *SUB_BYTE_KEYS) else "other"] += 1
+    return {k: v for k, v in sorted(counts.items())}
+
+
 def has_variable_tensors(model: bytes) -> bool:
     """True when the model keeps state between invokes (variable tensors, as fused LSTMs have)."""
     return any(t.isVariable for sg in _model_object(model).subgraphs or [] for t in sg.tensors or [])

@@ -300,6 +300,10 @@ class Option:
     higher_is_better: bool = True  # the scale's direction
     output_mse: Optional[float] = None  # the output error against float (a report without a main metric)
     output_variance: Optional[float] = None
+    kernels: str = ""  # what `score` was measured on, where the target has kernels of its own ("" : LiteRT's default)
+    not_there: str = ""  # why it does not run on the target, in the target's tool's own words
+    npu_share: Optional[float] = None  # an Ethos-U target: the share of its ops Vela puts on the NPU
+    estimate_ms: Optional[float] = None  # an Ethos-U target: Vela's estimated inference time
 
 
 @dataclass(frozen=True)
@@ -323,6 +327,7 @@ class Decision:
     candidates: int = 0  # models measured that run on the target
     would_meet_label: str = ""
     options: list[Option] = field(default_factory=list)  # every model measured, judged: what the decision read
+    hardware: Optional["OnTarget"] = None  # the shipped model where it ships (int8, micro, ethos-u*): the tool's figures  # every model measured, judged: what the decision read
 
     def option(self, name: str) -> Optional[Option]:
         return next((o for o in self.options if o.name == name), None)
@@ -348,3 +353,8 @@ class Findings:
 
     def variant(self, name: str) -> Optional[VariantFinding]:
         return next((v for v in self.variants if v.name == name), None)
+
+
+# The record of a model where it ships (it holds measurements: reporter.model.variant defines it, importing this
+# module's names first); read here for `Decision.hardware`'s type.
+from reporter.model.variant import OnTarget  # noqa: E402,F401 - after the records variant.py reads from here

@@ -315,6 +315,7 @@ class Report:
     settings: Settings = field(default_factory=Settings)  # the run's settings, typed (reporter.model.settings)
     debugger_error: Optional[str] = None
     engines: list[EnginePair] = field(default_factory=list)  # one scheme from both engines, side by side
+    target_tools: dict[str, str] = field(default_factory=dict)  # the target's tools and their versions (micro, ethos-u*)
     findings: Optional[Findings] = None  # decided from everything above by reporter.findings, worded by render.words
 
     # --- what the record says, read the same way by the findings and the words ------------------------------

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from reporter.model.findings import ReferenceAgreement
+from reporter.model.kernels import ReferenceAgreement
+from reporter.model.hardware import MicroFigures, VelaFigures
 from reporter.model.output_range import ClippedOutput
 from reporter.model.regression import TargetError
 
@@ -160,6 +161,21 @@ class WeightCoverage:
 
 
 @dataclass(frozen=True)
+class OnTarget:
+    """One model checked where it ships: whether it runs there (the runtime or compiler said so, or why not, in
+    its own words) and its accuracy measured on the target's kernels, paired with float."""
+
+    target: str
+    kernels: str  # what the accuracy was measured on: "LiteRT's reference kernels", "TFLite Micro"
+    runs: bool
+    error: str = ""  # why it does not run there, or why it could not be checked (one line)
+    metrics: Optional[Metrics] = None  # on the target's kernels (classification, a user's metric), paired with float
+    output_error: Optional[OutputError] = None  # on the target's kernels, against float (no main metric)
+    micro: Optional[MicroFigures] = None
+    vela: Optional[VelaFigures] = None
+
+
+@dataclass(frozen=True)
 class VariantResult:
     name: str
     status: str  # "ok" or "failed"
@@ -189,6 +205,8 @@ class VariantResult:
     target_error: Optional[TargetError] = None  # a regression output with targets: error against them
     clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
     reference_kernels: Optional[ReferenceAgreement] = None  # --target int8: default against reference kernels
+    op_tensor_types: dict[str, int] = field(default_factory=dict)  # tensors its ops compute with, by type (int8 spec)
+    on_target: Optional[OnTarget] = None  # checked where it ships (--target int8, micro, ethos-u*): runs, accuracy there
     weight_coverage: dict[str, WeightCoverage] = field(default_factory=dict)  # by op type (read from the file)
 
     @property

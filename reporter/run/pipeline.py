@@ -32,7 +32,7 @@ from reporter.model.settings import Settings
 from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, LayerStat, ModelInfo, OutputInfo,
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
-from reporter.run import binding, conclude, labels, metric, model_loading, recipes, task_reading
+from reporter.run import binding, conclude, on_target, labels, metric, model_loading, recipes, task_reading
 from reporter.run.context import Quantizer, RunContext, RunStart
 from reporter.run.data_loading import load_data
 from reporter.run.model_loading import LoadedModel
@@ -183,6 +183,8 @@ def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset,
     ctx, calibration_error = _calibrate(ctx, child)
     m, results = _measure(ctx, child.crashed if child is not None else None)
     debugged = _debug(ctx, m, results, calibration_error)
+    results, checked = on_target.check_all(ctx, m, results, debugged.recommendation)
+    debugged = debugged._replace(recommendation=checked)
     overlays.write_variant_overlays(ctx.folder, results, debugged.layers)
     return _report(ctx, m, results, debugged)
 
@@ -289,7 +291,7 @@ def _measure(ctx: RunContext,
 def _with_reference_kernels(ctx: RunContext, v: VariantResult) -> VariantResult:
     """An integer-only model (the int8 target's candidates) run by LiteRT's reference kernels too, and their
     agreement with the default kernels recorded; a failure is recorded as a measurement error."""
-    if not v.ok or not targets.of(ctx.settings.target).runs(v.tensor_types):
+    if not v.ok or not targets.of(ctx.settings.target).runs(v.tensor_types, v.ops, v.op_tensor_types):
         return v
     try:
         with ctx.progress.stage("reference kernels", detail=v.name):
@@ -329,6 +331,15 @@ def _search_options(s: RunSettings) -> SearchOptions:
         keep_float_ops=s.keep_float_ops, primary_output=s.primary_output)
 
 
+def _target_tools(ctx: RunContext) -> dict[str, str]:
+    """The versions of the tools the target is checked with (TFLite Micro, Vela), for the report's metadata."""
+    from reporter.measure import hardware
+
+    check = targets.of(ctx.settings.target).check
+    wanted = {targets.MICRO: ("tflite-micro",), targets.VELA: ("ethos-u-vela",)}.get(check, ())
+    return {name: version for name, version in hardware.versions().items() if name in wanted}
+
+
 def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], debugged: _Debugged) -> Report:
     """The measured report (its findings are derived from it afterwards)."""
     import tensorflow as tf
@@ -340,6 +351,7 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
         tensorflow_version=tf.__version__,
+        target_tools=_target_tools(ctx),
         model=ModelInfo(
             name=s.display_name,
             source=s.shown_paths[0] if s.shown_paths else str(s.model),

@@ -117,9 +117,10 @@ RUN = (
             " runs, so only with --trust-model", "a module name", lambda v: v is None or (
                 isinstance(v, str) and all(part.isidentifier() for part in v.split("."))), metavar="MODULE"),
     Setting("target", "choice", targets.DEFAULT,
-            "where the shipped model runs: cpu (LiteRT on a CPU, any scheme, latency counts), int8 (integer-only"
-            " hardware: every op int8, int8 input and output; adds the int8 I/O variant and checks LiteRT's reference"
-            " kernels), gpu (a GPU delegate: float16 or float32; adds float16) (default: cpu)",
+            "where the shipped model runs: cpu (LiteRT on a CPU, any scheme, latency counts), int8 (the TFLite int8"
+            " specification; accuracy on LiteRT's reference kernels; adds the int8 I/O variant), gpu (a GPU delegate:"
+            " float16 or float32; adds float16), micro (run by TFLite Micro), ethos-u55-128 and Vela's other Ethos-U"
+            " configurations (compiled by Vela) (default: cpu)",
             " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
     Setting("recipe", "list", (),
             "a LiteRT Quantizer recipe (JSON, as `litert quantize --recipe` reads) built as one more variant, named"

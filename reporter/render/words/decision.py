@@ -10,9 +10,10 @@ from typing import Optional
 from reporter.core import judgement as jd
 from reporter.core import targets as tg
 from reporter.core import variants
-from reporter.core.formatting import fmt_amount, fmt_mse, fmt_percent, fmt_score
+from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
+from reporter.model.variant import OnTarget
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
 from reporter.render.words.comparison import text as comparison_text
@@ -48,6 +49,8 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
         ship = d.option(d.variant)
         text = (f"Ship {d.label} {where}: it meets the accuracy target ({_quality(report, ship, flt)})"
                 f"{_cost(ship, flt, target)}.")
+        if d.hardware is not None:
+            text += " " + hardware(d.hardware)
         if d.runner_up:
             text += f" Runner-up: {d.runner_up_label}, {_trade(d.option(d.runner_up), ship, target)}."
         if d.reference_agreement is not None:
@@ -65,6 +68,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
+        reasons += [f"{o.label}: {o.not_there}" for o in d.options if o.not_there]
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     else:
         closest = d.option(d.runner_up)
@@ -72,9 +76,46 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                f" (the nearest to float, {d.runner_up_label}, {_loss(report, closest)})")
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
     if d.would_meet:
-        text += (f" {d.would_meet_label} meets it ({_quality(report, d.option(d.would_meet), flt)}),"
-                 f" but {target.runs_not or 'it does not run there'}.")
+        would = d.option(d.would_meet)
+        text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
+                 f" but {would.not_there or target.runs_not or 'it does not run there'}.")
     return text
+
+
+def hardware(on: OnTarget) -> str:
+    """What the target's own tool said of the shipped model: Vela's compilation (ops on the NPU, the estimated time,
+    SRAM and flash) or TFLite Micro's run (samples, arena, parity with LiteRT's reference kernels)."""
+    if on.vela is not None:
+        v = on.vela
+        where = (f"all {v.npu_ops} of its ops on the NPU" if not v.cpu_ops else
+                 f"{v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU and leaves {v.cpu_ops} on the CPU ("
+                 + "; ".join(f"{c.op}: {c.reason}" for c in v.cpu[:3]) + ")")
+        figures = [f"an estimated {fmt_ms(v.inference_ms)} per inference" + (
+            f" at {v.clock_mhz:g} MHz" if v.clock_mhz else "")] if v.inference_ms is not None else []
+        if v.sram_kib is not None:
+            figures.append(f"{v.sram_kib:,.1f} KiB SRAM")
+        if v.flash_kib is not None:
+            figures.append(f"{v.flash_kib:,.1f} KiB flash")
+        return f"Vela puts {where}" + (f": {', '.join(figures)}" if figures else "") + "."
+    if on.micro is not None:
+        mc = on.micro
+        text = f"TFLite Micro runs it on all {mc.samples:,} evaluation samples"
+        if mc.arena_bytes is not None:
+            text += f" with a {fmt_bytes(mc.arena_bytes)} tensor arena"
+        if mc.identical_share is not None:
+            text += (f"; its outputs equal LiteRT's reference kernels' on {_fine_share(mc.identical_share)} of values"
+                     f" over {mc.reference_samples:,} samples")
+            if mc.max_steps:
+                text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
+        return text + "."
+    return ""
+
+
+def _fine_share(share: float) -> str:
+    """A share near 1 with the digits that tell it from 1: "99.96 %", never a rounded "100.0 %"."""
+    if 0.999 <= share < 1:
+        return f"{min(share * 100, 99.99):.2f} %"
+    return fmt_percent(share)
 
 
 def agreement(a: ReferenceAgreement) -> str:
@@ -97,7 +138,9 @@ def _quality(report: Report, o: Option, flt: Optional[Option]) -> str:
     """"80.3 % against float's 80.9 %, within noise: −0.6 points, p = 0.41"; an output error without labels."""
     if o.vs_float is not None and o.score is not None and flt is not None and flt.score is not None:
         share = report.metric()[1]
-        return f"{fmt_score(o.score, share)} against float's {fmt_score(flt.score, share)}, {comparison_text(o.vs_float)}"
+        where = f" on {o.kernels}" if o.kernels else ""
+        return (f"{fmt_score(o.score, share)}{where} against float's {fmt_score(flt.score, share)},"
+                f" {comparison_text(o.vs_float)}")
     if o.output_mse is not None:
         return f"output {fmt_mse(o.output_mse, o.output_variance)} against float"
     return "as measured"
@@ -107,7 +150,8 @@ def _loss(report: Report, o: Option) -> str:
     if o.vs_float is not None:
         metric, share = report.metric()
         p = f", {jd.p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
-        return f"{jd.worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{p}"
+        where = f" on {o.kernels}" if o.kernels else ""
+        return f"{jd.worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}"
     if o.output_mse is not None:
         return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}"
     return "falls short"

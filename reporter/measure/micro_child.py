@@ -1,0 +1,67 @@
+"""TFLite Micro's interpreter over samples, in a child process of its own (it imports numpy and tflite_micro only,
+so the child starts in a fraction of a second): a model TFLite Micro cannot prepare prints its reason to stderr
+and may abort, and neither may end the run."""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import numpy as np
+
+ARENA_LINE = re.compile(r"Arena allocation total (\d+) bytes")
+
+
+def _captured(fn):
+    """`fn()` with the process's stderr (file descriptor 2, where TFLite Micro's C++ writes) captured: its result
+    and the text written."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            result, error = fn(), None
+        except Exception as exc:  # noqa: BLE001 - returned with what TFLite Micro printed
+            result, error = None, exc
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        sink.seek(0)
+        text = sink.read().decode("utf-8", "replace")
+    return result, error, text
+
+
+def run(model: bytes, inputs: list, outputs: int) -> dict:
+    """Every sample of `inputs` (one array per model input, in the model's input order, already in its dtype)
+    through TFLite Micro, one invoke each (reset between samples: no state carries over). Returns {"outputs":
+    [array per output], "arena_bytes": int or None} or {"error": one line, TFLite Micro's own words}."""
+    from tflite_micro import runtime
+
+    made, error, text = _captured(lambda: runtime.Interpreter.from_bytes(bytes(model)))
+    if error is not None:
+        return {"error": _reason(error, text)}
+    it = made
+    n = len(inputs[0]) if inputs else 0
+    found = [[] for _ in range(outputs)]
+    arena = None
+    for i in range(n):
+        for position, array in enumerate(inputs):
+            it.set_input(np.ascontiguousarray(array[i:i + 1]), position)
+        done, error, text = _captured(it.invoke)
+        if error is not None:
+            return {"error": _reason(error, text)}
+        for j in range(outputs):
+            found[j].append(np.array(it.get_output(j)))
+        if arena is None:
+            _, _, text = _captured(it.print_allocations)
+            match = ARENA_LINE.search(text)
+            arena = int(match.group(1)) if match else None
+        it.reset()
+    return {"outputs": [np.concatenate(rows) if rows else np.zeros((0,)) for rows in found], "arena_bytes": arena}
+
+
+def _reason(error: Exception, text: str) -> str:
+    """TFLite Micro's reason in one line: what its C++ printed (the kernel's own message), else the exception."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = "; ".join(line for line in lines if not line.startswith("[RecordingMicroAllocator]"))[:400]
+    return said or f"{type(error).__name__}: {error}"

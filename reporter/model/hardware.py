@@ -1,0 +1,50 @@
+"""A model on the target's own runtime or compiler, as report.json stores it: TFLite Micro's interpreter (`micro`),
+Arm's Vela compiler for an Ethos-U NPU (`ethos-u*`), or LiteRT's reference kernels (`int8`), and the accuracy
+measured on the target's kernels (reporter.measure.hardware measures it; reporter.core.targets says which
+target checks what). The record of one model on its target, OnTarget, is reporter.model.variant's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+
+@dataclass(frozen=True)
+class CpuOp:
+    """An op Vela leaves on the CPU, as Vela names it, with its reason."""
+
+    op: str  # "DEQUANTIZE"
+    tensor: str  # the op's output tensor
+    reason: str  # "Operation has tensor with unsupported DataType Float32 (...)"
+
+
+@dataclass(frozen=True)
+class VelaFigures:
+    """Vela's compilation of a model for one Ethos-U configuration."""
+
+    config: str  # "ethos-u55-128"
+    npu_ops: int
+    cpu_ops: int
+    cpu: list[CpuOp] = field(default_factory=list)
+    sram_kib: Optional[float] = None  # SRAM used
+    flash_kib: Optional[float] = None  # off-chip flash used
+    inference_ms: Optional[float] = None  # Vela's estimate at the configuration's clock
+    clock_mhz: Optional[float] = None
+    system_config: str = ""  # Vela's default system configuration for the accelerator
+
+    @property
+    def npu_share(self) -> float:
+        total = self.npu_ops + self.cpu_ops
+        return self.npu_ops / total if total else 0.0
+
+
+@dataclass(frozen=True)
+class MicroFigures:
+    """A model run by TFLite Micro's interpreter over the evaluation data."""
+
+    samples: int  # evaluation samples run, one invoke each
+    arena_bytes: Optional[int] = None  # the tensor arena the model needed (TFLite Micro's recording allocator)
+    reference_samples: int = 0  # samples compared with LiteRT's reference kernels
+    identical_share: Optional[float] = None  # share of output values equal to the reference kernels'
+    max_steps: Optional[float] = None  # the largest difference, in steps of the output's quantization scale

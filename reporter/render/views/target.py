@@ -1,0 +1,104 @@
+"""Section 2's "On the target": each candidate checked where it ships (--target int8, micro, ethos-u*), as the
+target's own tool said: whether it runs there (or why not, in the tool's words), its accuracy on the target's
+kernels beside LiteRT's default kernels', and the tool's figures (Vela: ops on the NPU, the ops left on the CPU with
+their reasons, SRAM, flash, the estimated time; TFLite Micro: the arena and the parity with LiteRT's reference
+kernels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from reporter.core import targets
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_percent, fmt_score
+from reporter.render.views.common import Basis
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    model: str
+    runs: str  # "yes", or "no: <the tool's reason>"
+    on_target: str  # the score on the target's kernels, against float
+    default: str  # the score on LiteRT's default kernels
+    figures: str  # the tool's figures
+    cpu_ops: list[str]  # Vela: each op left on the CPU, "OP: reason"
+    chosen: bool
+
+
+class TargetView:
+    def __init__(self, basis: Basis):
+        self.basis = basis
+
+    @property
+    def title(self) -> str:
+        decision = self.basis.findings.decision
+        target = targets.of(decision.target if decision else None)
+        return f"On the target: {target.name}, checked with {target.tool}" if target.tool else ""
+
+    @property
+    def tool_heading(self) -> str:
+        decision = self.basis.findings.decision
+        check = targets.of(decision.target if decision else None).check
+        return {targets.VELA: "Vela", targets.MICRO: "TFLite Micro"}.get(check, "")
+
+    @property
+    def kernels(self) -> str:
+        decision = self.basis.findings.decision
+        return targets.of(decision.target if decision else None).kernels
+
+    @property
+    def tools(self) -> str:
+        return ", ".join(f"{name} {version}" for name, version in self.basis.report.target_tools.items())
+
+    @cached_property
+    def rows(self) -> list[TargetRow]:
+        decision = self.basis.findings.decision
+        if decision is None or targets.of(decision.target).check == targets.NO_CHECK:
+            return []
+        share = self.basis.metric[1]
+        rows = []
+        for o in decision.options:
+            model = self.basis.report.column(o.name) or next(
+                (m for m in self._models() if m.name == o.name), None)
+            on = model.on_target if model is not None else None
+            if on is None:
+                continue
+            default = model.metrics.score if model.metrics is not None else None
+            score = fmt_score(o.score, share) if o.score is not None else NOT_MEASURED
+            vs = f" ({o.vs_float.text})" if o.vs_float is not None and o.vs_float.text else ""
+            rows.append(TargetRow(
+                model=o.label, runs="yes" if on.runs else f"no: {on.error}", on_target=score + vs,
+                default=fmt_score(default, share) if default is not None else NOT_MEASURED,
+                figures=self._figures(on), chosen=o.name == decision.variant,
+                cpu_ops=[f"{c.op}: {c.reason}" for c in on.vela.cpu] if on.vela is not None else []))
+        return rows
+
+    def _models(self):
+        rec = self.basis.report.recommendation
+        found = [v.fix.model for v in self.basis.report.variants if v.fix is not None and v.fix.model is not None]
+        if rec is not None:
+            found += [a.model for a in rec.alternatives if a.model is not None]
+        return found
+
+    @staticmethod
+    def _figures(on) -> str:
+        if on.vela is not None:
+            v = on.vela
+            parts = [f"{v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU ({fmt_percent(v.npu_share, 0)})"]
+            if v.inference_ms is not None:
+                parts.append(f"est. {fmt_ms(v.inference_ms)}")
+            if v.sram_kib is not None:
+                parts.append(f"SRAM {v.sram_kib:,.1f} KiB")
+            if v.flash_kib is not None:
+                parts.append(f"flash {v.flash_kib:,.1f} KiB")
+            return ", ".join(parts)
+        if on.micro is not None:
+            m = on.micro
+            parts = [f"{m.samples:,} samples"]
+            if m.arena_bytes is not None:
+                parts.append(f"arena {fmt_bytes(m.arena_bytes)}")
+            if m.identical_share is not None:
+                parts.append(f"{fmt_percent(m.identical_share)} of values equal to LiteRT's reference kernels"
+                             + (f", largest difference {m.max_steps:g} steps" if m.max_steps else ""))
+            return ", ".join(parts)
+        return ""
