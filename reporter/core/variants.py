@@ -197,3 +197,16 @@ def fix(name: str) -> str:
 def fixed_by(name: str) -> Optional[str]:
     """The variant that the fix `name` fixes ("drq_fix" -> "drq"); None when `name` is no fix."""
     return name[: -len(FIX_SUFFIX)] if name.endswith(FIX_SUFFIX) else None
+
+
+REPAIR_PREFIX = "repair_"  # the models of the integer-only repair ladder: "repair_static_batch1", ...
+
+
+def repair(rung: str) -> str:
+    """The model the repair ladder's rung `rung` builds: "ranges" -> "repair_ranges"."""
+    return REPAIR_PREFIX + rung
+
+
+def repaired_by(name: str) -> Optional[str]:
+    """The rung that built model `name` ("repair_ranges" -> "ranges"); None when `name` is no repair."""
+    return name[len(REPAIR_PREFIX):] if name.startswith(REPAIR_PREFIX) else None

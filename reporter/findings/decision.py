@@ -55,6 +55,7 @@ def models(report: "Report") -> list["VariantResult"]:
     if rec is not None:
         found += [a.model for a in rec.alternatives if a.model is not None and a.model.name != variants.ALT_FLOAT]
     found += [v.fix.model for v in report.variants if v.fix is not None and v.fix.model is not None]
+    found += [r.model for r in report.repairs if r.model is not None]
     return [m for m in found if m.ok and m.size_bytes]
 
 
@@ -234,7 +235,9 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
         runner_up_label=runner.label if runner else "", file=f"{name}.tflite" if name else "",
         reference_agreement=model.reference_kernels if model is not None and tg.of(target).reference_kernels
         else None, candidates=candidates, options=options,
-        hardware=model.on_target if model is not None and tg.of(target).check != tg.NO_CHECK else None)
+        hardware=model.on_target if model is not None and tg.of(target).check != tg.NO_CHECK else None,
+        input_transform=next((r.input_transform for r in report.repairs if r.model is not None
+                              and r.model.name == name), None))
 
 
 def _why_not(o: Option, ship: Optional[Option], runner: Optional[Option]) -> str:
@@ -280,6 +283,9 @@ def label(report: "Report", name: str) -> str:
     fixed = variants.fixed_by(name)
     if fixed:
         return f"{variants.short(fixed)} with its blamed layers in float"
+    rung = variants.repaired_by(name)
+    if rung:
+        return next((r.label for r in report.repairs if r.rung == rung), rung)
     return variants.get(name).label
 
 

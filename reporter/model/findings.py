@@ -327,6 +327,7 @@ class Decision:
     candidates: int = 0  # models measured that run on the target
     would_meet_label: str = ""
     options: list[Option] = field(default_factory=list)  # every model measured, judged: what the decision read
+    input_transform: Optional["InputTransform"] = None  # a repaired model that needs the host to standardize its input
     hardware: Optional["OnTarget"] = None  # the shipped model where it ships (int8, micro, ethos-u*): the tool's figures  # every model measured, judged: what the decision read
 
     def option(self, name: str) -> Optional[Option]:
@@ -358,3 +359,4 @@ class Findings:
 # The record of a model where it ships (it holds measurements: reporter.model.variant defines it, importing this
 # module's names first); read here for `Decision.hardware`'s type.
 from reporter.model.variant import OnTarget  # noqa: E402,F401 - after the records variant.py reads from here
+from reporter.model.repair import InputTransform  # noqa: E402,F401 - the same

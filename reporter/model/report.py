@@ -62,6 +62,7 @@ from reporter.core.variants import FLOAT, RULE_METHOD, SEARCH_METHOD, SELECTIVE
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
 from reporter.model.findings import Findings
 from reporter.model.settings import Settings
+from reporter.model.repair import RepairRung
 # The records of one measured model live in reporter.model.variant; they are read from here too.
 from reporter.model.variant import (  # noqa: F401 - re-exported
     MEASUREMENTS, ClassMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric, Metrics, OutputError,
@@ -315,6 +316,7 @@ class Report:
     settings: Settings = field(default_factory=Settings)  # the run's settings, typed (reporter.model.settings)
     debugger_error: Optional[str] = None
     engines: list[EnginePair] = field(default_factory=list)  # one scheme from both engines, side by side
+    repairs: list[RepairRung] = field(default_factory=list)  # the integer-only repair ladder (int8, micro, ethos-u*)
     target_tools: dict[str, str] = field(default_factory=dict)  # the target's tools and their versions (micro, ethos-u*)
     findings: Optional[Findings] = None  # decided from everything above by reporter.findings, worded by render.words
 

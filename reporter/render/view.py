@@ -11,6 +11,7 @@ from reporter.render.views.appendix import AppendixView
 from reporter.render.views.common import Basis
 from reporter.render.views.engines import EnginesView
 from reporter.render.views.target import TargetView
+from reporter.render.views.repairs import RepairsView
 from reporter.render.views.layers import LayersView
 from reporter.render.views.markdown import MarkdownView
 from reporter.render.views.quality import QualityView
@@ -22,7 +23,7 @@ from reporter.render.views.structure import StructureView
 class ReportView:
     """Everything the HTML and Markdown templates show, computed once from a Report, section by section."""
 
-    SECTIONS = ("story", "quality", "recommendation", "target", "engines", "layers", "structure", "appendix", "markdown")
+    SECTIONS = ("story", "quality", "recommendation", "target", "repairs", "engines", "layers", "structure", "appendix", "markdown")
 
     def __init__(self, report: Report):
         self.report = report
@@ -32,6 +33,7 @@ class ReportView:
         self.recommendation = RecommendationView(basis)
         self.engines = EnginesView(basis)
         self.target = TargetView(basis)
+        self.repairs = RepairsView(basis)
         self.layers = LayersView(basis)
         self.structure = StructureView(basis)
         self.appendix = AppendixView(basis)

@@ -20,7 +20,7 @@ from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import lifetime, targets, variants
 from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line, storage_problem
-from reporter.core.files import folder_name, staged_folder
+from reporter.core.files import folder_name, staged_folder, write_atomic
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
 from reporter.measure import engines, evaluate, kernels, structure
@@ -32,7 +32,7 @@ from reporter.model.settings import Settings
 from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, LayerStat, ModelInfo, OutputInfo,
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
-from reporter.run import binding, conclude, on_target, labels, metric, model_loading, recipes, task_reading
+from reporter.run import binding, conclude, on_target, repairs, labels, metric, model_loading, recipes, task_reading
 from reporter.run.context import Quantizer, RunContext, RunStart
 from reporter.run.data_loading import load_data
 from reporter.run.model_loading import LoadedModel
@@ -61,6 +61,7 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
             with progress.capture(folder / "run.log"), lifetime.spawn_without_main():
                 report = _run_in(folder, settings, progress)
                 report = conclude.attach(report)  # the findings, decided and worded
+                _write_input_transform(report, folder)
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                 written, render_errors = render.write_reports(report, folder, settings.formats)
             for fmt, error in render_errors.items():
@@ -175,6 +176,20 @@ class _Debugged(NamedTuple):
     error: Optional[str]
 
 
+def _write_input_transform(report: Report, folder: Path):
+    """The host's standardization of the input beside the model that needs it (a repair that moved the model's
+    normalization off it): input_transform.json, {"model", "input", "subtract", "divide"}."""
+    import json
+
+    decision = report.findings.decision if report.findings is not None else None
+    if decision is None or decision.input_transform is None:
+        return
+    t = decision.input_transform
+    data = {"model": decision.file, "input": t.input, "subtract": t.subtract, "divide": t.divide,
+            "how": "x_model = (x - subtract) / divide, per feature, before the model reads x"}
+    write_atomic(folder / "input_transform.json", (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+
+
 def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset,
                 child: Optional[contained.Child] = None) -> Report:
     """The stages after loading, in order: each reads the run context. `child` is where the calibration runs
@@ -186,7 +201,7 @@ def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset,
     results, checked = on_target.check_all(ctx, m, results, debugged.recommendation)
     debugged = debugged._replace(recommendation=checked)
     overlays.write_variant_overlays(ctx.folder, results, debugged.layers)
-    return _report(ctx, m, results, debugged)
+    return repairs.climb(ctx, m, _report(ctx, m, results, debugged))
 
 
 def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:

@@ -49,6 +49,8 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
         ship = d.option(d.variant)
         text = (f"Ship {d.label} {where}: it meets the accuracy target ({_quality(report, ship, flt)})"
                 f"{_cost(ship, flt, target)}.")
+        if d.input_transform is not None:
+            text += " " + host_transform(d.input_transform)
         if d.hardware is not None:
             text += " " + hardware(d.hardware)
         if d.runner_up:
@@ -109,6 +111,18 @@ def hardware(on: OnTarget) -> str:
                 text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
         return text + "."
     return ""
+
+
+def host_transform(t) -> str:
+    """How the host must feed a model whose normalization was moved off it: "It needs the host to standardize the
+    input x: subtract [...], then divide by [...] (every value in input_transform.json beside the model)."."""
+    def numbers(values: list) -> str:
+        shown = ", ".join(f"{v:.4g}" for v in values[:4])
+        return f"[{shown}{', …' if len(values) > 4 else ''}]"
+
+    name = f" {t.input}" if t.input else ""
+    return (f"It needs the host to standardize the input{name}: subtract {numbers(t.subtract)}, then divide by"
+            f" {numbers(t.divide)} (every value in input_transform.json beside the model).")
 
 
 def _fine_share(share: float) -> str:

@@ -1,0 +1,35 @@
+"""The integer-only repair ladder as report.json stores it: each rung tried (cheapest first) for an integer-only
+target when no integer-only model met the accuracy target, the model it built, measured like every model, and why
+the ladder stopped (reporter.run.repairs runs it; reporter.convert.repair builds each rung's model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from reporter.model.variant import VariantResult
+
+# What became of a rung (`RepairRung.status`).
+MEETS, MISSES, FAILED, NOT_INTEGER, NOT_TRIED = "meets", "misses", "failed", "not_integer_only", "not_tried"
+
+
+@dataclass(frozen=True)
+class InputTransform:
+    """What the host does to an input before the model reads it (the input's normalization moved off the model):
+    x' = (x - subtract) / divide, per feature."""
+
+    input: str
+    subtract: list[float] = field(default_factory=list)
+    divide: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RepairRung:
+    rung: str  # "static_batch1", "ranges", "bias_correction", "host_normalization", ...
+    label: str  # "LiteRT static int8, static batch of 1"
+    status: str  # MEETS, MISSES, FAILED, NOT_INTEGER or NOT_TRIED (the ladder stopped before it)
+    detail: str = ""  # what the rung chose ("range method: mean of per-sample extremes ...")
+    model: Optional[VariantResult] = None  # built and measured (on the target's kernels too)
+    error: str = ""  # why it could not be built, or does not apply
+    input_transform: Optional[InputTransform] = None
+    seconds: float = 0.0  # to build

@@ -1,0 +1,53 @@
+"""Section 2's "Repairs in integers": each rung of the integer-only repair ladder (cheapest first) with what its
+model measured against float on the target's kernels, its size, whether it is integer-only and runs on the target,
+and why the ladder stopped (reporter.run.repairs ran it; the decision judged each model)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_score
+from reporter.model import repair as rp
+from reporter.render.views.common import Basis
+
+STATUS = {
+    rp.MEETS: "meets the accuracy target: the ladder stops here",
+    rp.MISSES: "misses the accuracy target",
+    rp.NOT_INTEGER: "does not run on the target",
+    rp.FAILED: "could not be built",
+    rp.NOT_TRIED: "not tried: an earlier rung met the target",
+}
+
+
+@dataclass(frozen=True)
+class RepairRow:
+    rung: str
+    detail: str
+    accuracy: str  # on the target's kernels, against float
+    size: str
+    runs: str  # "yes", or "no: the tool's reason"
+    status: str
+    chosen: bool
+
+
+class RepairsView:
+    def __init__(self, basis: Basis):
+        self.basis = basis
+
+    @cached_property
+    def rows(self) -> list[RepairRow]:
+        report, decision = self.basis.report, self.basis.findings.decision
+        share = self.basis.metric[1]
+        rows = []
+        for r in report.repairs:
+            option = decision.option(r.model.name) if decision is not None and r.model is not None else None
+            accuracy = NOT_MEASURED
+            if option is not None and option.score is not None:
+                accuracy = fmt_score(option.score, share) + (f" ({option.vs_float.text})" if option.vs_float else "")
+            runs = "–" if option is None else "yes" if option.runs else f"no: {option.not_there or 'not integer-only'}"
+            status = STATUS.get(r.status, r.status) + (f": {r.error}" if r.error else "")
+            rows.append(RepairRow(r.label, r.detail, accuracy, fmt_bytes(r.model.size_bytes) if r.model else "–",
+                                  runs, status, decision is not None and r.model is not None
+                                  and r.model.name == decision.variant))
+        return rows

@@ -1,0 +1,122 @@
+"""The integer-only repair ladder (issue 45): for an integer-only target (int8, micro, ethos-u*) on which no
+integer-only model meets the accuracy target, each rung reporter.convert.repair builds (cheapest first) is measured
+like every model (on the evaluation data, then on the target's kernels and tool: reporter.run.on_target) and
+becomes an option of the decision; the ladder stops at the first rung whose model meets the target (the one rule,
+read from the decision's judged options). Every rung's outcome is kept in `Report.repairs`."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import traceback
+
+import numpy as np
+
+from reporter.core import targets, variants
+from reporter.core.errors import one_line
+from reporter.findings import decision as choice
+from reporter.measure.measurer import Measurer
+from reporter.model import repair as rp
+from reporter.model.data import Inputs
+from reporter.model.report import Report, VariantResult
+from reporter.run import on_target
+from reporter.run.context import RunContext
+from reporter.search import recommend
+
+
+def needed(report: Report) -> bool:
+    """The run's target is integer-only hardware and no quantized model that runs there meets the accuracy target."""
+    target = targets.of(report.settings.target)
+    if target.check == targets.NO_CHECK:
+        return False
+    decision = choice.decide(report)
+    return decision is not None and not decision.meets_target
+
+
+def climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
+    """`report` with the ladder's rungs measured, up to the first whose model meets the accuracy target there."""
+    if not needed(report):
+        return report
+    try:
+        return _climb(ctx, m, report)
+    except Exception as exc:  # noqa: BLE001 - the ladder adds options; its failure must not lose the report
+        traceback.print_exc()
+        ctx.progress.say(f"the repair ladder failed: {one_line(exc)}")
+        return dataclasses.replace(report, repairs=[*report.repairs, rp.RepairRung(
+            "ladder", "The integer-only repair ladder", rp.FAILED, error=one_line(exc))])
+
+
+def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
+    from reporter.convert import repair
+
+    sel = recommend.selection(ctx.data, ctx.settings.calibration_samples, ctx.settings.selection_samples,
+                              m.task.classification)
+    found: list[rp.RepairRung] = []
+    stopped = False
+    with ctx.progress.stage("repair", detail="integer-only ladder"):
+        for candidate in repair.rungs(ctx.float_model, ctx.data.x_calib, sel.x):
+            if stopped:
+                found.append(rp.RepairRung(candidate.rung, candidate.label, rp.NOT_TRIED))
+                continue
+            rung = _measured(ctx, m, candidate)
+            found.append(rung)
+            report = dataclasses.replace(report, repairs=list(found))
+            if rung.model is not None:
+                option = _option(report, rung.model.name)
+                met = option is not None and option.meets and option.runs
+                found[-1] = dataclasses.replace(rung, status=rp.MEETS if met else (
+                    rp.MISSES if option is None or option.runs else rp.NOT_INTEGER))
+                report = dataclasses.replace(report, repairs=list(found))
+                stopped = met
+            ctx.progress.say(f"repair {candidate.rung}: {found[-1].status}"
+                             + (f" ({found[-1].error})" if found[-1].error else ""))
+    return report
+
+
+def _option(report: Report, name: str):
+    decision = choice.decide(report)
+    return decision.option(name) if decision is not None else None
+
+
+def _measured(ctx: RunContext, m: Measurer, candidate) -> rp.RepairRung:
+    """The rung's model measured like every model, then checked on the target."""
+    base = dict(rung=candidate.rung, label=candidate.label, detail=candidate.detail, seconds=candidate.seconds)
+    if candidate.model is None:
+        return rp.RepairRung(status=rp.FAILED, error=candidate.error, **base)
+    transform = _transform(candidate.input_transform)
+    name = variants.repair(candidate.rung)
+    try:
+        measurer = _with_transform(m, transform)
+        result: VariantResult = measurer.build_and_measure(name, lambda: candidate.model, variants.LITERT)
+        if result.ok:
+            checked, _ = on_target.check_all(dataclasses.replace(ctx, data=measurer.data), measurer,
+                                             {name: result}, None)
+            result = checked[name]
+    except Exception as exc:  # noqa: BLE001 - one rung's failure is its finding, never the run's
+        traceback.print_exc()
+        return rp.RepairRung(status=rp.FAILED, error=one_line(exc), input_transform=transform, **base)
+    if not result.ok:
+        return rp.RepairRung(status=rp.FAILED, error=result.error or "", model=result, input_transform=transform,
+                             **base)
+    return rp.RepairRung(status=rp.MISSES, model=result, input_transform=transform, **base)
+
+
+def _transform(given) -> "rp.InputTransform | None":
+    if not given:
+        return None
+    return rp.InputTransform(str(given["input"]), [float(v) for v in given["subtract"]],
+                             [float(v) for v in given["divide"]])
+
+
+def _with_transform(m: Measurer, transform) -> Measurer:
+    """The measurer reading the evaluation data as the host would feed it: standardized by `transform` (its outputs
+    and float's stay shared, so the rung's model is paired with float's run on the same samples)."""
+    if transform is None:
+        return m
+    data = m.data
+    x = data.x.arrays if hasattr(data.x, "arrays") else {"": data.x}
+    key = transform.input if transform.input in x else next(iter(x))
+    sub, div = np.asarray(transform.subtract, np.float32), np.asarray(transform.divide, np.float32)
+    changed = {k: ((v - sub) / div).astype(np.float32) if k == key else v for k, v in x.items()}
+    new_x = Inputs(changed)
+    return dataclasses.replace(m, data=dataclasses.replace(data, x=new_x))
