@@ -417,10 +417,7 @@ def test_an_unknown_target_is_refused_by_the_api_and_the_batch_file_naming_the_k
     _lists_the_targets(said[0])
 
 
-@pytest.mark.xfail(strict=True, reason="defect: reporter/run/on_target.py _vela words every refusal of a model outside "
-                   "the int8 specification 'not integer-only: Vela leaves N of M ops on the CPU (...)', even for the "
-                   "int16x8 model, which has no float tensor and which Vela puts wholly on the NPU ('0 of 35 ... (none "
-                   "named)')")
+@pytest.mark.slow
 def test_a_refusal_on_ethos_u_says_why_as_vela_and_the_model_show_it(mlp_u55, tmp_path):
     report = _ok(mlp_u55)
     refused = [o for o in report["findings"]["decision"]["options"] if o["not_there"] and o["npu_share"] is not None]

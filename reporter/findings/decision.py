@@ -87,7 +87,7 @@ def judge(report: "Report") -> list[Option]:
             output_variance=seen.output_error.float_variance if seen.output_error else None,
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
             npu_share=vela.npu_share if vela is not None else None,
-            estimate_ms=vela.inference_ms if vela is not None else None))
+            estimate_ms=vela.inference_ms if vela is not None and on.runs else None))
     return out
 
 
@@ -248,10 +248,10 @@ def _why_not(o: Option, ship: Optional[Option], runner: Optional[Option]) -> str
         return mf.OPT_RUNNER_UP
     if o.name == variants.FLOAT:
         return mf.OPT_REFERENCE
-    if o.score is None:
-        return mf.OPT_NOT_MEASURED
     if not o.runs:
         return mf.OPT_NOT_ON_TARGET
+    if o.score is None:
+        return mf.OPT_NOT_MEASURED
     if not o.quantized:
         return mf.OPT_NOT_QUANTIZED
     if not o.meets:

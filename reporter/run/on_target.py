@@ -95,6 +95,6 @@ def _vela(ctx: RunContext, target: targets.Target, model: bytes, on: OnTarget, f
     if fits and figures.npu_ops:
         return on
     named = ", ".join(c.op for c in figures.cpu) or "none named"
-    why = "not integer-only" if not fits else "Vela put no op on the NPU"
+    why = "float ops" if not fits else "Vela put no op on the NPU"
     return dataclasses.replace(on, runs=False, error=f"{why}: Vela leaves {figures.cpu_ops} of"
                                                     f" {figures.npu_ops + figures.cpu_ops} ops on the CPU ({named})")

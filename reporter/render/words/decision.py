@@ -51,8 +51,9 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                 f"{_cost(ship, flt, target)}.")
         if d.input_transform is not None:
             text += " " + host_transform(d.input_transform)
-        if d.hardware is not None:
-            text += " " + hardware(d.hardware)
+        said = hardware(d.hardware) if d.hardware is not None else ""
+        if said:
+            text += " " + said
         if d.runner_up:
             text += f" Runner-up: {d.runner_up_label}, {_trade(d.option(d.runner_up), ship, target)}."
         if d.reference_agreement is not None:
