@@ -83,6 +83,20 @@ def _signature(model: bytes) -> tuple[str, list[str], list[str]]:
     return key, list(signatures[key]["inputs"]), list(signatures[key]["outputs"])
 
 
+def _interpreter(model: bytes, preserve: bool = False):
+    """A LiteRT interpreter on `model` with its default kernels, or without the default delegate where XNNPACK
+    refuses the model (it does refuse some int8 graphs that LiteRT's own kernels run)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=model, experimental_preserve_all_tensors=preserve)
+    try:
+        it.allocate_tensors()
+    except RuntimeError:
+        it = Interpreter(model_content=model, experimental_preserve_all_tensors=preserve,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    return it
+
+
 def _keyed(x, names: list[str]) -> dict[str, np.ndarray]:
     """`x` by the signature's input names (the one array of a one-input model whatever it is called)."""
     x = as_inputs(x)
@@ -98,9 +112,7 @@ def _typed(a: np.ndarray) -> np.ndarray:
 def run(model: bytes, x: dict[str, np.ndarray], batched: bool = True) -> dict[str, np.ndarray]:
     """The model's outputs (dequantized) over `x` (signature name -> array): one invoke per chunk of samples, or per
     sample when the model takes a batch of 1 only."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
+    it = _interpreter(model)
     key = _signature(model)[0]
     runner = it.get_signature_runner(key)
     ins, outs = runner.get_input_details(), runner.get_output_details()
@@ -182,10 +194,8 @@ class _Stats:
 
 def activation_stats(float_model: bytes, x: dict[str, np.ndarray], names: set, means_of: set = frozenset()) -> _Stats:
     """Runs the float model keeping every tensor and reads `names` (tensor names) per sample."""
-    from ai_edge_litert.interpreter import Interpreter
-
     batched = _takes_batches(float_model)
-    it = Interpreter(model_content=float_model, experimental_preserve_all_tensors=True)
+    it = _interpreter(float_model, preserve=True)
     key, inputs, _ = _signature(float_model)
     runner = it.get_signature_runner(key)
     index = {d["name"]: d["index"] for d in it.get_tensor_details() if d["name"] in names | set(means_of)}
@@ -383,10 +393,21 @@ class _Ladder:
         return MOVING_AVERAGE, base.calibration(), f"ranges: {METHOD_WORDS[MOVING_AVERAGE]}"
 
 
+def _loads(model: bytes) -> str:
+    """"" when LiteRT's reference kernels (what integer-only hardware implements) load the model, else why not."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    try:
+        Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF).allocate_tensors()
+    except (RuntimeError, ValueError) as exc:
+        return f"LiteRT cannot load it: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+    return ""
+
+
 def _candidate(rung: str, started: float, **fields) -> RepairCandidate:
     model = fields.get("model")
     if model is not None and not fields.get("error"):
-        bad = integer_only(model)
+        bad = integer_only(model) or _loads(model)
         if bad:
             fields.update(model=None, error=bad)
     return RepairCandidate(rung, LABELS[rung], seconds=time.perf_counter() - started, **fields)

@@ -73,10 +73,46 @@ def _compact(obj) -> None:
                 port.tensorIndex = new[int(port.tensorIndex)]
 
 
+def _has_data(obj, t) -> bool:
+    data = obj.buffers[t.buffer].data if 0 < t.buffer < len(obj.buffers) else None
+    return data is not None and len(data) > 0
+
+
+def _fold_shape_arithmetic(model: bytes) -> tuple[bytes, int]:
+    """Folds every op whose inputs are all constants and whose outputs are all int32/int64 (shape arithmetic: the
+    STRIDED_SLICE, PACK ... a folded SHAPE feeds) into constants, with the values LiteRT computes for them (one
+    invoke of the model on zeros, every tensor kept). XNNPACK refuses a RESHAPE whose shape is computed."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    obj = read_model(model)
+    sg, schema = obj.subgraphs[0], _schema()
+    integer = (schema.TensorType.INT32, schema.TensorType.INT64)
+    const = {i for i, t in enumerate(sg.tensors) if _has_data(obj, t)}
+    fold = []
+    for op in sg.operators:
+        ins, outs = [int(i) for i in op.inputs if i >= 0], [int(i) for i in op.outputs]
+        if ins and all(i in const for i in ins) and all(sg.tensors[i].type in integer for i in outs):
+            fold.append(op)
+            const |= set(outs)
+    if not fold:
+        return model, 0
+    it = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
+    it.allocate_tensors()
+    for d in it.get_input_details():
+        it.set_tensor(d["index"], np.zeros(d["shape"], d["dtype"]))
+    it.invoke()
+    for op in fold:
+        for i in op.outputs:
+            sg.tensors[int(i)].buffer = _add_buffer(obj, np.asarray(it.get_tensor(int(i))))
+    sg.operators = [op for op in sg.operators if not any(op is f for f in fold)]
+    _compact(obj)
+    return _write(obj), len(fold)
+
+
 def static_batch(float_model: bytes) -> tuple[bytes, str]:
-    """The float model with its batch dimension fixed to 1: every shape made static and every SHAPE op whose input
-    is now static folded into an int32 constant. Returns (model, words); raises ValueError when a dimension other
-    than the batch is dynamic."""
+    """The float model with its batch dimension fixed to 1: every shape made static, every SHAPE op folded into an
+    int32 constant, and the shape arithmetic after it folded too. Returns (model, words); raises ValueError when a
+    dimension other than the batch is dynamic."""
     obj = read_model(float_model)
     sg = obj.subgraphs[0]
     dynamic = [list(sg.tensors[i].shapeSignature) for i in sg.inputs
@@ -97,8 +133,12 @@ def static_batch(float_model: bytes) -> tuple[bytes, str]:
             kept.append(op)
     sg.operators = kept
     _compact(obj)
+    model, arithmetic = _fold_shape_arithmetic(_write(obj))
     words = "batch fixed to 1 (was dynamic)" if was_dynamic else "batch already static"
-    return _write(obj), words + (f"; {folded} SHAPE op{'s' * (folded != 1)} folded into constants" if folded else "")
+    if folded:
+        words += f"; {folded} SHAPE op{'s' * (folded != 1)} and {arithmetic} op{'s' * (arithmetic != 1)} of shape" \
+                 " arithmetic folded into constants"
+    return model, words
 
 
 # --- bias correction and host normalization (flatbuffer edits) ----------------------------------------------------

@@ -1,0 +1,90 @@
+"""Models for the integer-only repair rungs (reporter.convert.repair), one per failure kind, cached on disk like the demo.
+
+* input_offset: the demo's breast_cancer_mlp (raw features behind a Keras Normalization): the input's int8 scale
+  leaves most features with one or two codes; running the normalization on the host recovers float.
+* squeeze_excite: a digits CNN with a squeeze-excite block (a Reshape of the gate: Keras exports SHAPE -> STRIDED_SLICE
+  -> PACK -> RESHAPE on a dynamic batch), so LiteRT Quantizer's static int8 leaves DEQUANTIZE -> SHAPE in float.
+* range_decides: tests/collapse_fixtures.py's rule_worse (a breast-cancer MLP with one hidden unit rescaled by 1000):
+  the range method decides whether int8 keeps float's predictions.
+
+Each gives (float .tflite bytes, Keras model path, data): evaluation x, y; calibration and selection samples split from
+the training inputs (x_calib), so neither overlaps the evaluation.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import model_fixtures as M
+
+VERSION = 1
+SELECTION = 0.3  # the share of the training inputs kept for choosing (the rest calibrates)
+
+
+@dataclass
+class Fixture:
+    name: str
+    keras_path: Path
+    float_model: bytes
+    x: np.ndarray
+    y: np.ndarray
+    x_calib: np.ndarray
+    x_select: np.ndarray
+
+
+def build_squeeze_excite(folder: Path):
+    import keras
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    x_tr, x_te, y_tr, y_te = M.split((x / 16.0).reshape(-1, 8, 8, 1).astype(np.float32), y.astype(np.int64))
+    M.seed()
+    inp = keras.Input((8, 8, 1))
+    h = keras.layers.Conv2D(16, 3, padding="same", activation="relu")(inp)
+    s = keras.layers.GlobalAveragePooling2D()(h)
+    s = keras.layers.Dense(4, activation="relu")(s)
+    s = keras.layers.Dense(16, activation="sigmoid")(s)
+    h = keras.layers.Multiply()([h, keras.layers.Reshape((1, 1, 16))(s)])
+    h = keras.layers.Conv2D(32, 3, padding="same", activation="relu")(h)
+    out = keras.layers.Dense(10, activation="softmax")(keras.layers.GlobalAveragePooling2D()(h))
+    model = M.train(keras.Model(inp, out), x_tr, y_tr, "sparse_categorical_crossentropy", 1e-2, 30)
+    return M.save(folder, model, x_te, y_te, x_tr)
+
+
+def float_tflite(keras_path: Path, path: Path) -> bytes:
+    """The float .tflite of a Keras model, converted once and kept at `path`."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        import keras
+        import tensorflow as tf
+
+        model = keras.models.load_model(keras_path)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(tf.lite.TFLiteConverter.from_keras_model(model).convert())
+        tmp.replace(path)
+    return path.read_bytes()
+
+
+def _fixture(name: str, cache_root, keras_path: Path, data_path: Path) -> Fixture:
+    data = np.load(data_path)
+    x_calib = data["x_calib"].astype(np.float32)
+    cut = len(x_calib) - int(round(SELECTION * len(x_calib)))
+    model = float_tflite(keras_path, Path(cache_root) / f"repair-v{VERSION}" / f"{name}.tflite")
+    return Fixture(name, keras_path, model, data["x"].astype(np.float32), data["y"], x_calib[:cut], x_calib[cut:])
+
+
+def ensure(name: str, cache_root) -> Fixture:
+    if name == "input_offset":
+        from reporter.run import demo
+
+        return _fixture(name, cache_root, *demo.ensure_model("breast_cancer_mlp", say=lambda *_: None))
+    if name == "range_decides":
+        import collapse_fixtures
+
+        return _fixture(name, cache_root, *collapse_fixtures.ensure("rule_worse", cache_root))
+    builders = {"squeeze_excite": build_squeeze_excite}
+    return _fixture(name, cache_root, *M.ensure(cache_root, f"repair-v{VERSION}", name, builders[name]))
