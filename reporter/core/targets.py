@@ -100,12 +100,13 @@ class Target:
     runs_not: str = ""  # why a model that meets the accuracy target elsewhere does not run here
     check: str = NO_CHECK  # REFERENCE, MICRO or VELA: each candidate checked where it ships (reporter.run.on_target)
     tool: str = ""  # the tool that checks it, as the report names it
+    int16_activations: bool = False  # its tool runs 16x8 (int16 activations): the repair ladder's last rung tries it
 
 
 def _ethos(config: str) -> Target:
     npu = config.replace("ethos-u", "Ethos-U")
     return Target(config, f"on an Arm {npu} NPU", f"an {npu} (per Vela)", runs=integer_tensors, adds=(variants.INT8_IO,), timed=False,
-                  kernels=REFERENCE_KERNELS, check=VELA, tool="Arm's Vela compiler",
+                  kernels=REFERENCE_KERNELS, check=VELA, tool="Arm's Vela compiler", int16_activations=True,
                   runs_not=f"its float ops stay on the CPU beside the {npu}")
 
 
@@ -120,7 +121,7 @@ REGISTRY = {t.name: t for t in (
     Target(GPU, "on a GPU delegate", "a GPU delegate", runs=float_compute, adds=(variants.F16,), timed=False,
            runs_not="a GPU delegate computes in float16 or float32 only"),
     Target("micro", "on a microcontroller (TFLite Micro)", "TFLite Micro", runs=anything, adds=(variants.INT8_IO,),
-           timed=False, kernels=MICRO_KERNELS, check=MICRO, tool="TFLite Micro's interpreter",
+           timed=False, kernels=MICRO_KERNELS, check=MICRO, tool="TFLite Micro's interpreter", int16_activations=True,
            runs_not="TFLite Micro cannot load or run it"),
     *(_ethos(config) for config in ETHOS_CONFIGS),
 )}

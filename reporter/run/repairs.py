@@ -53,8 +53,9 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                               m.task.classification)
     found: list[rp.RepairRung] = []
     stopped = False
+    t0 = time.perf_counter()
     with ctx.progress.stage("repair", detail="integer-only ladder"):
-        for candidate in repair.rungs(ctx.float_model, ctx.data.x_calib, sel.x):
+        for candidate in _candidates(ctx, report, sel.x):
             if stopped:
                 found.append(rp.RepairRung(candidate.rung, candidate.label, rp.NOT_TRIED))
                 continue
@@ -70,7 +71,45 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                 stopped = met
             ctx.progress.say(f"repair {candidate.rung}: {found[-1].status}"
                              + (f" ({found[-1].error})" if found[-1].error else ""))
-    return report
+    seconds = time.perf_counter() - t0
+    tried = sum(r.status != rp.NOT_TRIED for r in found)
+    ctx.progress.say(f"integer-only repair ladder: {tried} rung{'s' if tried != 1 else ''} measured"
+                     f" ({seconds:.1f} s)")
+    return dataclasses.replace(report, timings_s={**report.timings_s, "repair": round(seconds, 3)})
+
+
+INT16X8_RUNG = "int16x8"
+
+
+def _candidates(ctx: RunContext, report: Report, x_select):
+    """The ladder's rungs, cheapest first: reporter.convert.repair's, the exact-in-float rewrites
+    (reporter.convert.repair_rewrite, where present), then 16x8 where the target's tool runs int16 activations."""
+    from reporter.convert import repair
+
+    yield from repair.rungs(ctx.float_model, ctx.data.x_calib, x_select)
+    try:
+        from reporter.convert import repair_rewrite
+    except ImportError:  # pragma: no cover - the rewrites ship with the package; a partial install has none
+        repair_rewrite = None
+    if repair_rewrite is not None:
+        yield from repair_rewrite.rewrite_candidates(ctx.float_model, ctx.data.x_calib, x_select)
+    if targets.of(report.settings.target).int16_activations:
+        yield _int16x8(ctx, report, repair.RepairCandidate)
+
+
+def _int16x8(ctx: RunContext, report: Report, make):
+    """The whole model with int16 activations and int8 weights (LiteRT Quantizer), for a target whose tool runs them
+    (TFLite Micro's 16x8 kernels, Vela's 16x8): measured above already when the run built the 16x8 variant."""
+    label = "16x8: int16 activations, int8 weights (LiteRT Quantizer)"
+    if report.variant(variants.INT16X8) is not None:
+        return make(INT16X8_RUNG, label, error="measured above as the 16x8 variant (an option of the decision)")
+    started = time.perf_counter()
+    try:
+        model = ctx.litert_models.build(variants.INT16X8)
+    except Exception as exc:  # noqa: BLE001 - the rung's failure is its finding
+        return make(INT16X8_RUNG, label, error=one_line(exc), seconds=time.perf_counter() - started)
+    return make(INT16X8_RUNG, label, detail="LiteRT Quantizer's static_wi8_ai16 from the run's one calibration",
+                model=model, seconds=time.perf_counter() - started)
 
 
 def _option(report: Report, name: str):
