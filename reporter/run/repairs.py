@@ -66,7 +66,7 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                 option = _option(report, rung.model.name)
                 met = option is not None and option.meets and option.runs
                 found[-1] = dataclasses.replace(rung, status=rp.MEETS if met else (
-                    rp.MISSES if option is None or option.runs else rp.NOT_INTEGER))
+                    rp.MISSES if option is None or option.runs else rp.NOT_ON_TARGET))
                 report = dataclasses.replace(report, repairs=list(found))
                 stopped = met
             ctx.progress.say(f"repair {candidate.rung}: {found[-1].status}"

@@ -14,7 +14,7 @@ from reporter.render.views.common import Basis
 STATUS = {
     rp.MEETS: "meets the accuracy target: the ladder stops here",
     rp.MISSES: "misses the accuracy target",
-    rp.NOT_INTEGER: "does not run on the target",
+    rp.NOT_ON_TARGET: "does not run on the target",
     rp.FAILED: "could not be built",
     rp.NOT_TRIED: "not tried: an earlier rung met the target",
 }

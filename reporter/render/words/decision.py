@@ -71,7 +71,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
-        reasons += [f"{o.label}: {o.not_there}" for o in d.options if o.not_there]
+        reasons += _grouped([(o.label, o.not_there) for o in d.options if o.not_there])
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     else:
         closest = d.option(d.runner_up)
@@ -112,6 +112,18 @@ def hardware(on: OnTarget) -> str:
                 text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
         return text + "."
     return ""
+
+
+def _grouped(pairs: list[tuple[str, str]]) -> list[str]:
+    """"A, B and C: <reason>": the models one reason keeps off the target named together, each reason once."""
+    by_reason: dict[str, list[str]] = {}
+    for label, reason in pairs:
+        by_reason.setdefault(reason, []).append(label)
+    out = []
+    for reason, labels in by_reason.items():
+        names = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + f" and {labels[-1]}"
+        out.append(f"{names}: {reason}")
+    return out
 
 
 def host_transform(t) -> str:
