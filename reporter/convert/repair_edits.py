@@ -46,6 +46,16 @@ def _constant(obj, index: int) -> Optional[np.ndarray]:
     return np.frombuffer(bytes(np.asarray(data, np.uint8)), np.float32).reshape([int(d) for d in t.shape])
 
 
+def _buffer_view(raw: bytearray, root, obj, index: int) -> Optional[np.ndarray]:
+    """A writable uint8 view of buffer `index`'s bytes inside `raw` (the model file): inline, or appended after the
+    flatbuffer at an offset (as LiteRT Quantizer writes them); None when the buffer holds nothing."""
+    buffer = obj.buffers[index]
+    if (getattr(buffer, "offset", 0) or 0) > 1:
+        return np.frombuffer(raw, np.uint8, count=int(buffer.size), offset=int(buffer.offset))
+    view = root.Buffers(index).DataAsNumpy()
+    return view if isinstance(view, np.ndarray) and view.size else None
+
+
 def _add_buffer(obj, array: np.ndarray) -> int:
     buffer = _schema().BufferT()
     buffer.data = np.frombuffer(np.ascontiguousarray(array).tobytes(), np.uint8)
@@ -160,8 +170,10 @@ def correct_biases(float_model: bytes, int8_model: bytes, means: dict[str, np.nd
     """`int8_model` with the int32 bias of each FULLY_CONNECTED / CONV_2D replaced by b - E[(Q(W) - W) x], W read from
     `float_model` (the same op by output name), Q(W) from the int8 model's weights and scales, E[x] the mean of each
     input channel over the calibration samples (`means`: float tensor name -> per-channel mean; padding is ignored).
-    Returns (model, ops corrected, the largest change in bias steps)."""
+    Returns (model, ops corrected, the largest change in bias steps); the bytes are patched in place."""
     fobj, qobj = read_model(float_model), read_model(int8_model)
+    raw = bytearray(int8_model)
+    root = _schema().Model.GetRootAs(raw, 0)
     fsg, qsg = fobj.subgraphs[0], qobj.subgraphs[0]
     quantized = biased_ops(qobj)
     corrected, largest = 0, 0.0
@@ -176,19 +188,20 @@ def correct_biases(float_model: bytes, int8_model: bytes, means: dict[str, np.nd
             continue
         if wt.type != _schema().TensorType.INT8 or bt.type != _schema().TensorType.INT32:
             continue
-        w_int = np.frombuffer(bytes(np.asarray(qobj.buffers[wt.buffer].data, np.uint8)), np.int8).reshape(w.shape)
+        w_view, b_view = _buffer_view(raw, root, qobj, wt.buffer), _buffer_view(raw, root, qobj, bt.buffer)
+        if w_view is None or b_view is None:
+            continue
+        w_int = w_view.view(np.int8).reshape(w.shape)
         w_scale = np.asarray(wt.quantization.scale, np.float64).reshape((-1,) + (1,) * (w.ndim - 1))
         dw = w_int.astype(np.float64) * w_scale - w.astype(np.float64)
         shift = (dw.reshape(dw.shape[0], -1, dw.shape[-1]).sum(axis=1)) @ mean  # FC: [out, in]; conv: [out, h, w, in]
         b_scale = np.asarray(bt.quantization.scale, np.float64)
-        b_buf = qobj.buffers[bt.buffer]
-        b_int = np.frombuffer(bytes(np.asarray(b_buf.data, np.uint8)), np.int32).astype(np.float64)
+        b_int = b_view.view("<i4").astype(np.float64)
         steps = shift / b_scale
-        new = np.clip(np.round(b_int - steps), -(2 ** 31), 2 ** 31 - 1).astype("<i4")
-        b_buf.data = np.frombuffer(new.tobytes(), np.uint8)
+        b_view[:] = np.clip(np.round(b_int - steps), -(2 ** 31), 2 ** 31 - 1).astype("<i4").view(np.uint8)
         corrected += 1
         largest = max(largest, float(np.abs(steps).max()) if steps.size else 0.0)
-    return _write(qobj), corrected, largest
+    return bytes(raw), corrected, largest  # patched in place: the file keeps its layout
 
 
 @dataclass(frozen=True)
