@@ -56,9 +56,6 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
     t0 = time.perf_counter()
     with ctx.progress.stage("repair", detail="integer-only ladder"):
         for candidate in _candidates(ctx, report, sel.x):
-            if stopped:
-                found.append(rp.RepairRung(candidate.rung, candidate.label, rp.NOT_TRIED))
-                continue
             rung = _measured(ctx, m, candidate)
             found.append(rung)
             report = dataclasses.replace(report, repairs=list(found))
@@ -71,6 +68,12 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                 stopped = met
             ctx.progress.say(f"repair {candidate.rung}: {found[-1].status}"
                              + (f" ({found[-1].error})" if found[-1].error else ""))
+            if stopped:  # the rungs after it are listed, never built
+                tried = {r.rung for r in found}
+                found += [rp.RepairRung(name, label, rp.NOT_TRIED) for name, label in _plan(report)
+                          if name not in tried]
+                report = dataclasses.replace(report, repairs=list(found))
+                break
     seconds = time.perf_counter() - t0
     tried = sum(r.status != rp.NOT_TRIED for r in found)
     ctx.progress.say(f"integer-only repair ladder: {tried} rung{'s' if tried != 1 else ''} measured"
@@ -78,7 +81,25 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
     return dataclasses.replace(report, timings_s={**report.timings_s, "repair": round(seconds, 3)})
 
 
-INT16X8_RUNG = "int16x8"
+INT16X8_RUNG = variants.INT16X8  # the rung and the scheme share the registry's name
+INT16X8_LABEL = "16x8: int16 activations, int8 weights (LiteRT Quantizer)"
+
+
+def _plan(report: Report) -> list[tuple[str, str]]:
+    """Every rung of the ladder for this run's target, (code, label), in the order they are tried."""
+    from reporter.convert import repair
+
+    plan = [(name, repair.LABELS[name]) for name in repair.RUNGS]
+    try:
+        from reporter.convert import repair_rewrite
+    except ImportError:  # pragma: no cover
+        repair_rewrite = None
+    if repair_rewrite is not None:
+        plan += list(getattr(repair_rewrite, "PLAN", ()))
+    if targets.of(report.settings.target).int16_activations:
+        plan.append((INT16X8_RUNG, INT16X8_LABEL))
+    return plan
+
 
 
 def _candidates(ctx: RunContext, report: Report, x_select):
@@ -100,7 +121,7 @@ def _candidates(ctx: RunContext, report: Report, x_select):
 def _int16x8(ctx: RunContext, report: Report, make):
     """The whole model with int16 activations and int8 weights (LiteRT Quantizer), for a target whose tool runs them
     (TFLite Micro's 16x8 kernels, Vela's 16x8): measured above already when the run built the 16x8 variant."""
-    label = "16x8: int16 activations, int8 weights (LiteRT Quantizer)"
+    label = INT16X8_LABEL
     if report.variant(variants.INT16X8) is not None:
         return make(INT16X8_RUNG, label, error="measured above as the 16x8 variant (an option of the decision)")
     started = time.perf_counter()
