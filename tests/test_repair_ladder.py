@@ -1,0 +1,104 @@
+"""The integer-only repair ladder end to end (issue 45): `--target int8` on the demo's breast-cancer MLP, whose int8
+model collapses because the input's int8 scale leaves most features with one code. The run must ship the model with
+its normalization on the host, and every figure the report gives of it is checked here independently: the file's
+tensor types read with LiteRT, its accuracy from a LiteRT reference-kernel run of the written file fed the inputs
+standardized by the written input_transform.json (numpy), and the ladder's stop at the first rung that meets the
+target."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from conftest import run_recorded
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ladder_run(demo_cache, tmp_path_factory):
+    from reporter.run import demo
+
+    model, data = demo.ensure_model("breast_cancer_mlp")
+    out = tmp_path_factory.mktemp("ladder")
+    code, error = run_recorded(model, data, out, "bc", "--target", "int8", "--formats", "json,md",
+                               "--latency-runs", "2")
+    folder = out / "bc"
+    return {"code": code, "error": error, "folder": folder, "data": np.load(data),
+            "report": json.loads((folder / "report.json").read_text())}
+
+
+def _reference_outputs(model: bytes, x: np.ndarray) -> np.ndarray:
+    """The model's dequantized outputs on LiteRT's reference kernels, one sample at a time, inputs quantized with the
+    input tensor's own scale and zero point."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+    it.allocate_tensors()
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    rows = []
+    for row in x:
+        sample = row[None].astype(np.float32)
+        scale, zero = inp["quantization"]
+        if scale:
+            info = np.iinfo(inp["dtype"])
+            sample = np.clip(np.round(sample / scale + zero), info.min, info.max).astype(inp["dtype"])
+        it.set_tensor(inp["index"], sample)
+        it.invoke()
+        y = it.get_tensor(out["index"]).astype(np.float32)
+        o_scale, o_zero = out["quantization"]
+        rows.append((y - o_zero) * o_scale if o_scale else y)
+    return np.concatenate(rows)
+
+
+def test_the_ladder_ships_the_host_normalization_and_its_accuracy_is_the_written_files(ladder_run):
+    assert ladder_run["code"] == 0, ladder_run["error"]
+    report, folder, data = ladder_run["report"], ladder_run["folder"], ladder_run["data"]
+    decision = report["findings"]["decision"]
+    assert decision["variant"] == "repair_host_normalization", report["findings"]["headline"][0]
+    model = (folder / decision["file"]).read_bytes()
+
+    # Integer-only, read here: every tensor an op reads or writes is int8 or int32.
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    types = {t["index"]: t["dtype"].__name__ for t in it.get_tensor_details()}
+    used = {i for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
+    assert {types[i] for i in used} <= {"int8", "int32"}
+
+    # The host's transform as written beside the model, applied with numpy.
+    transform = json.loads((folder / "input_transform.json").read_text())
+    assert transform["model"] == decision["file"]
+    x = (data["x"] - np.asarray(transform["subtract"])) / np.asarray(transform["divide"])
+    predicted = _reference_outputs(model, x).argmax(axis=1)
+    accuracy = float(np.mean(predicted == data["y"]))
+    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
+    assert shipped["score"] == pytest.approx(accuracy, abs=1e-9)
+    assert shipped["kernels"] == "LiteRT's reference kernels"
+
+    # Float, run here on the raw inputs, and the paired test: within noise (McNemar, scipy).
+    flt = (folder / "float.tflite").read_bytes()
+    float_pred = _reference_outputs(flt, data["x"]).argmax(axis=1)
+    right, float_right = predicted == data["y"], float_pred == data["y"]
+    only_float, only_repaired = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
+    p = binomtest(only_float, only_float + only_repaired).pvalue if only_float + only_repaired else 1.0
+    assert p >= 0.05 and shipped["meets"]
+    # The plain int8 model, run here, is far below float: the repair is what ships it.
+    plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), data["x"]).argmax(axis=1)
+    assert np.mean(plain == data["y"]) < float(np.mean(float_right)) - 0.1
+
+    # The headline says what the host must do.
+    assert "standardize the input" in report["findings"]["headline"][0]
+    assert "Repairs in integers" in (folder / "summary.md").read_text()
+
+
+def test_the_ladder_stops_at_the_first_rung_that_meets_the_target(ladder_run):
+    rungs = ladder_run["report"]["repairs"]
+    met = [i for i, r in enumerate(rungs) if r["status"] == "meets"]
+    assert len(met) == 1
+    assert all(r["status"] != "meets" for r in rungs[:met[0]])  # each earlier rung missed, failed or did not apply
+    assert all(r["status"] == "not_tried" and r["model"] is None for r in rungs[met[0] + 1:])
+    for r in rungs[:met[0]]:  # each built rung was measured as a model the decision judged
+        if r["model"] is not None:
+            assert any(o["name"] == r["model"]["name"] for o in ladder_run["report"]["findings"]["decision"]["options"])
