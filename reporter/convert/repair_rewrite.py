@@ -182,9 +182,10 @@ def _fold_neg(g: _Graph, n: int) -> str:
 def without_neg(float_model: bytes) -> tuple[bytes, list[str]]:
     """The float model with every NEG folded away (the same function in float), and how each went."""
     g = _Graph(float_model)
-    done = []
+    done = []  # float NEGs only: an integer NEG (shape arithmetic) is no float island
     while True:
-        negs = [n for n in range(len(g.sg.operators)) if g.kind(n) == "NEG"]
+        negs = [n for n in range(len(g.sg.operators)) if g.kind(n) == "NEG"
+                and g.sg.tensors[g.out(n)].type == _schema().TensorType.FLOAT32]
         if not negs:
             break
         done.append(_fold_neg(g, negs[0]))
@@ -275,8 +276,8 @@ def _weight(g: _Graph, n: int, t: int) -> Optional[np.ndarray]:
 
 
 def _consumers_through(g: _Graph, source: int) -> Optional[tuple[list, list, set]]:
-    """(pass-through ops, (matmul op, its activation tensor), the tensors divided with `source`) reached from `source`, or None when some consumer is
-    neither (or a model output is)."""
+    """(pass-through ops, (matmul op, its activation tensor), the tensors divided with `source`) reached from
+    `source`, or None when some consumer is neither (or a model output is)."""
     outputs = {int(i) for i in g.sg.outputs}
     passing, terminals, todo = [], [], [source]
     forward = {source}
