@@ -102,3 +102,44 @@ def test_the_ladder_stops_at_the_first_rung_that_meets_the_target(ladder_run):
     for r in rungs[:met[0]]:  # each built rung was measured as a model the decision judged
         if r["model"] is not None:
             assert any(o["name"] == r["model"]["name"] for o in ladder_run["report"]["findings"]["decision"]["options"])
+
+
+@pytest.fixture(scope="module")
+def outlier_run(demo_cache, tmp_path_factory):
+    """`--target int8` on tests/rewrite_fixtures.py's LayerNorm transformer with one outlier channel."""
+    import rewrite_fixtures
+
+    fx = rewrite_fixtures.ensure(demo_cache)
+    data = fx.keras_path.parent / "data.npz"
+    out = tmp_path_factory.mktemp("outlier_ladder")
+    code, error = run_recorded(fx.keras_path, data, out, "tf", "--target", "int8", "--formats", "json",
+                               "--latency-runs", "2")
+    folder = out / "tf"
+    return {"code": code, "error": error, "folder": folder, "fx": fx,
+            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+
+
+def test_an_outlier_channel_is_repaired_in_integers_by_a_rewrite_exact_in_float(outlier_run):
+    """Plain int8 collapses on the outlier channel; the ladder reaches a rewrite (LayerNorm without NEG, then
+    SmoothQuant) whose integer-only model is within noise of float, checked with a reference-kernel run here."""
+    assert outlier_run["code"] == 0, outlier_run["error"]
+    report, folder, fx = outlier_run["report"], outlier_run["folder"], outlier_run["fx"]
+    decision = report["findings"]["decision"]
+    assert decision["variant"].startswith("repair_"), report["findings"]["headline"][0]
+    model = (folder / decision["file"]).read_bytes()
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    types = {t["index"]: t["dtype"].__name__ for t in it.get_tensor_details()}
+    used = {i for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
+    assert {types[i] for i in used} <= {"int8", "int32"}
+    predicted = _reference_outputs(model, fx.x).argmax(axis=1)
+    float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
+    right, float_right = predicted == fx.y, float_pred == fx.y
+    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
+    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
+    only_float, only_repaired = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
+    p = binomtest(only_float, only_float + only_repaired).pvalue if only_float + only_repaired else 1.0
+    assert p >= 0.05 or np.mean(right) >= np.mean(float_right)
+    plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
+    assert np.mean(plain == fx.y) < np.mean(float_right) - 0.3  # the collapse the ladder repaired

@@ -87,15 +87,10 @@ INT16X8_LABEL = "16x8: int16 activations, int8 weights (LiteRT Quantizer)"
 
 def _plan(report: Report) -> list[tuple[str, str]]:
     """Every rung of the ladder for this run's target, (code, label), in the order they are tried."""
-    from reporter.convert import repair
+    from reporter.convert import repair, repair_rewrite
 
     plan = [(name, repair.LABELS[name]) for name in repair.RUNGS]
-    try:
-        from reporter.convert import repair_rewrite
-    except ImportError:  # pragma: no cover
-        repair_rewrite = None
-    if repair_rewrite is not None:
-        plan += list(getattr(repair_rewrite, "PLAN", ()))
+    plan += [(name, repair_rewrite.LABELS[name]) for name in repair_rewrite.REWRITES]
     if targets.of(report.settings.target).int16_activations:
         plan.append((INT16X8_RUNG, INT16X8_LABEL))
     return plan
@@ -103,17 +98,13 @@ def _plan(report: Report) -> list[tuple[str, str]]:
 
 
 def _candidates(ctx: RunContext, report: Report, x_select):
-    """The ladder's rungs, cheapest first: reporter.convert.repair's, the exact-in-float rewrites
-    (reporter.convert.repair_rewrite, where present), then 16x8 where the target's tool runs int16 activations."""
-    from reporter.convert import repair
+    """The ladder's rungs, cheapest first: reporter.convert.repair's (static batch 1, range methods, bias correction,
+    the input's normalization on the host), the exact-in-float rewrites (reporter.convert.repair_rewrite: LayerNorm
+    without NEG, SmoothQuant), then 16x8 where the target's tool runs int16 activations."""
+    from reporter.convert import repair, repair_rewrite
 
     yield from repair.rungs(ctx.float_model, ctx.data.x_calib, x_select)
-    try:
-        from reporter.convert import repair_rewrite
-    except ImportError:  # pragma: no cover - the rewrites ship with the package; a partial install has none
-        repair_rewrite = None
-    if repair_rewrite is not None:
-        yield from repair_rewrite.rewrite_candidates(ctx.float_model, ctx.data.x_calib, x_select)
+    yield from repair_rewrite.rewrite_candidates(ctx.float_model, ctx.data.x_calib, x_select)
     if targets.of(report.settings.target).int16_activations:
         yield _int16x8(ctx, report, repair.RepairCandidate)
 
