@@ -3,6 +3,10 @@
 TFLite lists a signature's inputs sorted by name, not in the Keras order, and the interpreter's
 `get_output_details()` order is neither; Keras 3 names signature outputs `output_0`, `output_1`, ... in
 the Keras output order. Position is a trap: every tensor here is found by name, through the signature.
+
+Outputs are listed in the model's own order: Keras 3's `output_<i>` numbering, else the order of the subgraph's
+outputs list (what `get_output_details()` gives; a signature quant-report builds for a file without one follows
+it too), never the tensor indices (a converter or a hand-edited file may number them in any order).
 """
 
 from __future__ import annotations
@@ -97,7 +101,8 @@ def read(interpreter, input_names: Optional[Sequence[str]] = None,
     runner = interpreter.get_signature_runner(key)
     in_details, out_details = runner.get_input_details(), runner.get_output_details()
     inputs = _match_inputs(in_details, input_names)
-    outputs = _match_outputs(out_details, output_names)
+    order = [int(d["index"]) for d in interpreter.get_output_details()]
+    outputs = _match_outputs(out_details, output_names, order)
     return Signature(key, inputs, outputs)
 
 
@@ -114,9 +119,16 @@ def _match_inputs(details: dict, names: Optional[Sequence[str]]) -> tuple[Port, 
     return tuple(_port(n, n, details[n]) for n in names)
 
 
-def _match_outputs(details: dict, names: Optional[Sequence[str]]) -> tuple[Port, ...]:
+def _match_outputs(details: dict, names: Optional[Sequence[str]], order: Sequence[int] = ()) -> tuple[Port, ...]:
+    """`order`: the subgraph's output tensor indices, in its outputs list's order."""
     numbered = {k: int(m.group(1)) for k in details if (m := _OUTPUT_N.match(k))}
-    in_order = sorted(details, key=lambda k: (numbered.get(k, 1 << 30), details[k]["index"]))
+    place = {index: i for i, index in enumerate(order)}
+
+    def own(k):
+        index = int(details[k]["index"])
+        return numbered.get(k, 1 << 30), place.get(index, len(place)), index
+
+    in_order = sorted(details, key=own)
     if not names:
         return tuple(_port(k, k, details[k]) for k in in_order)
     if len(names) != len(details):
