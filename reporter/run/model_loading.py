@@ -28,8 +28,8 @@ TWIN_HINT = ("Keras 3 recurrent layers ({names}) do not convert to TFLite, and t
 PROOF_HINT = ("the tf_keras twin quant-report built to convert its Keras 3 recurrent layers ({names}) does not compute"
               " what the model does: {reason}; rebuild the model with tf_keras and a fixed batch_size=1 input, save"
               " it as .h5, and run that")
-CUSTOM_HINT = ("needs the custom class {name}, which is not registered: pass --custom-objects MODULE (a module that"
-               " registers it, e.g. with @keras.saving.register_keras_serializable()) together with --trust-model")
+CUSTOM_HINT = ("needs the custom class {name}, which is not registered: pass --custom-objects MODULE or FILE.py (a"
+               " module that registers it, e.g. with @keras.saving.register_keras_serializable()) together with --trust-model")
 # How Keras 3 and tf_keras name a class they could not find, somewhere in the chain of exceptions.
 _MISSING_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'|Unknown (?:layer|object|class)[^:]*:"
                             r" '?([A-Za-z_][\w.>]*)")
@@ -97,7 +97,7 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
     """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model. Keras models load in
     safe mode (no Python code from the file runs) unless `trust`: a model that needs it is refused in one line.
     `custom_objects` names a module imported first (it registers the model's custom classes; needs `trust`),
-    installed, else MODULE.py in `code_dir` (a batch file's folder) or the current folder.
+    installed, else MODULE.py in `code_dir` (a batch file's folder) or the current folder; or a FILE.py path.
     A Keras 3 model with recurrent layers is converted through its tf_keras twin (reporter.run.keras_twin).
     A Keras model is exported once to a SavedModel in `scratch` (the run's staging folder, so that it goes with
     it even when the run is killed), else in the system's temporary folder."""
@@ -199,20 +199,37 @@ class _TwinExport:
 
 
 def import_custom_objects(module: str, trust: bool, code_dir: Optional[str] = None) -> None:
-    """Imports `module` (installed, else MODULE.py in `code_dir` or the current folder), which registers a
-    model's custom Keras classes; its code runs, so only with `trust`. InputError naming the setting otherwise."""
+    """Imports `module`, which registers a model's custom Keras classes: a module name (installed, else
+    MODULE.py in `code_dir` or the current folder) or a FILE.py path (relative to `code_dir`, a batch file's
+    folder, else to the current folder). Its code runs, so only with `trust`. InputError naming the setting
+    otherwise, or naming a missing file."""
     from reporter.run import usercode
 
     if not trust:
         raise InputError(module, "--custom-objects imports this module, whose code runs: pass --trust-model too")
+    file = custom_objects_file(module, code_dir)
+    if file is not None and not file.is_file():
+        raise InputError(module, f"--custom-objects: no such file ({file})")
     try:
         with usercode.wall(module, "the --custom-objects module", "it must only import and register classes"):
-            folders = ([Path(code_dir)] if code_dir else []) + [Path.cwd()]
-            usercode.import_module(module, folders, installed_first=True)
+            if file is not None:
+                usercode.load_file(file)
+            else:
+                folders = ([Path(code_dir)] if code_dir else []) + [Path.cwd()]
+                usercode.import_module(module, folders, installed_first=True)
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - the user's module failed as it loaded
         raise InputError(module, f"--custom-objects: cannot import it: {first_line(exc)}") from exc
+
+
+def custom_objects_file(value: str, code_dir: Optional[str] = None) -> Optional[Path]:
+    """The file a --custom-objects value names (it ends in .py or holds a path separator), resolved against
+    `code_dir` (a batch file's folder), else the current folder; None for a module name."""
+    if not (value.endswith(".py") or "/" in value or "\\" in value):
+        return None
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else (Path(code_dir) if code_dir else Path.cwd()) / path
 
 
 def _float_tflite(path: Path) -> tflite_prep.Prepared:

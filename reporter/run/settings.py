@@ -113,9 +113,11 @@ RUN = (
             "true or false", lambda v: isinstance(v, bool)),
     Setting("custom_objects", "str", None,
             "a Keras model with custom layers or functions: import MODULE first (installed, else MODULE.py beside a"
-            " batch file or in the current folder), which registers them (e.g. @keras.saving.register_keras_serializable()); its code"
-            " runs, so only with --trust-model", "a module name", lambda v: v is None or (
-                isinstance(v, str) and all(part.isidentifier() for part in v.split("."))), metavar="MODULE"),
+            " batch file or in the current folder), or FILE.py (a path, relative to the current folder or to a batch"
+            " file), which registers them (e.g. @keras.saving.register_keras_serializable()); its code"
+            " runs, so only with --trust-model", "a module name or a FILE.py path", lambda v: v is None or (
+                isinstance(v, str) and (v.endswith(".py") or all(part.isidentifier() for part in v.split(".")))),
+            metavar="MODULE|FILE.py"),
     Setting("target", "choice", targets.DEFAULT,
             "where the shipped model runs: cpu (LiteRT on a CPU, any scheme, latency counts), int8 (the TFLite int8"
             " specification; accuracy on LiteRT's reference kernels; adds the int8 I/O variant), gpu (a GPU delegate:"
