@@ -20,15 +20,17 @@ The command line runs every model through `run_settings` here: one code path.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
+import os
 import shutil
 import tempfile
 import weakref
 from pathlib import Path
 from typing import Optional, Union
 
-from reporter.core.errors import QuantReportError, UsageError
+from reporter.core.errors import InputError, QuantReportError, UsageError, one_line
 from reporter.core.records import unstored
 from reporter.model.report import Report as _Report
 from reporter.render import FORMATS
@@ -114,9 +116,11 @@ def run(model, data, *, out: Union[str, Path, None] = None, name: Optional[str] 
     QuantReportError with one line when the model, the data or a setting cannot be used."""
     with tempfile.TemporaryDirectory(prefix="quant-report-inputs-") as scratch:
         values = _checked(settings)
-        model_path = materialize.model_file(model, Path(scratch))
+        with _about("model"):
+            model_path = materialize.model_file(model, Path(scratch))
         samples = values.get("calibration_samples", BY_NAME["calibration_samples"].default)
-        data_spec = materialize.data_source(data, Path(scratch), calibration, samples)
+        with _about("calibration" if calibration is not None and not _is_path(data) else "data"):
+            data_spec = materialize.data_source(data, Path(scratch), calibration, samples)
         kept = None
         if out is None:
             kept = tempfile.mkdtemp(prefix="quant-report-")
@@ -127,14 +131,45 @@ def run(model, data, *, out: Union[str, Path, None] = None, name: Optional[str] 
             s = RunSettings(model=str(model_path), data=data_spec, out=str(out), name=run_name,
                             shown_paths=shown, **values)
             measured, folder = run_settings(s)
-        except BaseException:
+        except BaseException as exc:
             if kept:
                 shutil.rmtree(kept, ignore_errors=True)
+            if isinstance(exc, InputError):  # an input given in memory: named as its argument, not its scratch file
+                made = {path: argument for path, argument in ((str(model_path), "model"), (data_spec, "data"))
+                        if path.startswith(scratch + os.sep)}
+                raise _renamed(exc, made) from None
             raise
     report = Report(**{f.name: getattr(measured, f.name) for f in dataclasses.fields(_Report)}, folder=folder)
     if kept:
         weakref.finalize(report, shutil.rmtree, kept, True)
     return report
+
+
+@contextlib.contextmanager
+def _about(argument: str):
+    """Any exception reading one argument becomes one QuantReportError line naming it. materialize already says
+    each problem it knows of so; this is the backstop for one it does not (the original is kept as the cause)."""
+    try:
+        yield
+    except QuantReportError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the user's input, whatever went wrong with it, said in one line
+        raise UsageError(f"{argument}: could not be read: {one_line(exc)}") from exc
+
+
+def _is_path(given) -> bool:
+    return isinstance(given, (str, os.PathLike))
+
+
+def _renamed(exc: InputError, temporary: dict) -> QuantReportError:
+    """An InputError about a file `run` wrote from an input held in memory, named by its argument instead
+    ("data: 'x' is ...", "data (y.npy): ..."); any other error as it is."""
+    for path, argument in temporary.items():
+        if exc.path == path:
+            return UsageError(f"{argument}: {exc.problem}")
+        if exc.path.startswith(path + os.sep):
+            return UsageError(f"{argument} ({exc.path[len(path) + 1:]}): {exc.problem}")
+    return exc
 
 
 def run_settings(settings: RunSettings) -> tuple[_Report, Path]:
