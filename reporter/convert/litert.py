@@ -25,6 +25,10 @@ from reporter.measure.evaluate import as_inputs
 from reporter.measure.signature import Inputs
 
 METHOD = "litert-quantizer"
+# The op type of a recipe entry that matches the graph's outputs (LiteRT Quantizer's IOOperator "OUTPUT"): given
+# as an op kept in float (`quantize(nodes, (GRAPH_OUTPUTS,))`), the model's outputs stay float32, the ops making
+# them int8 followed by a DEQUANTIZE, as TF's FIQ (float I/O) has them; the static recipes quantize them otherwise.
+GRAPH_OUTPUTS = "OUTPUT"
 CONVERTER = LITERT
 # Variant (scheme) -> LiteRT Quantizer recipe function (module `litert_quantizer.recipe`), and which variants
 # only it or only TF's converter make: from the registry.

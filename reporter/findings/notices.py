@@ -31,6 +31,77 @@ class Fact:
     layer: Optional["LayerStat"] = None  # the worst flagged layer (rule_false_alarm), the widest (wide_range)
     count: Optional[int] = None  # layers flagged (rule_false_alarm)
     items: tuple = ()  # the classes missing (classes_missing); the variants with non-finite outputs
+    output: str = ""  # the output its sentence names (output_clipped, primary_output, unlabelled_output)
+    figure: Optional["OutputFigure"] = None  # output_clipped: the subject variant on that output
+    fix: Optional["OutputFigure"] = None  # output_clipped: the output's own fix (FIQ with its output op in float)
+    fix_state: str = ""  # output_clipped: FIX_MEASURED, FIX_FAILED (`fix_error`), FIX_UNMEASURED or FIX_NONE
+    fix_error: str = ""
+
+
+# What a clipping output's own fix came to (`Fact.fix_state`).
+FIX_MEASURED = "measured"  # built and measured on that output (`Fact.fix`, against `Fact.figure`)
+FIX_FAILED = "failed"  # not built: `Fact.fix_error`
+FIX_UNMEASURED = "unmeasured"  # built, but its quality on that output was not measured
+FIX_NONE = "none"  # this run built none for the subject variant
+
+
+@dataclass(frozen=True)
+class OutputFigure:
+    """What one model measured on one output, as a sentence about that output quotes it: never another
+    output's figures (a model with several outputs: `VariantResult.heads[output]`; the primary output: the
+    variant's own main metric, which is that output's)."""
+
+    score: Optional[float] = None  # its main metric (accuracy, mean IoU, the user's metric), where it has one
+    share: bool = True  # `score` is a share (0..1)
+    mse: Optional[float] = None  # else its error against float's same output
+    variance: Optional[float] = None  # float's variance of that output (the MSE's scale)
+    agreement: Optional[float] = None  # else (an unlabelled class-score output) the share of float's classes kept
+
+    @property
+    def measured(self) -> bool:
+        return self.score is not None or self.mse is not None or self.agreement is not None
+
+
+def output_figure(report: "Report", v: "VariantResult", output: str) -> Optional[OutputFigure]:
+    """Variant `v`'s own figures on output `output` (a name of `v.clipped_outputs`, `report.model.outputs`), or
+    None when it measured nothing there."""
+    outputs = report.model.outputs or []
+    primary = next((o.name for o in outputs if o.primary), outputs[0].name if outputs else None)
+    head = v.heads.get(output) if v.heads else None
+    if head is None and v.heads and output != primary:
+        return None
+    if head is None or output == primary:  # one output, or the primary: the variant's own figures are its
+        if v.metrics is not None and v.metrics.score is not None:
+            return OutputFigure(score=v.metrics.score, share=v.metrics.share)
+        if v.output_error is not None:
+            return OutputFigure(mse=v.output_error.mse, variance=v.output_error.float_variance)
+        if head is None:
+            return None
+    if head.metrics is not None and head.metrics.score is not None:
+        return OutputFigure(score=head.metrics.score, share=head.metrics.share)
+    if head.output_error is not None:
+        return OutputFigure(mse=head.output_error.mse, variance=head.output_error.float_variance)
+    if head.agreement_with_float is not None:
+        return OutputFigure(agreement=head.agreement_with_float)
+    return None
+
+
+def clipped(report: "Report", v: "VariantResult", output: str) -> Fact:
+    """The warning that `v`'s integer output `output` clips, with that output's own figures: `v`'s, and those
+    of the output's own fix where one was built for `v` (FIQ only), so that the words compare like with like."""
+    figure = output_figure(report, v, output)
+    fix = report.variant(variants.OUTPUT_FLOAT)
+    base = dict(subject=v.name, detail=output, output=output, figure=figure)
+    if v.name != variants.FIQ or fix is None:
+        return Fact("output_clipped", **base, fix_state=FIX_NONE)
+    if not fix.ok:
+        return Fact("output_clipped", **base, fix_state=FIX_FAILED, fix_error=fix.error or "")
+    mine = output_figure(report, fix, output)
+    comparable = mine is not None and figure is not None and mine.measured and figure.measured and (
+        (mine.score is None) == (figure.score is None))
+    if not comparable:
+        return Fact("output_clipped", **base, fix=mine, fix_state=FIX_UNMEASURED)
+    return Fact("output_clipped", **base, fix=mine, fix_state=FIX_MEASURED)
 
 
 def nonfinite(report: "Report") -> list["VariantResult"]:
@@ -68,7 +139,7 @@ def warnings(report: "Report") -> list[Fact]:
     found = nonfinite(report)
     if found:
         out.append(Fact("nonfinite_outputs", items=tuple(v.name for v in found)))
-    out += [Fact("output_clipped", v.name, output) for v in cols if v.ok for output in v.clipped_outputs
+    out += [clipped(report, v, output) for v in cols if v.ok for output in v.clipped_outputs
             if jd.clipping_notable(v.clipped_outputs[output].share)]
     if report.debugger_error:
         out.append(Fact("debugger_failed"))
@@ -115,6 +186,6 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
     outputs = model.outputs
     if outputs:
         primary = next((o for o in outputs if o.primary), outputs[0])
-        out.append(Fact("primary_output", primary.name))
-        out += [Fact("unlabelled_output", o.name) for o in outputs if not o.labelled]
+        out.append(Fact("primary_output", primary.name, output=primary.name))
+        out += [Fact("unlabelled_output", o.name, output=o.name) for o in outputs if not o.labelled]
     return out

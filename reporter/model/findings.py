@@ -186,6 +186,7 @@ class AlternativeFinding:
 class Notice:
     code: str  # stable, for tools: "stateful", "calibration_overlap", "classes_missing", "measurement_failed", ...
     text: str
+    output: str = ""  # the output its sentence is about, by name ("" : none in particular); its figures are its own
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reporter.core import variants
 from reporter.core.formatting import fmt_mse, fmt_number, fmt_percent, fmt_score
-from reporter.findings.notices import Fact
+from reporter.findings.notices import FIX_FAILED, FIX_MEASURED, FIX_NONE, Fact
 from reporter.model.findings import Notice
 from reporter.model.report import MEASUREMENTS, Report
 
@@ -12,7 +12,7 @@ BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
 
 
 def notice(report: Report, fact: Fact) -> Notice:
-    return Notice(fact.code, _TEXTS[fact.code](report, fact))
+    return Notice(fact.code, _TEXTS[fact.code](report, fact), output=fact.output)
 
 
 def nonfinite_text(report: Report, fact: Fact) -> str:
@@ -82,26 +82,27 @@ def _output_clipped(report: Report, fact: Fact) -> str:
     return (f"{variants.short(fact.subject)}'s {clip.dtype} output {fact.detail} holds only {clip.low:.4g} to"
             f" {clip.high:.4g}: {fmt_percent(clip.share)} of float's output values on the evaluation data lie"
             f" beyond it and clip. No layer kept in float changes that; only the output's range does (an int16"
-            f" or float output): {_output_fix_words(report, fact.subject)}.")
+            f" or float output): {_output_fix_words(fact)}.")
 
 
-def _output_fix_words(report: Report, subject: str) -> str:
-    """What FIQ with its output op in float measured, against FIQ (reporter.search.output_range builds it)."""
-    fix, fiq = report.variant(variants.OUTPUT_FLOAT), report.variant(subject)
+def _output_fix_words(fact: Fact) -> str:
+    """What FIQ with the op making this output in float measured on this output, against FIQ on it (the figures
+    reporter.findings.notices chose: the output's own, never another output's)."""
     label = variants.LABELS[variants.OUTPUT_FLOAT]
-    if subject != variants.FIQ or fix is None:
-        return "this run did not measure one"
-    if not fix.ok:
-        return f"{label} could not be built: {fix.error}"
-    if fix.metrics is not None and fiq.metrics is not None and fix.metrics.score is not None \
-            and fiq.metrics.score is not None:
-        share = fix.metrics.share
-        return (f"{label} measured {fmt_score(fix.metrics.score, share)} against FIQ's"
-                f" {fmt_score(fiq.metrics.score, share)}")
-    if fix.output_error is not None and fiq.output_error is not None:
-        return (f"{label} measured output {fmt_mse(fix.output_error.mse, fix.output_error.float_variance)} against"
-                f" float, FIQ {fmt_mse(fiq.output_error.mse, fiq.output_error.float_variance)}")
-    return f"{label} was built; its quality was not measured"
+    if fact.fix_state == FIX_FAILED:
+        return f"{label} could not be built: {fact.fix_error}"
+    if fact.fix_state != FIX_MEASURED:
+        return "this run did not measure one" if fact.fix_state == FIX_NONE else \
+            f"{label} was built; its quality on {fact.output} was not measured"
+    fix, own = fact.fix, fact.figure
+    if fix.score is not None:
+        return (f"{label} measured {fmt_score(fix.score, fix.share)} on {fact.output} against FIQ's"
+                f" {fmt_score(own.score, own.share)}")
+    if fix.mse is not None:
+        return (f"{label} measured output {fmt_mse(fix.mse, fix.variance)} on {fact.output} against float, FIQ"
+                f" {fmt_mse(own.mse, own.variance)}")
+    return (f"{label} kept float's class on {fact.output} for {fmt_percent(fix.agreement)} of the samples, FIQ for"
+            f" {fmt_percent(own.agreement)}")
 
 
 def _debugger_failed(report: Report, fact: Fact) -> str:
