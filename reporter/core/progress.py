@@ -15,6 +15,7 @@ class Progress:
         self.name = name
         self.quiet = quiet
         self._fd = None
+        self._log_path = None  # run.log while `capture` sends the process's output there
         self._stream = stream
         self.timings: dict[str, float] = {}
         self.listener = listener  # called with "stage" or "stage detail" as each stage starts
@@ -61,6 +62,7 @@ class Progress:
         saved_out, saved_err = os.dup(1), os.dup(2)
         self._fd = saved_err
         log = open(log_path, "a", encoding="utf-8", errors="replace", buffering=1)
+        self._log_path = log_path
         py_out, py_err = sys.stdout, sys.stderr
         try:
             os.dup2(log.fileno(), 1)
@@ -75,4 +77,33 @@ class Progress:
             os.close(saved_out)
             os.close(saved_err)
             self._fd = None
+            self._log_path = None
             log.close()
+
+
+    # --- a converter's cause, read from what it printed -----------------------------------------------------------
+    def mark(self) -> int:
+        """Where run.log ends now: `failure` reads what was printed after it."""
+        if self._log_path is None:
+            return 0
+        try:
+            return os.path.getsize(self._log_path)
+        except OSError:
+            return 0
+
+    def failure(self, exc: BaseException, since: int) -> str:
+        """`exc` in one line, with the cause TensorFlow's converter printed (its last "error: ..." line since `since`)
+        when the exception itself says only its type ("RuntimeError")."""
+        from reporter.core.errors import one_line
+
+        said = one_line(exc)
+        if self._log_path is None or str(exc).strip():
+            return said
+        try:
+            with open(self._log_path, encoding="utf-8", errors="replace") as log:
+                log.seek(since)
+                printed = log.read()
+        except OSError:
+            return said
+        causes = [line.split("error:", 1)[1].strip() for line in printed.splitlines() if "error:" in line]
+        return f"{said}: {causes[-1]}"[:300] if causes else said

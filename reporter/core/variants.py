@@ -210,3 +210,10 @@ def repair(rung: str) -> str:
 def repaired_by(name: str) -> Optional[str]:
     """The rung that built model `name` ("repair_ranges" -> "ranges"); None when `name` is no repair."""
     return name[len(REPAIR_PREFIX):] if name.startswith(REPAIR_PREFIX) else None
+
+
+# A quantization-aware model's variants, as the report names them: "float" is its fake-quant graph run in float, and
+# TF's converter with Optimize.DEFAULT (DRQ's settings) makes the QAT int8 model, as tfmot's guide converts it.
+QAT_LABELS = {FLOAT: "Float (the fake-quant graph)", DRQ: "QAT int8 (Optimize.DEFAULT, as tfmot's guide)",
+              FIQ: "QAT int8 with a representative dataset"}
+QAT_SHORT = {FLOAT: "Float (fake-quant)", DRQ: "QAT int8", FIQ: "QAT int8 + rep. data"}

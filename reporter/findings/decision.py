@@ -286,6 +286,8 @@ def label(report: "Report", name: str) -> str:
     rung = variants.repaired_by(name)
     if rung:
         return next((r.label for r in report.repairs if r.rung == rung), rung)
+    if report.model.fake_quant_pairs and name in variants.QAT_LABELS:
+        return variants.QAT_LABELS[name]
     return variants.get(name).label
 
 

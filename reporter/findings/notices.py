@@ -157,6 +157,8 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
         out.append(Fact("keras_twin"))
     if model.input_changes:
         out.append(Fact("tflite_changed"))
+    if model.fake_quant_pairs:
+        out.append(Fact("quantization_aware", count=model.fake_quant_pairs))
     if model.task_reason:
         out.append(Fact("task"))
     if model.label_note:

@@ -103,6 +103,7 @@ class Measurer:
         Only a model that does not build or does not run fails the variant; a measurement that fails
         after that is recorded in `measurement_errors` by `measure`.
         """
+        since = self.progress.mark()
         try:
             with self.progress.stage("convert", detail=name):
                 tflite = build()
@@ -111,8 +112,9 @@ class Measurer:
             raise
         except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
             traceback.print_exc()  # into run.log
-            self.progress.say(f"{name} FAILED: {one_line(exc)}")
-            return VariantResult(name=name, status="failed", error=one_line(exc), converter=converter)
+            said = self.progress.failure(exc, since)  # the converter's own cause, never a bare exception name
+            self.progress.say(f"{name} FAILED: {said}")
+            return VariantResult(name=name, status="failed", error=said, converter=converter)
 
     def measure(self, name: str, tflite: bytes) -> VariantResult:
         """Runs the model on the evaluation data (a failure there raises: the variant failed) and takes each

@@ -68,6 +68,21 @@ def op_tensor_types(model: bytes) -> dict[str, int]:
     return {k: v for k, v in sorted(counts.items())}
 
 
+def fake_quant_pairs(model: bytes) -> int:
+    """QUANTIZE ops whose int8 output a DEQUANTIZE reads back to float inside a float model: the fake-quant nodes of
+    a quantization-aware model (tfmot, tf.quantization.fake_quant_*), as TF's converter keeps them without
+    optimizations. 0 for a plain float model (a shipped float16 file has DEQUANTIZE only)."""
+    obj = _model_object(model)
+    names = _op_names(obj)
+    pairs = 0
+    for subgraph in obj.subgraphs or []:
+        ops = subgraph.operators or []
+        quantized = {op.outputs[0] for op in ops if names[op.opcodeIndex] == "QUANTIZE" and op.outputs is not None}
+        pairs += sum(1 for op in ops if names[op.opcodeIndex] == "DEQUANTIZE" and op.inputs is not None
+                     and op.inputs[0] in quantized)
+    return pairs
+
+
 def has_variable_tensors(model: bytes) -> bool:
     """True when the model keeps state between invokes (variable tensors, as fused LSTMs have)."""
     return any(t.isVariable for sg in _model_object(model).subgraphs or [] for t in sg.tensors or [])

@@ -109,6 +109,9 @@ class ModelInfo:
     num_classes: Optional[int]  # None when the output is not class scores
     task: str  # a kind's name as recorded (reporter.core.tasks: a binary sigmoid is "classification"): `task_kind`
     stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
+    # Quantization-aware (fake-quant nodes, tfmot layers): the float model holds QUANTIZE/DEQUANTIZE pairs; "float" is
+    # then the fake-quant graph run in float, DRQ's conversion (Optimize.DEFAULT) the QAT int8 model.
+    fake_quant_pairs: int = 0
     # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
     binary_sigmoid: bool = False
     largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model

@@ -256,6 +256,7 @@ def _calibrate(ctx: RunContext, child: Optional[contained.Child] = None) -> tupl
     if variants.FIQ not in ctx.variants:
         return ctx, None
     quantizer, calibration_error = None, None
+    since = ctx.progress.mark()
     try:
         with ctx.progress.stage("calibrate", "calibrated once (FIQ, debugger, search)"):
             if ctx.model.is_tflite:
@@ -266,7 +267,7 @@ def _calibrate(ctx: RunContext, child: Optional[contained.Child] = None) -> tupl
                                          child=child)
     except Exception as exc:  # noqa: BLE001 - FIQ is then recorded as failed, the rest goes on
         traceback.print_exc()
-        calibration_error = one_line(exc)
+        calibration_error = ctx.progress.failure(exc, since)
         ctx.progress.say(f"calibration FAILED: {calibration_error}")
     if quantizer is not None:
         _check_forced(ctx, quantizer)
@@ -324,13 +325,14 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
     """FIQ's per-layer table from the debugger, and the measured recommendation of layers to keep in float."""
     layers, recommendation, debugger_error = [], None, calibration_error
     if ctx.quantizer is not None and results[variants.FIQ].ok:
+        since = ctx.progress.mark()
         try:
             layers = debugger.fiq_layers(ctx.quantizer, results[variants.FIQ], ctx.folder, ctx.data.x_calib,
                                          ctx.progress)
         except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
             traceback.print_exc()
-            ctx.progress.say(f"debugger FAILED: {one_line(exc)}")
-            debugger_error = one_line(exc)
+            debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
+            ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
             layers, recommendation = recommend_for(m, _search_options(ctx.settings), ctx.quantizer, layers, results,
                                                    ctx.litert_models)
@@ -382,6 +384,7 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
             task=task.entry.recorded_name,
             main_metric=m.score.name if m.score is not None else "",
             stateful=structure.has_variable_tensors(float_model),
+            fake_quant_pairs=structure.fake_quant_pairs(float_model),
             binary_sigmoid=task.binary_sigmoid,
             largest_weight_elements=structure.largest_weight_elements(float_model),
             **_twin_fields(ctx.model),

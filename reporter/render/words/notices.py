@@ -127,6 +127,15 @@ def _keras_twin(report: Report, fact: Fact) -> str:
             f" {model.twin_samples:,} samples.")
 
 
+def _quantization_aware(report: Report, fact: Fact) -> str:
+    return (f"The model is quantization-aware ({fact.count} fake-quant QUANTIZE/DEQUANTIZE pair"
+            f"{'s' if fact.count != 1 else ''} in its float conversion): \"float\" is its fake-quant graph run in float;"
+            " the QAT int8 model is TensorFlow's conversion with Optimize.DEFAULT, as tfmot's guide converts it (the"
+            " DRQ settings), and with a representative dataset too (the FIQ settings). Quantization-aware training is"
+            " the remedy the seeds name when post-training quantization fails; compare it with post-training"
+            " quantization of the float model it was trained from by running that model too.")
+
+
 def _tflite_changed(report: Report, fact: Fact) -> str:
     return f"The .tflite file was changed so it can be quantized: {'; '.join(report.model.input_changes)}."
 
@@ -152,8 +161,9 @@ def _user_metric_failed(report: Report, fact: Fact) -> str:
 
 
 def _bootstrap(report: Report, fact: Fact) -> str:
-    return (f"Mean IoU is not a mean over samples: its intervals and paired tests resample whole images"
-            f" ({BOOTSTRAP_WORDS}), never pixels.")
+    name = report.metric()[0]  # mean IoU, or a mask's mask IoU
+    return (f"{name[:1].upper() + name[1:]} is not a mean over samples: its intervals and paired tests resample whole"
+            f" images ({BOOTSTRAP_WORDS}), never pixels.")
 
 
 def _latency_skipped(report: Report, fact: Fact) -> str:
@@ -196,4 +206,5 @@ _TEXTS = {
     "user_metric_failed": _user_metric_failed, "bootstrap": _bootstrap, "latency_skipped": _latency_skipped,
     "rule_false_alarm": _rule_false_alarm, "wide_range": _wide_range, "primary_output": _primary_output,
     "unlabelled_output": _unlabelled_output, "tflite_changed": _tflite_changed,
+    "quantization_aware": _quantization_aware,
 }
