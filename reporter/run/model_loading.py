@@ -29,7 +29,8 @@ PROOF_HINT = ("the tf_keras twin quant-report built to convert its Keras 3 recur
               " what the model does: {reason}; rebuild the model with tf_keras and a fixed batch_size=1 input, save"
               " it as .h5, and run that")
 CUSTOM_HINT = ("needs the custom class {name}, which is not registered: pass --custom-objects MODULE or FILE.py (a"
-               " module that registers it, e.g. with @keras.saving.register_keras_serializable()) together with --trust-model")
+               " module that registers it, e.g. with @keras.saving.register_keras_serializable()) together with"
+               " --trust-model")
 # How Keras 3 and tf_keras name a class they could not find, somewhere in the chain of exceptions.
 _MISSING_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'|Unknown (?:layer|object|class)[^:]*:"
                             r" '?([A-Za-z_][\w.>]*)")
