@@ -7,6 +7,10 @@
 - `segmentation`: class scores at every position (pixel, timestep); mean IoU, paired by a bootstrap over
   whole samples; its accuracy counts pixels.
 - `regression`: values compared with the targets and with float; no main metric of its own.
+- `mask`: a regression whose output is a mask (sigmoid or softmax values, targets 0/1 or in [0, 1] of its shape):
+  compared with the targets and with float, and judged by mask IoU at the threshold (paired by a bootstrap over
+  whole samples). Read from the labels only (--task does not name it); report.json records it as "regression"
+  with `model.main_metric` "mask IoU".
 
 Adding a kind is one entry here (and, if no existing reading fits, its reader in reporter.run.task_reading).
 Code that differs by kind asks the entry (`of`, `recorded`, `reading`); it never compares kind names.
@@ -19,6 +23,7 @@ from dataclasses import dataclass
 # How a change of a kind's own main metric is tested for noise (reporter.measure.scoring does the testing).
 MCNEMAR = "exact McNemar test on the paired predictions"
 BOOTSTRAP = "paired bootstrap over whole samples"
+MASK_IOU = "mask IoU"  # the mask kind's main metric (reporter.measure.scoring.MaskIoU measures it)
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class TaskKind:
     binary_sigmoid: bool = False
     multilabel: bool = False
     dense: bool = False
+    mask: bool = False  # no classes: values in [0, 1] judged as a mask (value >= threshold) against the targets'
+    named: bool = True  # --task may name it (False: read from the labels only)
     stored_as: str = ""  # `model.task` in report.json (default: the name)
     main_metric: str = "accuracy"  # the metric every verdict reads ("": none; the output error against float)
     paired_test: str = MCNEMAR  # how a change of that metric is tested for noise
@@ -65,8 +72,11 @@ KINDS: tuple[TaskKind, ...] = (
              per_class_title="Per class, over pixels", per_class_columns="precision / recall / F1 · IoU"),
     TaskKind("regression", "a regression", classes=False, main_metric="", paired_test="",
              class_count_compared=False),
+    TaskKind("mask", "a regression of a mask", classes=False, mask=True, named=False, stored_as="regression",
+             main_metric=MASK_IOU, paired_test=BOOTSTRAP, accuracy_label="Mask IoU", share_metric=MASK_IOU,
+             unit="pixels", class_count_compared=False),
 )
-NAMES: tuple[str, ...] = tuple(k.name for k in KINDS)  # what --task may name, in this order
+NAMES: tuple[str, ...] = tuple(k.name for k in KINDS if k.named)  # what --task may name, in this order
 _BY_NAME = {k.name: k for k in KINDS}
 
 
@@ -75,13 +85,14 @@ def of(name: str) -> TaskKind:
     return _BY_NAME[name]
 
 
-def reading(classes: bool, binary_sigmoid: bool = False, multilabel: bool = False, dense: bool = False) -> TaskKind:
+def reading(classes: bool, binary_sigmoid: bool = False, multilabel: bool = False, dense: bool = False,
+            mask: bool = False) -> TaskKind:
     """The kind whose reading of the output this is (a Task's flags)."""
-    flags = (classes, binary_sigmoid, multilabel, dense)
-    found = next((k for k in KINDS if (k.classes, k.binary_sigmoid, k.multilabel, k.dense) == flags), None)
+    flags = (classes, binary_sigmoid, multilabel, dense, mask)
+    found = next((k for k in KINDS if (k.classes, k.binary_sigmoid, k.multilabel, k.dense, k.mask) == flags), None)
     if found is None:
         raise ValueError(f"no task kind reads an output as classes={classes}, binary_sigmoid={binary_sigmoid},"
-                         f" multilabel={multilabel}, dense={dense}")
+                         f" multilabel={multilabel}, dense={dense}, mask={mask}")
     return found
 
 

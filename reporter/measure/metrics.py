@@ -174,6 +174,21 @@ def mean_iou(cms: np.ndarray) -> np.ndarray:
     return np.divide(iou.sum(axis=1), count, out=np.zeros(len(cms)), where=count > 0)
 
 
+def mask_counts(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """(N, 2) int64: each sample's intersection and union of its predicted and true masks ((N, values) bool,
+    reporter.measure.task.Task.in_mask), so that a bootstrap over samples only sums rows."""
+    predicted, truth = np.asarray(predicted, bool), np.asarray(truth, bool)
+    return np.stack([(predicted & truth).sum(axis=1), (predicted | truth).sum(axis=1)], axis=1).astype(np.int64)
+
+
+def mask_iou(counts: np.ndarray) -> np.ndarray:
+    """Mask IoU of each row of summed counts (M, 2) (intersection, union) from `mask_counts`: intersection /
+    union over every value of every sample summed (not a mean over samples); 0 where the union is empty (as
+    `mean_iou`)."""
+    counts = np.asarray(counts, np.float64).reshape(-1, 2)
+    return np.divide(counts[:, 0], counts[:, 1], out=np.zeros(len(counts)), where=counts[:, 1] > 0)
+
+
 def _label_p(y: np.ndarray, pred: np.ndarray, float_pred: np.ndarray) -> float:
     """One label's exact McNemar p-value: which samples this model and float get right on it."""
     from reporter.core.judgement import mcnemar_p

@@ -4,6 +4,7 @@
   right or wrong, so two models are paired by McNemar's exact test and the interval is Wilson's.
 * Dense (segmentation): mean IoU. It is not a mean over samples, so the interval and the paired test
   resample whole images (a seeded bootstrap over samples, the same resamples for every model), never pixels.
+* A mask (a sigmoid or softmax output against targets in [0, 1]): mask IoU at the threshold, the same way.
 * The user's metric (`--metric MODULE:FUNCTION`): whatever the function returns, bootstrapped the same way;
   one that returns a value per sample is their mean, and two models are paired sample by sample (a paired t).
 
@@ -19,6 +20,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.core import judgement as jd
+from reporter.core import tasks
 from reporter.measure.task import Task
 from reporter.model.report import MainMetric, PairedScore
 from reporter.core.errors import InputError
@@ -122,6 +124,34 @@ class MeanIoU(Score):
         k = self.task.num_classes
         boot = mean_iou((self.weights @ per).reshape(-1, k, k))
         return Scored(float(mean_iou(per.sum(axis=0).reshape(1, k, k))[0]), boot=boot)
+
+
+class MaskIoU(Score):
+    """A mask: IoU of the values at or above the threshold with the targets' mask, over every value of every
+    sample, bootstrapped over whole samples like mean IoU (reporter.measure.metrics.mask_iou)."""
+
+    bootstrapped = True
+
+    def __init__(self, task: Task, y: np.ndarray):
+        super().__init__(task, y, tasks.MASK_IOU)
+        self.weights = resample_weights(len(y), BOOTSTRAP_DENSE)
+
+    def counts(self, out) -> np.ndarray:
+        """(n, 2): each sample's intersection and union."""
+        from reporter.measure.metrics import mask_counts
+
+        return mask_counts(*self.task.in_mask(out, self.y))
+
+    def value(self, out) -> float:
+        from reporter.measure.metrics import mask_iou
+
+        return float(mask_iou(self.counts(out).sum(axis=0))[0])
+
+    def measure(self, out) -> Scored:
+        from reporter.measure.metrics import mask_iou
+
+        per = self.counts(out)
+        return Scored(float(mask_iou(per.sum(axis=0))[0]), boot=mask_iou(self.weights @ per))
 
 
 class UserScore(Score):

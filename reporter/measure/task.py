@@ -1,4 +1,4 @@
-"""What a model's raw output means: class scores (softmax, or one sigmoid unit) or a regression value.
+"""What a model's raw output means: class scores (softmax, or one sigmoid unit), a regression value, or a mask.
 
 The one place that turns raw outputs into predicted classes and class scores: the pipeline, the
 metrics and the search all call it, so that every accuracy in a report counts the same way.
@@ -17,19 +17,22 @@ BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least 
 # The class predicted by an output that holds NaN or inf (a row, or a dense position): no class, so that it
 # is never right and never agrees with a finite prediction (the model "produced NaN or inf" on that sample).
 NO_CLASS = -1
+# A mask's targets (0/1, or values in [0, 1]): a value is in the true mask where its target is at least this.
+MASK_TARGET = 0.5
 TASK_KINDS = tasks.NAMES  # what --task may name (reporter.core.tasks)
 
 
 @dataclass(frozen=True)
 class Task:
     """Classification with `num_classes` classes, multi-label with `num_classes` labels, or regression
-    (num_classes None)."""
+    (num_classes None; `mask`: of a mask, each value in it where it is at least the threshold)."""
 
     num_classes: Optional[int]
     binary_sigmoid: bool = False  # one output unit read as P(class 1)
     multilabel: bool = False  # one sigmoid unit per label, each label predicted at >= threshold
     threshold: float = BINARY_THRESHOLD  # sigmoid outputs: class 1 (or the label) where the output is at least this
     dense: bool = False  # class scores at every position (pixel, timestep): the last axis holds the classes
+    mask: bool = False  # regression of a mask (sigmoid or softmax values against targets in [0, 1]): mask IoU too
 
     @property
     def classification(self) -> bool:
@@ -38,7 +41,7 @@ class Task:
     @property
     def entry(self) -> tasks.TaskKind:
         """The registry's entry for this reading (reporter.core.tasks)."""
-        return tasks.reading(self.classification, self.binary_sigmoid, self.multilabel, self.dense)
+        return tasks.reading(self.classification, self.binary_sigmoid, self.multilabel, self.dense, self.mask)
 
     @property
     def kind(self) -> str:
@@ -52,7 +55,7 @@ class Task:
         classes = None if not kind.classes else 2 if kind.binary_sigmoid else \
             (shape[-1] if shape else 1) if kind.dense else size
         return cls(classes, binary_sigmoid=kind.binary_sigmoid, multilabel=kind.multilabel, dense=kind.dense,
-                   threshold=threshold)
+                   threshold=threshold, mask=kind.mask)
 
     def classes(self, out: np.ndarray) -> np.ndarray:
         """One comparable value per sample: the class id, or for multi-label the whole set of labels as one
@@ -78,6 +81,14 @@ class Task:
         """Multi-label: the (N, labels) 0/1 rows behind `label_codes`."""
         raw = np.ascontiguousarray(codes).view(np.uint8).reshape(len(codes), -1)
         return np.unpackbits(raw, axis=1)[:, : self.num_classes]
+
+    def in_mask(self, out: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A mask: (predicted, true), each (N, values) bool: the output at least the threshold, the targets `y`
+        at least MASK_TARGET. A value whose output is NaN or inf is predicted wrong (the opposite of its target)."""
+        out, truth = _columns(out), _columns(y) >= MASK_TARGET
+        with np.errstate(invalid="ignore"):
+            found = out >= self.threshold
+        return np.where(np.isfinite(out), found, ~truth), truth
 
     def scores(self, out: np.ndarray) -> np.ndarray:
         if self.multilabel:

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.core.errors import InputError
-from reporter.measure.scoring import MeanIoU, Score, UserScore
+from reporter.measure.scoring import MaskIoU, MeanIoU, Score, UserScore
 from reporter.measure.task import Task
 from reporter.run.labels import Head
 from reporter.run.settings import RunSettings
@@ -81,12 +81,12 @@ def _module(spec: str, target: str, beside):
 
 
 # The main metrics that are not a share of samples right, by the name a task kind gives (reporter.core.tasks).
-_SCORES = {"mean IoU": MeanIoU}
+_SCORES = {"mean IoU": MeanIoU, "mask IoU": MaskIoU}
 
 
 def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
-    """The task kind's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes; None
-    for a regression (its output error against float is its measure)."""
+    """The task kind's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes, mask
+    IoU for a mask; None for a regression (its output error against float is its measure)."""
     name = task.entry.main_metric
     if not name:
         return None

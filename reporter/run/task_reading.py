@@ -16,7 +16,7 @@ from reporter.core import tasks
 from reporter.core.errors import InputError
 from reporter.measure.measurer import HeadSpec
 from reporter.measure.signature import Port, Signature
-from reporter.measure.task import BINARY_THRESHOLD, TASK_KINDS, Task, binary_sigmoid_labels, label_codes
+from reporter.measure.task import BINARY_THRESHOLD, MASK_TARGET, TASK_KINDS, Task, binary_sigmoid_labels, label_codes
 from reporter.run.labels import Head
 from reporter.run.settings import RunSettings
 
@@ -53,8 +53,12 @@ def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = 
     * labels that contradict the output (multi-hot rows or fractions for a softmax) are an error naming it;
     * targets of the output's shape for a linear output (float, or 0/1 rows that are not one-hot), or float
       targets for sigmoid units: regression, measured against the targets (MAE, RMSE, R²) and against float;
+    * targets with the values of a spatial output's shape (more than one axis: a mask, landmarks, a heatmap),
+      whatever op makes it: regression; for sigmoid or softmax values and targets 0/1 or in [0, 1], a mask, also
+      measured by mask IoU (the values at least `threshold` against the targets at least MASK_TARGET);
     * one label per sample for a linear output of more than two values that is only 0/1 or not whole, and
-      rows or arrays of another shape than the output's, are an error naming the output and the --task choices;
+      rows or arrays of another shape than the output's, are an error naming the output, what fits it, what
+      the labels are and the --task choices;
     * other float targets (one output unit): the output is compared with float (regression)."""
     name, y, source, what = port.name, labels.y, labels.source, labels.what
     if forced is not None:
@@ -63,11 +67,40 @@ def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = 
     if dense is not None:
         return dense
     if y.ndim > 2:
-        if _linear(made_by) and _values_per_sample(y) == port.size:
-            return _regression(y, port, what)
-        raise InputError(source, f"'{what}' has shape {y.shape} but output {name} has shape"
-                                 f" {_shape(port)}: expected one label per sample, or one per position{_CHOICES}")
+        if _values_per_sample(y) == port.size:
+            return _targets_of_its_shape(labels, port, made_by, threshold)
+        raise InputError(source, f"'{what}' has shape {y.shape} ({_values_per_sample(y)} values per sample) but"
+                                 f" output {name} has shape {_shape(port)}: expected {_expected(port)}{_CHOICES}")
     return _read_flat(labels, port, made_by, threshold)
+
+
+def _targets_of_its_shape(labels: LabelSource, port: Port, made_by: str, threshold: float) -> TaskReading:
+    """Targets with as many values per sample as the output (its shape, or the same values in another shape):
+    regression whatever op makes the output (a linear output, sigmoid or softmax values, a heatmap). Sigmoid or
+    softmax values with targets 0/1 or in [0, 1] are a mask, also judged by mask IoU at `threshold`."""
+    y, what = np.asarray(labels.y), labels.what
+    if _linear(made_by):
+        return _regression(y, port, what)
+    op = "a sigmoid" if made_by == "LOGISTIC" else "a softmax"
+    if not (y.size and np.all(np.isfinite(y)) and y.min() >= 0 and y.max() <= 1):
+        return _regression(y, port, what, why=f"is made by {op} and its targets are not all in [0, 1]")
+    values = "0/1" if np.isin(y, (0, 1)).all() else "in [0, 1]"
+    return TaskReading(y.astype(np.float32), Task(None, mask=True, threshold=threshold),
+                       f"output {port.name} is made by {op} and '{what}' holds targets {values} of its shape"
+                       f" {_shape(port)}: a mask, each variant's output measured against the targets (MAE, RMSE, R²)"
+                       f" and against float's, and its mask (values at least {threshold:g}) against the targets'"
+                       f" (at least {MASK_TARGET:g}) by mask IoU")
+
+
+def _expected(port: Port) -> str:
+    """What labels fit a spatial output, in a refusal: targets of its shape, and where the last axis may hold class
+    scores (more than one value at every position) class ids or one-hot labels too."""
+    shape = _shape(port)
+    dims = lambda d: "(n, " + ", ".join(str(v) for v in d) + ")"  # noqa: E731
+    targets = f"targets of its shape {dims(shape)} ({port.size} values per sample)"
+    if len(shape) >= 2 and shape[-1] > 1:
+        return f"{targets}, class ids {dims(shape[:-1])} or one-hot labels {dims(shape)}"
+    return targets
 
 
 # How every refusal of labels that cannot fit an output ends: the tasks the user may name instead.
@@ -290,7 +323,9 @@ def head_spec(head: Head, source: str, made_by: str, threshold: float, forced: O
     if y is not None:
         reading = read_task(LabelSource(y, head.labels_are_classes, source, f"y_{head.port.name}"), head.port,
                             made_by, threshold, forced)
-        task, y = reading.task, reading.y
+        # A mask head is measured as a regression (mask IoU is the primary output's main metric only) and
+        # recorded under the name report.json gives a mask, as `model.task` is.
+        task, y = dataclasses.replace(reading.task, mask=False), reading.y
     elif forced is not None:
         shape = tuple(head.port.allocated or head.port.shape)[1:]
         task = Task.of(tasks.of(forced), size, shape, threshold)
