@@ -200,9 +200,11 @@ def _speed(o: Option, other: Option, other_name: str) -> str:
     ratio = o.latency_ms / other.latency_ms
     than = f" than {other_name}" if other_name else ""
     if jd.faster(o.latency_ms, o.latency_p90_ms, other.latency_ms, other.latency_p90_ms):
-        return f"{1 / ratio:.1f}x faster{than}"
+        amount = f"{(1 - ratio) * 100:.0f} %" if jd.ratio_in_percent(ratio) else f"{1 / ratio:.1f}x"
+        return f"{amount} faster{than}"
     if jd.faster(other.latency_ms, other.latency_p90_ms, o.latency_ms, o.latency_p90_ms):
-        return f"{ratio:.1f}x slower{than}"
+        amount = f"{(ratio - 1) * 100:.0f} %" if jd.ratio_in_percent(ratio) else f"{ratio:.1f}x"
+        return f"{amount} slower{than}"
     return f"as fast as {other_name}" if other_name else "as fast"
 
 
