@@ -26,6 +26,7 @@ def _build(folder: Path):
                              tf.keras.layers.Dense(10)])
     m.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     m.fit(x[:1200], y[:1200], epochs=20, verbose=0)
+    m.save(folder / "base.keras")  # the float model the fake-quant one is made from: its post-training quantization
     (w1, b1), (w2, b2) = m.layers[0].get_weights(), m.layers[1].get_weights()
 
     class FakeQuant(tf.Module):
@@ -53,14 +54,14 @@ def _build(folder: Path):
 def qat_run(demo_cache, tmp_path_factory):
     from reporter.run import demo
 
-    folder = demo.cache_dir().parent / "qat-fakequant-v1"
+    folder = demo.cache_dir().parent / "qat-fakequant-v2"
     if not (folder / "complete").exists():
         folder.mkdir(parents=True, exist_ok=True)
         _build(folder)
         (folder / "complete").write_text("ok\n")
     out = tmp_path_factory.mktemp("qat")
     code, error = run_recorded(folder / "fq_model", folder / "fq_data.npz", out, "qat", "--formats", "json",
-                               "--latency-runs", "2")
+                               "--latency-runs", "2", "--base-model", str(folder / "base.keras"))
     report = out / "qat" / "report.json"
     return {"code": code, "error": error, "folder": out / "qat",
             "report": json.loads(report.read_text()) if report.exists() else None}
@@ -100,3 +101,30 @@ def test_a_converter_failure_gives_its_cause_not_a_bare_exception_name(qat_run):
     errors = [report.get("debugger_error") or ""] + [v.get("error") or "" for v in report["variants"]]
     for error in filter(None, errors):
         assert error.strip() not in ("RuntimeError", "ValueError", "ConverterError"), error
+
+
+def test_qat_and_post_training_quantization_of_the_base_are_compared_on_the_same_data(qat_run):
+    """--base-model: the base float model and its post-training FIQ are measured beside the QAT models; each figure
+    the report gives equals a LiteRT run of the written file here, and the hint compares them."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    report, folder = qat_run["report"], qat_run["folder"]
+    by_name = {v["name"]: v for v in report["variants"]}
+    assert by_name["base_fiq"]["status"] == "ok" and by_name["base_float"]["status"] == "ok"
+    x, y = _data(qat_run)
+    for name in ("base_fiq", "base_float", "drq"):
+        runner = Interpreter(model_content=(folder / f"{name}.tflite").read_bytes()).get_signature_runner()
+        key = next(iter(runner.get_input_details()))
+        out = next(iter(runner(**{key: x}).values()))
+        assert by_name[name]["metrics"]["accuracy"] == pytest.approx(float(np.mean(out.argmax(1) == y)), abs=1e-9)
+    hint = next(h for h in report["findings"]["hints"] if h["code"] == "quantization_aware")
+    assert "Post-training FIQ of the base model" in hint["text"] and "on the same data" in hint["text"]
+    labels = {o["name"]: o["label"] for o in report["findings"]["decision"]["options"]}
+    assert labels["base_fiq"] == "Post-training FIQ of the base model"
+
+
+def _data(qat_run):
+    from reporter.run import demo
+
+    data = np.load(demo.cache_dir().parent / "qat-fakequant-v2" / "fq_data.npz")
+    return data["x"].astype(np.float32), data["y"]

@@ -217,3 +217,9 @@ def repaired_by(name: str) -> Optional[str]:
 QAT_LABELS = {FLOAT: "Float (the fake-quant graph)", DRQ: "QAT int8 (Optimize.DEFAULT, as tfmot's guide)",
               FIQ: "QAT int8 with a representative dataset"}
 QAT_SHORT = {FLOAT: "Float (fake-quant)", DRQ: "QAT int8", FIQ: "QAT int8 + rep. data"}
+
+# A quantization-aware model's float base (--base-model), measured beside it on the same data: its float model and its
+# post-training full-integer model, so that QAT and post-training quantization are compared.
+BASE_FLOAT, BASE_FIQ = "base_float", "base_fiq"
+BASE_LABELS = {BASE_FLOAT: "Base float model (before QAT)", BASE_FIQ: "Post-training FIQ of the base model"}
+BASE_SHORT = {BASE_FLOAT: "Base float", BASE_FIQ: "Base PTQ FIQ"}

@@ -288,6 +288,8 @@ def label(report: "Report", name: str) -> str:
         return next((r.label for r in report.repairs if r.rung == rung), rung)
     if report.model.fake_quant_pairs and name in variants.QAT_LABELS:
         return variants.QAT_LABELS[name]
+    if name in variants.BASE_LABELS:
+        return variants.BASE_LABELS[name]
     return variants.get(name).label
 
 

@@ -173,6 +173,7 @@ def _degenerate(metrics: "Metrics", ref: Optional["Metrics"]) -> Optional[Degene
 # --- each variant -----------------------------------------------------------------------------------
 def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option]) -> VariantFinding:
     label = variants.QAT_SHORT.get(v.name, short(v.name)) if report.model.fake_quant_pairs else short(v.name)
+    label = variants.BASE_SHORT.get(v.name, label)
     if not v.ok:
         return VariantFinding(v.name, label, False, error=v.error or "", direction="failed")
     ref = report.variant(variants.FLOAT)

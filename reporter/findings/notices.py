@@ -158,7 +158,9 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
     if model.input_changes:
         out.append(Fact("tflite_changed"))
     if model.fake_quant_pairs:
-        out.append(Fact("quantization_aware", count=model.fake_quant_pairs))
+        base = tuple(name for name in (variants.BASE_FIQ, variants.BASE_FLOAT)
+                     if (v := report.variant(name)) is not None and v.ok and v.metrics is not None)
+        out.append(Fact("quantization_aware", count=model.fake_quant_pairs, items=base))
     if model.task_reason:
         out.append(Fact("task"))
     if model.label_note:

@@ -38,6 +38,7 @@ class Settings:
     metric_mode: Optional[str] = None
     trust_model: Optional[bool] = None
     custom_objects: Optional[str] = None
+    base_model: Optional[str] = None  # a quantization-aware model's float base: post-training quantization beside QAT
     max_accuracy_drop: Optional[float] = None  # the accuracy target's allowed drop (0..1), and the gate's limit
     gate_variant: Optional[str] = None  # the variant the gate checks; None: the model decided for --target
     latency_timing: Optional[str] = None  # a batch's note on how latency was timed beside other runs

@@ -293,6 +293,8 @@ def _measure(ctx: RunContext,
                          f" {ctx.task_score.name if ctx.task_score else 'the output error'} instead")
         results = {k: m.restated(v) for k, v in results.items()}
 
+    if s.base_model:  # a QAT model's float base: post-training quantization measured beside QAT, on the same data
+        results.update(_base_models(ctx, m))
     blame.blame_variants(m, ctx.float_model, results, ctx.litert_models, s.max_accuracy_drop)
     fiq = results.get(variants.FIQ)
     if ctx.quantizer is not None and fiq is not None and fiq.ok:  # an output whose int8 range clips: its own fix
@@ -302,6 +304,26 @@ def _measure(ctx: RunContext,
     if targets.of(s.target).reference_kernels:
         results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
     return m, results
+
+
+def _base_models(ctx: RunContext, m: Measurer) -> dict[str, VariantResult]:
+    """--base-model: the quantization-aware model's float base, loaded like the model, and its post-training FIQ
+    (TensorFlow's converter, the run's calibration samples), measured like every model on the same data. A base that
+    does not load is one line naming it; one that does not convert or does not take the data fails its variant."""
+    s = ctx.settings
+    base = model_loading.load_model(s.base_model, s.trust_model, ctx.folder, s.custom_objects, s.code_dir)
+    found = {}
+    for name, scheme in ((variants.BASE_FLOAT, variants.FLOAT), (variants.BASE_FIQ, variants.FIQ)):
+        if base.make_converter is None:  # a float .tflite base: LiteRT Quantizer quantizes it
+            model = base.tflite if scheme == variants.FLOAT else None
+            build = (lambda: model) if model is not None else (lambda: litert.LiteRtModels(
+                base.tflite, ctx.data.x_calib).build(variants.FIQ))
+            engine = conv.CONVERTER if model is not None else litert.CONVERTER
+        else:
+            build = functools.partial(conv.convert, base.make_converter, scheme, ctx.data.x_calib)
+            engine = conv.CONVERTER
+        found[name] = m.build_and_measure(name, build, engine)
+    return found
 
 
 def _with_reference_kernels(ctx: RunContext, v: VariantResult) -> VariantResult:

@@ -105,6 +105,10 @@ RUN = (
             " it becomes the metric every verdict, gap, gate and fix reads",
             "FILE.py:FUNCTION or MODULE:FUNCTION", lambda v: v is None or (
                 isinstance(v, str) and ":" in v and all(v.rpartition(":")[::2])), metavar="MODULE:FUNCTION"),
+    Setting("base_model", "str", None,
+            "a quantization-aware model's float base (the model before QAT: .keras, .h5 or a SavedModel folder): its"
+            " float model and its post-training full-integer model are measured beside the QAT models on the same"
+            " data", "a path", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="PATH"),
     Setting("metric_mode", "choice", "max", "--metric: max (higher is better, default) or min (lower is better)",
             '"max" or "min"', lambda v: v in ("max", "min"), choices=("max", "min")),
     Setting("trust_model", "bool", False,
@@ -180,6 +184,7 @@ class RunSettings:
     metric_mode: str = DEFAULTS["metric_mode"]  # "max" or "min"
     trust_model: bool = DEFAULTS["trust_model"]  # a Keras model's Python code (Lambda layers) may run when it loads
     custom_objects: Optional[str] = DEFAULTS["custom_objects"]  # a module registering custom Keras classes
+    base_model: Optional[str] = DEFAULTS["base_model"]  # a QAT model's float base: PTQ measured beside QAT
     max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
     gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False
@@ -206,6 +211,8 @@ class RunSettings:
         if self.custom_objects and not self.trust_model:
             bad.append(f"--custom-objects {self.custom_objects} imports that module, whose code runs: pass"
                        " --trust-model too (in a batch file: trust_model = true)")
+        if self.base_model and not Path(self.base_model).exists():
+            bad.append(f"--base-model {self.base_model}: no such file or folder")
         if self.name is not None and output.name_problem(self.name):
             bad.insert(0, f"--name {output.name_problem(self.name)}")
         if bad:

@@ -132,8 +132,21 @@ def _quantization_aware(report: Report, fact: Fact) -> str:
             f"{'s' if fact.count != 1 else ''} in its float conversion): \"float\" is its fake-quant graph run in float;"
             " the QAT int8 model is TensorFlow's conversion with Optimize.DEFAULT, as tfmot's guide converts it (the"
             " DRQ settings), and with a representative dataset too (the FIQ settings). Quantization-aware training is"
-            " the remedy the seeds name when post-training quantization fails; compare it with post-training"
-            " quantization of the float model it was trained from by running that model too.")
+            " the remedy the seeds name when post-training quantization fails"
+            + (_qat_against_ptq(report, fact) if fact.items else
+               "; give the float model it was trained from (--base-model) to compare it with post-training"
+               " quantization on the same data") + ".")
+
+
+def _qat_against_ptq(report: Report, fact: Fact) -> str:
+    """"; on the same data: QAT int8 91.3 %, post-training FIQ of the base model 90.1 %, base float 91.0 %"."""
+    metric, share = report.metric()
+    named = [(variants.QAT_LABELS[variants.DRQ].split(" (")[0], report.variant(variants.DRQ))]
+    named += [(variants.BASE_LABELS[name], report.variant(name)) for name in fact.items]
+    said = [f"{label[:1].lower()}{label[1:]} {fmt_score(v.metrics.score, share)}" if label != "QAT int8" else
+            f"{label} {fmt_score(v.metrics.score, share)}" for label, v in named
+            if v is not None and v.ok and v.metrics is not None and v.metrics.score is not None]
+    return f"; measured on the same data ({metric}): " + ", ".join(said)
 
 
 def _tflite_changed(report: Report, fact: Fact) -> str:
