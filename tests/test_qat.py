@@ -118,7 +118,7 @@ def test_qat_and_post_training_quantization_of_the_base_are_compared_on_the_same
         out = next(iter(runner(**{key: x}).values()))
         assert by_name[name]["metrics"]["accuracy"] == pytest.approx(float(np.mean(out.argmax(1) == y)), abs=1e-9)
     hint = next(h for h in report["findings"]["hints"] if h["code"] == "quantization_aware")
-    assert "Post-training FIQ of the base model" in hint["text"] and "on the same data" in hint["text"]
+    assert "post-training FIQ of the base model" in hint["text"] and "on the same data" in hint["text"]
     labels = {o["name"]: o["label"] for o in report["findings"]["decision"]["options"]}
     assert labels["base_fiq"] == "Post-training FIQ of the base model"
 
