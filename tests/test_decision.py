@@ -24,7 +24,8 @@ F16_TYPES = {"int8": 0, "int16": 0, "int32": 0, "float32": 12, "other": 3, "tota
 
 def _variant(report, name, size, latency_us, paired=None, types=None, like=variants.FIQ):
     base = report.variant(like)
-    metrics = base.metrics
+    # float's confusion matrix: the fixture's FIQ answers one class for every sample, which no option here should
+    metrics = dataclasses.replace(base.metrics, confusion_matrix=report.variant(variants.FLOAT).metrics.confusion_matrix)
     if paired is not None:
         n = report.dataset.num_eval
         acc = report.variant(variants.FLOAT).metrics.accuracy + (paired[1] - paired[0]) / n
@@ -287,3 +288,38 @@ def test_a_misspelt_setting_in_report_json_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError) as err:
         Report.from_dict(data)
     assert "settings" in str(err.value) and "max_acuracy_drop" in str(err.value) and "\n" not in str(err.value)
+
+
+# --- issue 47: degenerate data named, never a runner-up ----------------------------------------------------
+def _one_class(metrics, label):
+    """The metrics of a model that predicts `label` for every sample: each true class's row moved to that column."""
+    cm = [[sum(row) if j == label else 0 for j in range(len(row))] for row in metrics.confusion_matrix]
+    return dataclasses.replace(metrics, confusion_matrix=cm)
+
+
+def test_a_float_model_that_answers_one_class_ships_nothing_and_says_so_first(fixture_report):
+    import numpy as np
+
+    report = _report(fixture_report, [_variant(fixture_report, variants.FIQ, 25_000, 10, paired=(0, 0))],
+                     max_accuracy_drop=0.5)
+    flt = report.variants[0]
+    report = dataclasses.replace(report, variants=[dataclasses.replace(flt, metrics=_one_class(flt.metrics, 1)),
+                                                   *report.variants[1:]])
+    predicted = np.asarray(report.variants[0].metrics.confusion_matrix).sum(axis=0)  # per predicted class
+    assert predicted[1] == predicted.sum()  # the fixture as changed here: float answers class 1 for every sample
+    found = conclude.findings_of(report)
+    assert found.decision.variant == "" and found.decision.why == "float_degenerate"
+    assert found.headline[0].startswith("Nothing to ship: the float model predicts class 1 for every sample")
+    assert not found.gate.passed and "check the data" in found.gate.message
+
+
+def test_a_model_that_answers_one_class_is_never_the_runner_up(fixture_report):
+    """Nothing meets the target on integer-only hardware; the int8 model answering one class for every sample is
+    not named the nearest to float, though its score is the highest (before: it was)."""
+    fiq = _variant(fixture_report, variants.INT8_IO, 25_000, 10, paired=(30, 0), types=INT8_TYPES)
+    stuck = dataclasses.replace(fiq, name=variants.FIQ, metrics=_one_class(fiq.metrics, 0))
+    stuck = dataclasses.replace(stuck, metrics=dataclasses.replace(stuck.metrics, accuracy=fiq.metrics.accuracy + 0.05),
+                                tensor_types=INT8_TYPES)
+    found = conclude.findings_of(_report(fixture_report, [fiq, stuck], target=targets.INT8))
+    assert found.decision.runner_up == variants.INT8_IO
+    assert variants.FIQ not in (found.decision.runner_up, found.decision.variant)

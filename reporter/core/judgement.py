@@ -236,6 +236,7 @@ CONFIDENCE = 0.95  # intervals on accuracy (Wilson)
 LATENCY_NOTABLE_RATIO = 1.5  # a variant this many times slower than float: said in the verdict
 LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster than in BASE has changed,
 LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings of tiny models jump run to run
+EXTREME_INPUT = 1e6  # inputs beyond this magnitude are named as a likely cause when a built model cannot run
 DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
 # A scheme that stores less than this share of the model's weight values below float32 "quantized almost nothing"
 # (said in its verdict, whatever its size column shows): e.g. a blockwise int4 recipe that only takes fully

@@ -87,8 +87,33 @@ def judge(report: "Report") -> list[Option]:
             output_variance=seen.output_error.float_variance if seen.output_error else None,
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
             npu_share=vela.npu_share if vela is not None else None,
-            estimate_ms=vela.inference_ms if vela is not None and on.runs else None))
+            estimate_ms=vela.inference_ms if vela is not None and on.runs else None,
+            one_class=one_class(seen.metrics)))
     return out
+
+
+def one_class(metrics) -> Optional[int]:
+    """The class a model predicts for at least judgement.DEGENERATE_SHARE of the samples (its confusion matrix's
+    column totals); None when it predicts several, or was not measured as a classifier."""
+    cm = metrics.confusion_matrix if metrics is not None else None
+    if not cm or len(cm[0]) < 2:
+        return None
+    totals = [sum(row[j] for row in cm) for j in range(len(cm[0]))]
+    n = sum(totals)
+    label = max(range(len(totals)), key=lambda j: (totals[j], -j))
+    return label if n and totals[label] / n >= jd.DEGENERATE_SHARE else None
+
+
+def _float_degenerate(report: "Report", flt: Option) -> bool:
+    """Float itself answers one class for every sample, or a regression's float output does not vary: nothing
+    measured against it means anything, the data are the likely cause."""
+    if flt.one_class is not None:
+        return True
+    v = report.variant(variants.FLOAT)
+    return not report.measurable() and any(
+        m.output_error is not None and m.output_error.float_variance is not None and
+        not jd.nonzero(m.output_error.float_variance) for m in models(report) if m.name != variants.FLOAT) \
+        and v is not None
 
 
 def _as_target_sees(m: "VariantResult", target: tg.Target) -> "VariantResult":
@@ -166,6 +191,9 @@ def decide(report: "Report") -> Optional[Decision]:
     if not found:
         return None
     flt = next(o for o in found if o.name == variants.FLOAT)
+    if _float_degenerate(report, flt):  # said first, and nothing ships: no comparison with float means anything
+        decision = _decision(report, found, target, None, mf.FLOAT_DEGENERATE, None)
+        return dataclasses.replace(decision, degenerate_class=flt.one_class)
     lane = [o for o in found if o.runs and o.name != variants.FLOAT and o.quantized and o.score is not None]
     pool = [o for o in found if o.runs and o.meets and (o.quantized or o.name == variants.FLOAT)]
     costs = _costs(target, pool)
@@ -178,7 +206,8 @@ def decide(report: "Report") -> Optional[Decision]:
         if tg.of(target).timed and flt.runs and _cheapest(report, [*meeting, flt]) is flt:
             return _decision(report, found, target, flt, mf.FLOAT_CHEAPER, best)
         return _decision(report, found, target, best, MEETS, _runner_up(report, target, best, meeting))
-    closest = max((by_name[o.name] for o in lane), key=lambda o: (_oriented(o), -o.size_bytes)) if lane else None
+    sound = [by_name[o.name] for o in lane if o.one_class is None]  # one answering one class is no runner-up
+    closest = max(sound, key=lambda o: (_oriented(o), -o.size_bytes)) if sound else None
     elsewhere = [o for o in found if o.meets and not o.runs and o.quantized]
     would = _cheapest(report, elsewhere) if elsewhere else None
     keep = flt if flt.runs else None
@@ -360,7 +389,7 @@ def _runner_up(report: "Report", target: str, ship: Option, pool: list[Option]) 
             return True
         return _loses(ship) and not _loses(o)
 
-    others = [o for o in pool if o is not ship and differs(o)]
+    others = [o for o in pool if o is not ship and o.one_class is None and differs(o)]
     if not others:
         return None
     costs = _costs(target, pool)

@@ -18,7 +18,7 @@ import numpy as np
 
 from reporter.core.errors import QuantReportError, one_line
 from reporter.core.progress import Progress
-from reporter.core import variants
+from reporter.core import judgement, variants
 from reporter.measure import evaluate, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.scoring import Score, Scored
@@ -56,11 +56,48 @@ class Measurer:
     heads: list[HeadSpec] = field(default_factory=list)  # several outputs only
     head_outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # model -> output name -> output
     # The main metric every verdict reads (accuracy, mean IoU, the user's metric; None: output error only),
-    # and each measured model's value of it. `fallback` takes over when the user's metric fails.
+    # and each measured model's value of it. `fallback` takes over when the user's metric fails, or when it gives
+    # every model the same value (`score_error`).
     score: Optional[Score] = None
     fallback: Optional[Score] = None
     scored: dict[str, Scored] = field(default_factory=dict)
-    score_error: str = ""  # the user's metric failed (the first error): the run fell back to `fallback`
+    metric_error: str = ""  # the user's metric failed (the first error): the run fell back to `fallback`
+
+    @property
+    def score_error(self) -> str:
+        """Why the user's metric is not the run's main metric ("" while it is): the first error it raised, or,
+        read once the models are measured, that it gave every one of them the same value although their outputs
+        differ: a metric that never varies cannot tell the models apart, so it decides nothing and the run falls
+        back to `fallback`, every model measured so far scored again."""
+        if not self.metric_error:
+            same = self._constant_user_metric()
+            if same is not None:
+                value, names = same
+                print(f"--metric: {self.score.name} gave every model the same value, {value!r} ({', '.join(names)}),"
+                      f" although their outputs differ: it is not used to decide")  # into run.log
+                self.metric_error = (f"it gave every model the same value ({value:.6g}, float included) although"
+                                     f" their outputs differ, so it cannot tell them apart")
+                self.score = self.fallback
+                self.scored.clear()
+                if self.score is not None:
+                    self.scored.update({name: self.score.measure(out) for name, out in self.outputs.items()})
+        return self.metric_error
+
+    def _constant_user_metric(self) -> Optional[tuple[float, list[str]]]:
+        """(the one value, the models) when the user's metric gave every measured model, float included, the same
+        value although their outputs are not all the same; None otherwise."""
+        if self.score is None or self.score is self.fallback or variants.FLOAT not in self.scored:
+            return None
+        names = [name for name in self.scored if name in self.outputs]
+        if len(names) < 2:
+            return None
+        values = np.array([self.scored[name].value for name in names], np.float64)
+        if np.ptp(values) > 1e-12 * max(1.0, float(np.abs(values).max())):
+            return None
+        reference = self.outputs[variants.FLOAT]
+        if all(np.array_equal(self.outputs[name], reference, equal_nan=True) for name in names):
+            return None  # identical outputs: the same value says nothing about the metric
+        return float(values[0]), names
 
     @property
     def primary(self) -> Optional[HeadSpec]:
@@ -104,6 +141,7 @@ class Measurer:
         after that is recorded in `measurement_errors` by `measure`.
         """
         since = self.progress.mark()
+        tflite = None
         try:
             with self.progress.stage("convert", detail=name):
                 tflite = build()
@@ -113,6 +151,8 @@ class Measurer:
         except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
             traceback.print_exc()  # into run.log
             said = self.progress.failure(exc, since)  # the converter's own cause, never a bare exception name
+            if tflite is not None:  # it was built: running it failed, and the inputs may be why
+                said = f"built, but it could not run: {said}{_input_cause(self.data.x)}"
             self.progress.say(f"{name} FAILED: {said}")
             return VariantResult(name=name, status="failed", error=said, converter=converter)
 
@@ -136,7 +176,7 @@ class Measurer:
                 traceback.print_exc()  # into run.log
                 errors[measurement] = one_line(exc)
                 if measurement == "user_metric":  # said once, by the run, with what it does instead
-                    self.score_error = self.score_error or errors[measurement]
+                    self.metric_error = self.metric_error or errors[measurement]
                 else:
                     progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
                 return None
@@ -341,6 +381,22 @@ class Measurer:
                 found[h.name] = HeadResult(output_error=error, target_error=target)
         return found
 
+
+
+def _input_cause(x) -> str:
+    """"; the inputs reach 1e+30, the likely cause" when a built model fails to run on non-finite or extreme inputs;
+    "" otherwise."""
+    arrays = x.arrays.values() if hasattr(x, "arrays") else [x]
+    for a in arrays:
+        a = np.asarray(a)
+        if a.dtype.kind != "f" or not a.size:
+            continue
+        if not np.all(np.isfinite(a)):
+            return "; the inputs hold NaN or inf, the likely cause"
+        top = float(np.max(np.abs(a)))
+        if top > judgement.EXTREME_INPUT:
+            return f"; the inputs reach {top:.0e}, the likely cause"
+    return ""
 
 
 def _coverage(tflite: bytes) -> dict[str, WeightCoverage]:

@@ -241,6 +241,7 @@ MEETS = "meets"  # the cheapest model for the target that meets the accuracy tar
 FLOAT_CHEAPER = "float_cheaper"  # a CPU: quantized models meet the target, but each costs more there than float
 NONE_MEETS = "none_meets"  # no quantized model for the target meets it: float is kept (cpu, gpu), none (int8)
 NO_CANDIDATE = "no_candidate"  # nothing for the target was built and measured
+FLOAT_DEGENERATE = "float_degenerate"  # float itself answers one class (or one value) for every sample: no answer
 SHIP, RUNNER_UP = "ship", "runner-up"  # `TradeoffPoint.picks`
 NOT_QUANTIZED = "not quantized"  # `TradeoffPoint.picks`: the converter quantized nothing of it (float by another name)
 
@@ -305,6 +306,7 @@ class Option:
     not_there: str = ""  # why it does not run on the target, in the target's tool's own words
     npu_share: Optional[float] = None  # an Ethos-U target: the share of its ops Vela puts on the NPU
     estimate_ms: Optional[float] = None  # an Ethos-U target: Vela's estimated inference time
+    one_class: Optional[int] = None  # it predicts this class for (nearly) every sample (judgement.DEGENERATE_SHARE)
 
 
 @dataclass(frozen=True)
@@ -328,6 +330,8 @@ class Decision:
     candidates: int = 0  # models measured that run on the target
     would_meet_label: str = ""
     options: list[Option] = field(default_factory=list)  # every model measured, judged: what the decision read
+    degenerate_class: Optional[int] = None  # FLOAT_DEGENERATE: the class float predicts for every sample (None: a
+    # regression whose float output does not vary)
     input_transform: Optional["InputTransform"] = None  # a repaired model that needs the host to standardize its input
     hardware: Optional["OnTarget"] = None  # the shipped model where it ships (int8, micro, ethos-u*): the tool's figures  # every model measured, judged: what the decision read
 

@@ -59,6 +59,8 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
         if d.reference_agreement is not None:
             text += " " + agreement(d.reference_agreement)
         return text
+    if d.why == mf.FLOAT_DEGENERATE:
+        return f"Nothing to ship: {_degenerate_float(report, d, flt)}; check the data before reading any comparison."
     if d.why == mf.FLOAT_CHEAPER:
         best = d.option(d.runner_up)
         return (f"Keep float {where}: the quantized model that meets the accuracy target at the lowest cost,"
@@ -73,10 +75,12 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
         reasons += _grouped([(o.label, o.not_there) for o in d.options if o.not_there])
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
-    else:
+    elif d.runner_up:
         closest = d.option(d.runner_up)
         why = (f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
                f" (the nearest to float, {d.runner_up_label}, {_loss(report, closest)})")
+    else:
+        why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
     if d.would_meet:
         would = d.option(d.would_meet)
@@ -112,6 +116,20 @@ def hardware(on: OnTarget) -> str:
                 text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
         return text + "."
     return ""
+
+
+def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str:
+    """"the float model predicts class 3 for every sample (9.3 % accuracy)", or a regression's constant output."""
+    if d.degenerate_class is None:
+        return "the float model's output does not vary across the evaluation samples"
+    metric, share = report.metric()
+    score = f" ({fmt_score(flt.score, share)} {metric})" if flt is not None and flt.score is not None else ""
+    v = report.variant(variants.FLOAT)
+    cm = v.metrics.confusion_matrix if v is not None and v.metrics is not None else None
+    totals = [sum(row[j] for row in cm) for j in range(len(cm[0]))] if cm else []
+    part = totals[d.degenerate_class] / sum(totals) if totals and sum(totals) else 1.0
+    every = "every sample" if part >= 1.0 else f"{fmt_percent(part)} of the samples"
+    return f"the float model predicts class {d.degenerate_class} for {every}{score}"
 
 
 def _grouped(pairs: list[tuple[str, str]]) -> list[str]:

@@ -7,6 +7,7 @@ from reporter.core import judgement as jd
 from reporter.core import targets, variants
 from reporter.core.formatting import fmt_number
 from reporter.findings import gate as gt
+from reporter.model import findings as mf
 from reporter.model.findings import Findings, GateFinding
 from reporter.model.report import Report
 
@@ -21,6 +22,8 @@ def finding(report: Report, found: Findings, verdict: gt.Verdict) -> GateFinding
 def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
     """"fiq accuracy drop 32.5 points (p < 0.001) exceeds the limit of 2.0", or why the gate cannot pass."""
     loss, variant, limit = verdict.loss, verdict.gate.variant, verdict.gate.max_accuracy_drop
+    if verdict.decision is not None and verdict.decision.why == mf.FLOAT_DEGENERATE:
+        return "the float model answers one class for every sample (check the data), so the gate cannot pass"
     if verdict.decision is not None and loss.unmeasured == gt.NONE_FOR_TARGET:
         where = targets.of(verdict.decision.target).words
         return f"no model that runs {where} was measured, so the gate cannot pass"
