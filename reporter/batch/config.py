@@ -16,6 +16,7 @@ from reporter.run import settings
 from reporter.core.errors import QuantReportError
 from reporter.findings.gate import Gate
 from reporter.core.files import folder_name, name_problem
+from reporter.model.decode import MAX_DEPTH, JSONLimitError, check_depth
 
 RUN_KEYS = settings.BY_NAME  # the batch file's run keys are the command line's run flags
 MODEL_KEYS = {"name", "path", "data"} | set(RUN_KEYS)
@@ -79,6 +80,10 @@ def _key_lines(text: str) -> dict:
     return lines
 
 
+# TOML's strings and comments, blanked (lines kept) before its brackets are counted
+_TOML_SKIP = re.compile(r'"""(?:\\[\s\S]|[^\\])*?"""(?!")|\'\'\'[\s\S]*?\'\'\'(?!\')|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'|#[^\n]*')
+
+
 def _is_function_spec(value: str, base: Path) -> bool:
     return ":" in value and not value.endswith(".npz") and not (base / value).exists() and not Path(value).is_absolute()
 
@@ -93,7 +98,14 @@ def load(path) -> BatchConfig:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([f"{path}: cannot be read ({exc})"]) from None
     try:
+        check_depth(_TOML_SKIP.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text))  # before tomllib recurses
         data = tomllib.loads(text)
+    except JSONLimitError as exc:  # the one line every reader of nested text gives
+        match = re.search(r"\(line (\d+)\)", str(exc))
+        where = f"{path}:{match.group(1)}" if match else str(path)
+        raise ConfigError([f"{where}: {str(exc).split(' (line')[0]}"]) from None
+    except RecursionError:  # not reached after the scan; kept so that no path ends in a traceback
+        raise ConfigError([f"{path}: nested more than {MAX_DEPTH} levels deep"]) from None
     except tomllib.TOMLDecodeError as exc:
         match = re.search(r"line (\d+)", str(exc))
         where = f"{path}:{match.group(1)}" if match else str(path)

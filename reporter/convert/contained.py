@@ -62,8 +62,9 @@ class Child:
         import multiprocessing
 
         context = multiprocessing.get_context("spawn")
-        handle, self._log_path = tempfile.mkstemp(prefix="quant-report-contained-", suffix=".log")
-        os.close(handle)
+        # The child opens its log, then removes its name (see `_serve`): this process reads it through `_log`, and
+        # nothing is left in TMPDIR when either is killed (SIGKILL included); `close` removes the name otherwise.
+        self._log, self._log_path = tempfile.mkstemp(prefix="quant-report-contained-", suffix=".log")
         self._read = 0
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=_serve, args=(child_conn, os.getpid(), self._log_path),
@@ -91,9 +92,12 @@ class Child:
 
     def _new_text(self) -> str:
         try:
-            with open(self._log_path, "rb") as log:
-                log.seek(self._read)
-                data = log.read()
+            data = b""
+            while True:
+                chunk = os.pread(self._log, 1 << 20, self._read + len(data))
+                if not chunk:
+                    break
+                data += chunk
         except OSError:
             return ""
         self._read += len(data)
@@ -132,7 +136,9 @@ class Child:
         with contextlib.suppress(Exception):
             self._conn.close()
         with contextlib.suppress(OSError):
-            os.remove(self._log_path)
+            os.remove(self._log_path)  # gone already once the child opened it
+        with contextlib.suppress(OSError):
+            os.close(self._log)
 
 
 def _frame(line: str) -> str:
@@ -146,10 +152,13 @@ def _serve(conn, parent: int, log_path: str):
     `log_path`, imports TensorFlow, then runs what it is sent until it is sent None."""
     import faulthandler
 
+    log = open(log_path, "a", encoding="utf-8", errors="replace", buffering=1)
+    with contextlib.suppress(OSError):  # the run reads it through its own descriptor: no name left to sweep
+        os.remove(log_path)
+
     from reporter.core.lifetime import die_with_parent, remove_autograph_files
 
     die_with_parent(parent)
-    log = open(log_path, "a", encoding="utf-8", errors="replace", buffering=1)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log

@@ -18,13 +18,16 @@ _FOLDER_MAX = 80  # a folder name's length; .NAME.partial-XXXXXXXX beside it mus
 
 def folder_name(name: str) -> str:
     """A safe folder name for a model name that may hold any characters (a long one is cut, with a hash of the
-    whole name so that two long names stay apart)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "model"
-    if len(safe) > _FOLDER_MAX:
-        import hashlib
+    whole name so that two long names stay apart; so does a name with letters beyond ASCII: "日本" and "中文"
+    are "model-<hash>", "café" is "cafe-<hash>", each its own folder)."""
+    import hashlib
 
-        safe = safe[:_FOLDER_MAX - 9].rstrip("._") + "-" + hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:8]
-    return safe
+    folded = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", folded).strip("._") or "model"
+    digest = "-" + hashlib.sha256(name.encode("utf-8", "replace")).hexdigest()[:8]
+    if len(safe) > _FOLDER_MAX:
+        return safe[:_FOLDER_MAX - len(digest)].rstrip("._") + digest
+    return safe + digest if not name.isascii() else safe
 
 
 def name_problem(name: str) -> Optional[str]:

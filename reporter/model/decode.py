@@ -225,6 +225,12 @@ def loads(text: str):
         raise JSONLimitError(f"nested more than {MAX_DEPTH} levels deep") from None
 
 
+def check_depth(text: str):
+    """`text` with its strings (and comments) blanked, JSON or TOML: JSONLimitError "nested more than MAX_DEPTH
+    levels deep (line L)" when its brackets nest deeper than that; every reader of nested text says it so."""
+    _check_depth(text)
+
+
 def _check_depth(text: str):
     """`text` with its strings blanked: JSONLimitError when its brackets nest deeper than MAX_DEPTH."""
     depth = 0

@@ -75,8 +75,12 @@ def _read(file: Path, shown: str) -> list:
         raise _bad(shown, f"cannot be read ({exc.strerror or exc})") from None
     if len(raw) > MAX_BYTES:
         raise _bad(shown, f"is over {MAX_BYTES // 1024} KB: not a LiteRT Quantizer recipe")
+    from reporter.model.decode import JSONLimitError, loads as bounded_loads
+
     try:
-        entries = json.loads(raw.decode("utf-8"))
+        entries = bounded_loads(raw.decode("utf-8"))  # depth and number size bounded, as every JSON reader
+    except JSONLimitError as exc:
+        raise _bad(shown, str(exc)) from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise _bad(shown, f"is not JSON ({str(exc).splitlines()[0]})") from None
     problem = _shape_problem(entries)
