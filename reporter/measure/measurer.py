@@ -66,38 +66,53 @@ class Measurer:
     @property
     def score_error(self) -> str:
         """Why the user's metric is not the run's main metric ("" while it is): the first error it raised, or,
-        read once the models are measured, that it gave every one of them the same value although their outputs
-        differ: a metric that never varies cannot tell the models apart, so it decides nothing and the run falls
-        back to `fallback`, every model measured so far scored again."""
+        read once the models are measured, that it never varies: the same value for every one of them although
+        the task's own metric tells them apart (or, with none, although it depends on no sample). Such a metric
+        cannot tell the models apart, so it decides nothing: the run falls back to `fallback`, every model
+        measured so far scored again."""
         if not self.metric_error:
             same = self._constant_user_metric()
             if same is not None:
-                value, names = same
+                value, names, why = same
                 print(f"--metric: {self.score.name} gave every model the same value, {value!r} ({', '.join(names)}),"
-                      f" although their outputs differ: it is not used to decide")  # into run.log
+                      f" although {why}: it is not used to decide")  # into run.log
                 self.metric_error = (f"it gave every model the same value ({value:.6g}, float included) although"
-                                     f" their outputs differ, so it cannot tell them apart")
+                                     f" {why}: a metric that never varies decides nothing")
                 self.score = self.fallback
                 self.scored.clear()
                 if self.score is not None:
                     self.scored.update({name: self.score.measure(out) for name, out in self.outputs.items()})
         return self.metric_error
 
-    def _constant_user_metric(self) -> Optional[tuple[float, list[str]]]:
-        """(the one value, the models) when the user's metric gave every measured model, float included, the same
-        value although their outputs are not all the same; None otherwise."""
+    def _constant_user_metric(self) -> Optional[tuple[float, list[str], str]]:
+        """(the one value, the models, why that is wrong) when the user's metric gave every measured model, float
+        included, the same value while their outputs differ and either the task's own metric does not give them
+        all the same value, or (without one) the user's metric is the same on every resample of the samples too;
+        None otherwise. A metric that is merely coarse, where the task's own metric ties the models as well, is
+        kept."""
         if self.score is None or self.score is self.fallback or variants.FLOAT not in self.scored:
             return None
         names = [name for name in self.scored if name in self.outputs]
-        if len(names) < 2:
-            return None
-        values = np.array([self.scored[name].value for name in names], np.float64)
-        if np.ptp(values) > 1e-12 * max(1.0, float(np.abs(values).max())):
+        if len(names) < 2 or not _all_same([self.scored[name].value for name in names]):
             return None
         reference = self.outputs[variants.FLOAT]
         if all(np.array_equal(self.outputs[name], reference, equal_nan=True) for name in names):
             return None  # identical outputs: the same value says nothing about the metric
-        return float(values[0]), names
+        value = float(self.scored[names[0]].value)
+        if self.fallback is not None:
+            try:
+                own = [self.fallback.measure(self.outputs[name]).value for name in names]
+            except Exception:  # noqa: BLE001 - the task's own metric unmeasurable here: the user's stays
+                traceback.print_exc()  # into run.log
+                return None
+            if _all_same(own):
+                return None
+            return value, names, f"{self.fallback.name} tells them apart"
+        samples = [np.asarray(self.scored[name].per_sample if self.scored[name].per_sample is not None
+                              else self.scored[name].boot, np.float64) for name in names]
+        if all(s.size and _all_same(s.tolist() + [value]) for s in samples):
+            return value, names, "their outputs differ and it is the same on any of the samples"
+        return None
 
     @property
     def primary(self) -> Optional[HeadSpec]:
@@ -397,6 +412,12 @@ def _input_cause(x) -> str:
         if top > judgement.EXTREME_INPUT:
             return f"; the inputs reach {top:.0e}, the likely cause"
     return ""
+
+
+def _all_same(values) -> bool:
+    """Every value equal (to a relative 1e-12)."""
+    a = np.asarray(values, np.float64)
+    return bool(a.size) and float(np.ptp(a)) <= 1e-12 * max(1.0, float(np.abs(a).max()))
 
 
 def _coverage(tflite: bytes) -> dict[str, WeightCoverage]:

@@ -169,8 +169,8 @@ def _user_metric(report: Report, fact: Fact) -> str:
 
 
 def _user_metric_failed(report: Report, fact: Fact) -> str:
-    return (f"Your metric ({report.settings.metric}) was not measured (see run.log), so the report reads"
-            f" {report.metric()[0]} instead.")
+    return (f"Your metric ({report.settings.metric}) was not used: it failed, or gave every model the same value"
+            f" (see run.log), so the report reads {report.metric()[0]} instead.")
 
 
 def _bootstrap(report: Report, fact: Fact) -> str:
