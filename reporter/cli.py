@@ -249,7 +249,7 @@ def _run(args) -> int:
     if _no_quantized_variant(report):  # the report is written, but it measured no quantization at all
         _error(f"{settings.model}: no quantized variant could be built (see the report's failed variants)")
         return int(ExitCode.FAILED)
-    passed = True
+    passed = applied = True
     gate = report.findings.gate  # the run's gate (--max-accuracy-drop, --gate-variant), decided with its findings
     if gate is not None:
         print(f"quant-report: gate {'passed' if gate.passed else 'FAILED'}: {gate.message}", file=sys.stderr)
@@ -260,8 +260,9 @@ def _run(args) -> int:
         from reporter.core.files import folder_name
 
         folder = Path(args.out) / folder_name(settings.display_name)
-        passed = _against_baseline(args.baseline, folder, folder, args.max_accuracy_drop) and passed
-    return exit_code(gate_failed=not passed)
+        baseline_passed, applied = _against_baseline(args.baseline, folder, folder, args.max_accuracy_drop)
+        passed = baseline_passed and passed
+    return exit_code(gate_failed=not passed, gate_not_applied=not applied)
 
 
 def _no_quantized_variant(report) -> bool:
@@ -284,8 +285,24 @@ def _baseline_readable(base) -> bool:
     return True
 
 
-def _against_baseline(base, new, folder, max_accuracy_drop) -> bool:
-    """Writes diff.md and diff.json into `folder` and prints the baseline gate's failures; False if it failed."""
+def _gate_not_applied(result, flag: str) -> bool:
+    """A gate was asked for (`flag`) and cannot be applied to some models (other data or tasks): one line
+    saying why; True then (the caller exits 2). Never a silent pass."""
+    from reporter.render.words.diff import gate_note
+
+    models = result.gate_not_applied
+    if not models:
+        return False
+    first = models[0]
+    why = gate_note(first).removesuffix(": compared without a gate")
+    more = f" (and {len(models) - 1} more model{'s' if len(models) > 2 else ''})" if len(models) > 1 else ""
+    _error(f"{flag} {result.max_accuracy_drop:g} cannot be applied to {first.name}{more}: {why}")
+    return True
+
+
+def _against_baseline(base, new, folder, max_accuracy_drop) -> tuple[bool, bool]:
+    """Writes diff.md and diff.json into `folder` and prints the baseline gate's failures; (passed, applied):
+    passed False if it failed, applied False if a requested gate could not be applied (one line says why)."""
     from pathlib import Path
 
     from reporter.render import diff as rdiff
@@ -299,7 +316,8 @@ def _against_baseline(base, new, folder, max_accuracy_drop) -> bool:
         print(f"quant-report: baseline gate FAILED: {failure.message}", file=sys.stderr)
     print(f"quant-report: against the baseline: {rdiff.summary(result)}; {Path(folder) / 'diff.md'}",
           file=sys.stderr)
-    return not result.gate_failures
+    applied = not _gate_not_applied(result, "--max-accuracy-drop against --baseline")
+    return not result.gate_failures, applied
 
 
 def _diff(args) -> int:
@@ -334,7 +352,8 @@ def _diff(args) -> int:
         sys.stdout.write(data.decode("utf-8"))
     for failure in result.gate_failures:
         print(f"quant-report: gate FAILED: {failure.message}", file=sys.stderr)
-    return exit_code(gate_failed=bool(result.gate_failures))
+    not_applied = _gate_not_applied(result, "--max-accuracy-drop")
+    return exit_code(gate_failed=bool(result.gate_failures), gate_not_applied=not_applied)
 
 
 def _demo(args) -> int:
@@ -479,6 +498,7 @@ def _batch(args) -> int:
         print(f"quant-report: gate FAILED for {row.name}: {row.gate['message']}", file=sys.stderr)
     if not args.quiet:
         print(f"quant-report: {index.IndexView(idx).summary}; index: {written[1]}", file=sys.stderr)
-    baseline_failed = bool(args.baseline) and not _against_baseline(args.baseline, args.out, args.out,
-                                                                    args.max_accuracy_drop)
-    return exit_code(failed=bool(idx.failed), gate_failed=bool(idx.gate_failures) or baseline_failed)
+    baseline_passed, applied = (_against_baseline(args.baseline, args.out, args.out, args.max_accuracy_drop)
+                                if args.baseline else (True, True))
+    return exit_code(failed=bool(idx.failed), gate_failed=bool(idx.gate_failures) or not baseline_passed,
+                     gate_not_applied=not applied)

@@ -5,7 +5,8 @@ by model name. Accuracy changes are tested on the same samples with McNemar (eac
 samples every variant gets right, and a fingerprint of the evaluation data); where the samples differ
 or an older report did not store them, the report says so and tests nothing. Two runs measured on different
 data, or of different tasks or main metrics, are shown side by side, each number under its own run's metric
-name, and never gated (`ModelDiff.incomparable` says why). What counts as a change is
+name, and never gated (`ModelDiff.incomparable` says why): a gate the user asked for that cannot be applied
+so is `Diff.gate_not_applied`, a failure of its own (the CLI's exit 2), never a silent pass. What counts as a change is
 reporter.core.judgement's; variant names are reporter.core.variants'. Pure: no TensorFlow.
 
 The records hold the decisions only: numbers, flags, short codes and names. Their sentence fields
@@ -218,6 +219,12 @@ class Diff:
     def ungated(self) -> list[ModelDiff]:
         """Models compared without the gate: BASE and NEW measured different data, tasks or main metrics."""
         return [m for m in self.compared if m.incomparable]
+
+    @property
+    def gate_not_applied(self) -> list[ModelDiff]:
+        """The models a requested gate (`max_accuracy_drop`) cannot be applied to: BASE's numbers are no
+        baseline for NEW's (`ungated`); [] when no gate was asked for."""
+        return [] if self.max_accuracy_drop is None else self.ungated
 
     def model(self, name: str) -> ModelDiff:
         return next(m for m in self.models if m.name == name)

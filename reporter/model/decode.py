@@ -41,6 +41,23 @@ _INT_DIGITS = len(str(MAX_INT))
 # Integer fields that size loops and charts when a report is rendered, by field name: a claim beyond any
 # model the tool can measure is refused (a report's 2**62 classes would hang the render).
 COUNT_LIMITS = {"num_classes": 1_000_000}
+# Measured figures a hand-edited report could make impossible (a 1e308 ms latency renders as "inf %", a
+# negative size as "-5 B"): (low, high, what it is) by the dataclass's and the field's names. Sizes and
+# latencies by field name wherever they occur, shares of samples (accuracies) where they are one.
+MAX_LATENCY_MS = 1e9  # about 11 days for one inference
+_SIZE = (0, MAX_INT, "a size in bytes")
+_LATENCY = (0, MAX_LATENCY_MS, "a latency in ms")
+_SHARE = (0, 1, "an accuracy (a share of samples)")
+FIELD_BOUNDS = {"size_bytes": _SIZE, "latency_ms": _LATENCY, ("Latency", "median"): _LATENCY,
+                ("Latency", "p90"): _LATENCY,
+                **{("Metrics", f): _SHARE for f in ("accuracy", "balanced_accuracy", "top5_accuracy",
+                                                   "precision", "recall", "f1", "micro_f1", "mean_iou",
+                                                   "roc_auc", "hamming_loss", "agreement_with_float")},
+                **{("ClassMetrics", f): _SHARE for f in ("accuracy", "precision", "recall", "f1")},
+                ("SearchStep", "accuracy"): _SHARE}
+# A name (a model's, an output's, a metric's) longer than this is cut, the rest elided with "…", when read:
+# every format shows it as read (a 30 MB name is not copied into every file).
+MAX_NAME_CHARS = 300
 # A JSON string (its escapes included), then the brackets outside strings: what the depth scan reads.
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
@@ -134,7 +151,22 @@ def _dataclass(tp, value, path: str):
     for name in required:
         if name not in value:
             raise DecodeError(key_path(path, name), "required field is missing")
-    return tp(**{k: decode(hints[k], v, key_path(path, k)) for k, v in value.items()})
+    return tp(**{k: _bounded(tp, k, decode(hints[k], v, key_path(path, k)), key_path(path, k))
+                 for k, v in value.items()})
+
+
+def _bounded(tp, name: str, value, path: str):
+    """`value` of field `name` of dataclass `tp` within FIELD_BOUNDS (DecodeError naming the field otherwise);
+    a `name` field cut to MAX_NAME_CHARS."""
+    if name == "name" and isinstance(value, str) and len(value) > MAX_NAME_CHARS:
+        return value[:MAX_NAME_CHARS] + "…"
+    bounds = FIELD_BOUNDS.get((tp.__name__, name)) or FIELD_BOUNDS.get(name)
+    if bounds is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    low, high, what = bounds
+    if not low <= value <= high:
+        raise DecodeError(path, f"{got(value)} is not {what} (read from {low:g} to {high:g})")
+    return value
 
 
 @functools.lru_cache(maxsize=None)

@@ -2,14 +2,18 @@
 
 Agg backend, every figure closed after saving, no software/timestamp metadata, so the same report
 gives the same bytes. Variant labels come from reporter.core.variants, the rule's default threshold from
-reporter.core.judgement.
+reporter.core.judgement. matplotlib's warnings never reach the terminal: during a run they go to run.log,
+in `quant-report render` they are dropped (`_warnings_to_log`).
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import io
 import math
+import sys
+import warnings
 from dataclasses import dataclass
 
 import matplotlib
@@ -35,6 +39,23 @@ plt.rcParams.update({
 })
 
 
+def _warnings_to_log(draw):
+    """`draw(report)` with the warnings it raises (matplotlib's layout and glyph warnings) caught: written to
+    run.log when a run captures its output there (reporter.core.progress), dropped otherwise."""
+
+    @functools.wraps(draw)
+    def quiet(report: Report) -> str:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            uri = draw(report)
+        if caught and getattr(sys.stderr, "name", "").endswith("run.log"):
+            for w in caught:
+                print(f"{draw.__name__} chart: {w.category.__name__}: {w.message}", file=sys.stderr)
+        return uri
+
+    return quiet
+
+
 def _data_uri(fig) -> str:
     buf = io.BytesIO()
     try:
@@ -44,6 +65,7 @@ def _data_uri(fig) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+@_warnings_to_log
 def confusion_matrices(report: Report) -> str:
     """Small multiples: one confusion matrix per measured variant, rows true, columns predicted."""
     variants = [v for v in report.variants if v.ok and v.metrics and v.metrics.confusion_matrix]
@@ -398,18 +420,21 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
     return _data_uri(fig)
 
 
+@_warnings_to_log
 def layer_ranges(report: Report) -> str:
     if not report.layers:
         return ""
     return _draw_layer_chart(layer_ranges_plan(report))
 
 
+@_warnings_to_log
 def layer_rmse(report: Report) -> str:
     if not report.layers:
         return ""
     return _draw_layer_chart(layer_rmse_plan(report))
 
 
+@_warnings_to_log
 def tradeoff(report: Report) -> str:
     """The search's candidates: their selection score (the score every candidate was chosen by, on the selection
     samples) against size and against float layers, the Pareto front joined, the chosen model, FIQ and the
