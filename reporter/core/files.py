@@ -70,6 +70,21 @@ def check_writable(out_dir):
         raise QuantReportError(f"{out_dir}: cannot write reports to this folder: {exc.strerror}{where}") from None
 
 
+def check_replaceable(out_dir, name: str):
+    """Raises QuantReportError naming the report folder when an earlier report there cannot be replaced (an
+    immutable or read-only folder): found before the run, not after it has measured everything."""
+    from reporter.core.errors import QuantReportError
+
+    folder = Path(out_dir) / folder_name(name)
+    if not folder.is_dir() or folder.is_symlink():
+        return
+    try:  # the swap renames the old folder away and removes it: a folder that takes no new entry refuses both
+        os.rmdir(tempfile.mkdtemp(prefix=".quant-report-check-", dir=folder))
+    except OSError as exc:
+        raise QuantReportError(f"{folder}: the report already there cannot be replaced: {exc.strerror} (make it"
+                               " writable, or choose another --name or --out)") from None
+
+
 MARKER = ".quant-report-staging"  # inside each staging (.NAME.partial-*) and swap (.NAME.old-*) folder we made
 _LEFTOVER = re.compile(r"^\.(.+)\.(partial|old)-[a-z0-9_]{8}$")  # tempfile.mkdtemp's 8 characters
 

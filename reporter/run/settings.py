@@ -234,6 +234,7 @@ class RunSettings:
                     " TensorFlow's converter makes them from a Keras model or SavedModel; LiteRT Quantizer makes"
                     " drq, fiq, int16x8 and wo8 (its fiq already has int8 input and output)")
         output.check_writable(self.out)
+        output.check_replaceable(self.out, self.display_name)
 
     @property
     def built_variants(self) -> tuple:
