@@ -393,7 +393,7 @@ class _Ladder:
         return MOVING_AVERAGE, base.calibration(), f"ranges: {METHOD_WORDS[MOVING_AVERAGE]}"
 
 
-def _loads(model: bytes) -> str:
+def loads_on_reference(model: bytes) -> str:
     """"" when LiteRT's reference kernels (what integer-only hardware implements) load the model, else why not."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
@@ -407,7 +407,7 @@ def _loads(model: bytes) -> str:
 def _candidate(rung: str, started: float, **fields) -> RepairCandidate:
     model = fields.get("model")
     if model is not None and not fields.get("error"):
-        bad = integer_only(model) or _loads(model)
+        bad = integer_only(model) or loads_on_reference(model)
         if bad:
             fields.update(model=None, error=bad)
     return RepairCandidate(rung, LABELS[rung], seconds=time.perf_counter() - started, **fields)

@@ -23,7 +23,7 @@ from typing import Iterator, Optional
 
 import numpy as np
 
-from reporter.convert.repair import RepairCandidate, integer_only
+from reporter.convert.repair import RepairCandidate, integer_only, loads_on_reference
 from reporter.convert.repair_edits import read_model, static_batch, tensor_name
 from reporter.measure.evaluate import as_inputs
 
@@ -437,20 +437,10 @@ def static_int8(float_model: bytes, x_calib) -> bytes:
     return bytes(q.quantize(calibration, enable_progress_report=False).quantized_model)
 
 
-def _loads(model: bytes) -> str:
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    try:
-        Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF).allocate_tensors()
-    except (RuntimeError, ValueError) as exc:
-        return f"LiteRT cannot load it: {(str(exc).strip().splitlines() or [type(exc).__name__])[0]}"
-    return ""
-
-
 def _candidate(rung: str, started: float, model: Optional[bytes] = None, detail: str = "",
                error: str = "") -> RepairCandidate:
     if model is not None and not error:
-        error = integer_only(model) or _loads(model)
+        error = integer_only(model) or loads_on_reference(model)
         model = None if error else model
     return RepairCandidate(rung, LABELS[rung], detail=detail, model=model, error=error,
                            seconds=time.perf_counter() - started)
