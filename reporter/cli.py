@@ -209,34 +209,37 @@ def _error(text: str):
 
 def _run_one(settings, debug: bool):
     """Runs one model; prints a one-line error (traceback with --debug); returns (report, exit code)."""
-    from reporter.core.errors import QuantReportError, RenderError, UsageError
-
     try:
         from reporter.api import run_settings  # the one path every run takes, the Python API's too
 
         report, _ = run_settings(settings)
         return report, ExitCode.OK
-    except RenderError as exc:  # measured and partly written: still a failure
-        _error(str(exc))
-    except UsageError as exc:  # settings that cannot go together: nothing ran
-        _error(str(exc))
-        return None, ExitCode.USAGE
-    except QuantReportError as exc:
-        if debug:
-            traceback.print_exc()
-        _error(str(exc))
     except Exception as exc:  # noqa: BLE001 - an unexpected failure still gets one line
-        from reporter.core.errors import storage_problem
+        return None, _run_failed(exc, settings, debug)
 
-        if debug:
-            traceback.print_exc()
-        full = storage_problem(exc)
-        if full is not None:  # a full disk or a file-size limit is named as such, with the file
-            _error(str(full))
-            return None, ExitCode.FAILED
-        text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        _error(f"{settings.model}: unexpected {type(exc).__name__}: {text} (rerun with --debug)")
-    return None, ExitCode.FAILED
+
+def _run_failed(exc: Exception, settings, debug: bool) -> ExitCode:
+    """Prints the one line for a run that raised `exc` and returns its exit code. An error that only followed
+    from SIGTERM (a library caught the `Terminated` and raised its own) ends the run as terminated instead."""
+    from reporter.core.errors import QuantReportError, RenderError, UsageError, storage_problem
+    from reporter.core.lifetime import stop_if_terminated
+
+    stop_if_terminated(exc)
+    if isinstance(exc, UsageError):  # settings that cannot go together: nothing ran
+        _error(str(exc))
+        return ExitCode.USAGE
+    if debug and not isinstance(exc, RenderError):
+        traceback.print_exception(exc)
+    if isinstance(exc, QuantReportError):  # a RenderError too: measured and partly written, still a failure
+        _error(str(exc))
+        return ExitCode.FAILED
+    full = storage_problem(exc)
+    if full is not None:  # a full disk or a file-size limit is named as such, with the file
+        _error(str(full))
+        return ExitCode.FAILED
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    _error(f"{settings.model}: unexpected {type(exc).__name__}: {text} (rerun with --debug)")
+    return ExitCode.FAILED
 
 
 def _run(args) -> int:

@@ -187,3 +187,30 @@ def test_no_autograph_file_is_left_in_the_temp_folder(mlp_files, tmp_path, env):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert not list((tmp_path / "tmp").glob("__autograph_generated_file*")), list((tmp_path / "tmp").iterdir())
+
+
+def test_sigterm_a_library_turned_into_its_own_error_still_ends_the_run_as_terminated(monkeypatch, capsys,
+                                                                                        tmp_path):
+    """Keras's loader catches the `Terminated` raised inside it and raises an AttributeError: the run is still
+    terminated (143, "terminated"), not reported as the model's unexpected failure (CI saw exactly this)."""
+    import reporter.api
+    from reporter.cli import main
+
+    def run_settings(settings):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        except BaseException:  # what a library does with it
+            raise AttributeError("'tuple' object has no attribute '_type_spec'") from None
+        raise AssertionError("SIGTERM was not delivered")
+
+    monkeypatch.setattr(reporter.api, "run_settings", run_settings)
+    model, data = tmp_path / "m.keras", tmp_path / "d.npz"
+    model.write_bytes(b"x")
+    data.write_bytes(b"x")
+    before = signal.getsignal(signal.SIGTERM)
+    code = main(["run", str(model), "--data", str(data), "--out", str(tmp_path / "out"), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 143, err
+    assert err.strip().splitlines() == ["quant-report: terminated"], err
+    assert signal.getsignal(signal.SIGTERM) == before  # the previous handler is back

@@ -115,6 +115,7 @@ def work(job: Job, messages) -> None:
 
     from reporter.measure import evaluate
     from reporter.core.errors import QuantReportError
+    from reporter.core.lifetime import stop_if_terminated
     from reporter.run import materialize
     from reporter.run.data_loading import is_callable_spec
     from reporter.run.pipeline import RunSettings, run
@@ -135,11 +136,13 @@ def work(job: Job, messages) -> None:
                         side_converter=job.side_converter,
                         extra={FINGERPRINT_KEY: job.fingerprint, **job.extra}, **job.options))
     except QuantReportError as exc:
+        stop_if_terminated(exc)  # a library's error that only followed from SIGTERM: the worker stops
         outcome = {"status": "failed", "stage": last["stage"], "error": str(exc).splitlines()[0]}
         print(f"error: {exc}")
     except Exception as exc:  # noqa: BLE001 - every failure becomes an entry, not a crash
         from reporter.core.errors import storage_problem
 
+        stop_if_terminated(exc)
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         full = storage_problem(exc)  # a full disk or a file-size limit, named as such
         error = str(full) if full is not None else f"{type(exc).__name__}: {text}"

@@ -8,6 +8,9 @@ the temporary files TensorFlow's autograph writes go even when the process ends 
   the multiprocessing resource tracker.
 * `terminate_raises()` turns SIGTERM into `Terminated` for the duration of a `with` block: every `finally`
   and staging clean-up then runs as it does for Ctrl-C; the command exits with `TERMINATED_EXIT` (143).
+  Library code may catch the `Terminated` raised inside it and raise something else (Keras's loader turns
+  it into an AttributeError): the signal is remembered, so `terminating()` still says so, `stop_if_terminated()`
+  (called at every stage) raises it again, and the block ends in `Terminated` whatever escaped it.
 * `remove_autograph_files()` deletes the `__autograph_generated_file*.py` modules this process loaded
   (TensorFlow deletes them in an atexit hook, which `os._exit` skips).
 """
@@ -30,6 +33,22 @@ AUTOGRAPH_PREFIX = "__autograph_generated_file"
 class Terminated(BaseException):
     """SIGTERM arrived. A BaseException (as KeyboardInterrupt is): no `except Exception` swallows it, and code
     that walls off user code's KeyboardInterrupt does not take it for the user's."""
+
+
+_received: list[int] = []  # SIGTERM received inside a `terminate_raises` block of this process
+
+
+def terminating() -> bool:
+    """True once SIGTERM arrived inside a `terminate_raises` block, even if the `Terminated` it raised was
+    caught and replaced by library code on its way up."""
+    return bool(_received)
+
+
+def stop_if_terminated(cause: BaseException | None = None):
+    """Raises `Terminated` (from `cause`) when SIGTERM arrived: an error that only followed from it is not
+    reported as the model's failure, and a run whose `Terminated` was swallowed stops at its next stage."""
+    if _received:
+        raise Terminated() from cause
 
 
 def die_with_parent(parent: int, poll_seconds: float = 1.0) -> str:
@@ -69,11 +88,9 @@ def terminate_raises():
     """Within the block, SIGTERM raises `Terminated` in the main thread (once: a second SIGTERM during the
     clean-up is ignored, SIGKILL still ends it). The previous handler is restored afterwards. Outside the
     main thread (signal handlers cannot be set there) it does nothing."""
-    fired = []
-
     def handler(signum, frame):
-        if not fired:
-            fired.append(signum)
+        if not _received:
+            _received.append(signum)
             raise Terminated()
 
     try:
@@ -81,10 +98,19 @@ def terminate_raises():
     except ValueError:  # not the main thread
         yield
         return
+    _received.clear()
     try:
         yield
+    except Terminated:
+        raise
+    except BaseException as exc:  # what a library raised in place of the `Terminated` it caught
+        stop_if_terminated(exc)
+        raise
+    else:
+        stop_if_terminated()
     finally:
         signal.signal(signal.SIGTERM, previous)
+        _received.clear()
 
 
 def remove_autograph_files() -> list[str]:

@@ -38,7 +38,11 @@ class Progress:
 
     @contextlib.contextmanager
     def stage(self, key: str, text: str = "", detail: str = ""):
-        """Times a stage under `key` (adding up repeats); prints `text` and the duration if given."""
+        """Times a stage under `key` (adding up repeats); prints `text` and the duration if given. A run whose
+        SIGTERM a library swallowed stops here."""
+        from reporter.core.lifetime import stop_if_terminated
+
+        stop_if_terminated()
         self.current = f"{key} {detail}".strip()
         if self.listener:
             self.listener(self.current)
