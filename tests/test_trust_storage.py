@@ -5,6 +5,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,20 @@ def test_storage_problems_are_read_from_os_errors_and_tensorflow_text():
     wrapped.__context__ = tf_like  # what a failed fallback raises while handling the export's error
     assert str(storage_problem(wrapped)).startswith("/out/.m.partial-1/sm/saved_model.pb.tmp9: cannot write: file too large")
     assert storage_problem(ValueError("shapes differ")) is None
+
+
+def test_a_path_inside_the_staging_folder_is_named_by_the_report_folder_it_becomes(tmp_path, monkeypatch):
+    from reporter.core.files import as_the_user_knows, staged_folder
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))
+    with staged_folder(tmp_path / "reports", "digits") as folder:
+        internal = folder / ".savedmodel-x1" / "saved_model.pb.tmp9"
+        assert as_the_user_knows(str(internal), "reports", "digits") == str(Path("reports") / "digits")
+        assert as_the_user_knows(str(folder / "report.pdf"), "reports", "digits") == str(
+            Path("reports") / "digits" / "report.pdf")
+    assert as_the_user_knows(str(tmp_path / "tmp" / "q-1" / "m.tflite"), "reports", "digits") == (
+        f"the temporary folder {tmp_path / 'tmp'} (TMPDIR)")
+    assert as_the_user_knows("/elsewhere/x.npz", "reports", "digits") == "/elsewhere/x.npz"
 
 
 def _limit_file_size(kib: int):
@@ -44,4 +59,7 @@ def test_a_file_size_limit_is_named_and_leaves_nothing(mlp_files, tmp_path, kib)
     assert len(lines) == 1, proc.stderr
     assert "cannot write: file too large" in lines[0]
     assert "does not convert" not in lines[0] and "NoneType" not in lines[0]
+    # named by the folder the user gave (the report folder it would have become), not by an internal temp file
+    assert lines[0].startswith(f"quant-report: error: {out / 'breast_cancer_mlp'}"), lines[0]
+    assert ".partial-" not in lines[0] and ".tmp" not in lines[0], lines[0]
     assert sorted(p.name for p in out.iterdir()) == ["earlier.txt"]  # no half-written report, the user's file kept

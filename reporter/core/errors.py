@@ -77,6 +77,10 @@ class StorageError(QuantReportError):
         self.path, self.reason = path, reason
         super().__init__(f"{path}: cannot write: {reason}")
 
+    def at(self, path: str) -> "StorageError":
+        """The same refusal, the path named another way (as the user knows it)."""
+        return StorageError(path, self.reason)
+
 
 def storage_problem(exc: BaseException) -> Optional[StorageError]:
     """The storage failure behind `exc` (an OSError with such an errno anywhere in its chain, or TensorFlow's

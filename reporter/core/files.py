@@ -153,6 +153,30 @@ def staged_folder(out_dir, name: str, on_replace=None):
                    " the one kept there")
 
 
+def as_the_user_knows(path: str, out_dir, name: str) -> str:
+    """A path this run wrote, named as the user knows it. Inside the staging folder (`.NAME.partial-*` in
+    `out_dir`) it is the report folder that folder becomes, `out_dir/NAME` as `out_dir` was given, followed by
+    the file only when the file is one of the report's own (report.pdf), not an internal one (a dot-named
+    SavedModel export, a `.tmp` file). In the temporary folder it is that folder, named as such. Any other path
+    is returned as it is."""
+    parts = Path(path).parts
+    staging = f".{folder_name(name)}.partial-"
+    for i, part in enumerate(parts):
+        if part.startswith(staging):
+            shown = Path(out_dir) / folder_name(name)
+            for rest in parts[i + 1:]:
+                if rest.startswith(".") or ".tmp" in rest:
+                    break
+                shown = shown / rest
+            return str(shown)
+    temp = Path(tempfile.gettempdir())
+    try:
+        Path(path).relative_to(temp)
+    except ValueError:
+        return path
+    return f"the temporary folder {temp} (TMPDIR)"
+
+
 REPORT_FILES = ("run.log", "report.json")  # every report folder quant-report writes holds one of these
 
 

@@ -165,7 +165,8 @@ class Measurer:
             raise
         except Exception as exc:  # noqa: BLE001 - one variant's failure must not stop the others
             traceback.print_exc()  # into run.log
-            said = self.progress.failure(exc, since)  # the converter's own cause, never a bare exception name
+            # the converter's own cause, never a bare exception name
+            said = str(exc) if isinstance(exc, NotRunnable) else self.progress.failure(exc, since)
             if tflite is not None:  # it was built: running it failed, and the inputs may be why
                 said = f"built, but it could not run: {said}{_input_cause(self.data.x)}"
             self.progress.say(f"{name} FAILED: {said}")
@@ -178,7 +179,7 @@ class Measurer:
         (folder / f"{name}.tflite").write_bytes(tflite)
         bad = structure.bad_scale(tflite)
         if bad:  # LiteRT would crash the process allocating it: the variant fails, the run goes on
-            raise ValueError(f"the model cannot run: {bad}")
+            raise NotRunnable(bad)
         t0 = time.perf_counter()
         errors: dict[str, str] = {}
 
@@ -396,6 +397,10 @@ class Measurer:
                 found[h.name] = HeadResult(output_error=error, target_error=target)
         return found
 
+
+
+class NotRunnable(ValueError):
+    """A built model LiteRT cannot run, found by reading it before LiteRT would crash the process on it."""
 
 
 def _input_cause(x) -> str:

@@ -26,24 +26,26 @@ TEXT_SUFFIXES = {".csv": "a CSV file", ".tsv": "a TSV file", ".txt": "a text fil
 
 
 def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = None,
-              say: Optional[Callable[[str], None]] = None, model: Optional[LoadedModel] = None) -> Dataset:
+              say: Optional[Callable[[str], None]] = None, model: Optional[LoadedModel] = None,
+              timeout: Optional[float] = None) -> Dataset:
     """Reads the evaluation inputs, labels `y` and optional calibration inputs from an .npz file or a
     `package.module:function`: `x` (and `x_calib`) for a one-input model; `x_<input name>` (and
     `x_calib_<input name>`) for several inputs, or from a function `x` (and `x_calib`) as a dict keyed by
     input name. Arrays keep their types until `bind` matches them to the model's inputs.
     An .npz's or a folder's .npy headers are checked before any array is read (reporter.run.headers): against
     each other, the memory budget and, given the loaded `model`, its inputs. `say` prints a progress line
-    (a data function is announced before it is called, so that one that never returns is seen waiting)."""
+    (a data function is announced before it is called, and "still waiting" is said every 30 s while it runs; it is
+    stopped after `timeout` seconds when one is given)."""
     try:
-        return _load_data(spec, calibration_samples, code_dir, say, model)
+        return _load_data(spec, calibration_samples, code_dir, say, model, timeout)
     except MemoryError:
         raise InputError(spec, "ran out of memory while reading the data; save the arrays as a folder of .npy"
                                " files, which are memory-mapped") from None
 
 
-def _load_data(spec: str, calibration_samples: int, code_dir, say, model) -> Dataset:
+def _load_data(spec: str, calibration_samples: int, code_dir, say, model, timeout) -> Dataset:
     if is_callable_spec(spec):
-        arrays = _call_data_function(spec, code_dir, say)
+        arrays = _call_data_function(spec, code_dir, say, timeout)
     elif Path(spec).is_dir():
         arrays = headers.read_npy_folder(Path(spec), _model_inputs(model))
     else:
@@ -187,13 +189,14 @@ def _model_inputs(model: Optional[LoadedModel]) -> Optional[headers.ModelInputs]
     return headers.ModelInputs(Path(model.path).name, shapes)
 
 
-def _call_data_function(spec: str, code_dir: Optional[str] = None, say: Optional[Callable[[str], None]] = None) -> dict:
+def _call_data_function(spec: str, code_dir: Optional[str] = None, say: Optional[Callable[[str], None]] = None,
+                        timeout: Optional[float] = None) -> dict:
     """Calls `package.module:function` (reporter.run.usercode.call_function: found without touching sys.path,
     behind the wall) and checks that it returned a mapping of arrays."""
     from reporter.run import usercode
 
     must = "a data function must return its arrays (a mapping with 'x' and 'y')"
-    result = usercode.call_function(spec, code_dir, "data", must, say)
+    result = usercode.call_function(spec, code_dir, "data", must, say, timeout)
     if not hasattr(result, "keys"):
         raise InputError(spec, f"data function must return a mapping with 'x' and 'y', got {type(result).__name__}")
     return dict(result)

@@ -19,8 +19,9 @@ from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import lifetime, targets, variants
-from reporter.core.errors import FloatNotMeasuredError, InputError, RenderError, one_line, storage_problem
-from reporter.core.files import folder_name, staged_folder, write_atomic
+from reporter.core.errors import (FloatNotMeasuredError, InputError, QuantReportError, RenderError, StorageError,
+                                  one_line, storage_problem)
+from reporter.core.files import as_the_user_knows, folder_name, staged_folder, write_atomic
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
 from reporter.measure import engines, evaluate, kernels, structure
@@ -55,6 +56,27 @@ def run(settings: RunSettings) -> tuple[Report, Path]:
     """
     settings.check()
     name = settings.display_name
+    try:
+        return _run_staged(settings, name)
+    except Exception as exc:
+        full = _storage_failure(exc)
+        if full is None:
+            raise
+        # the disk refused a write: named by the folder the user gave, not by a file inside the staging folder
+        raise full.at(as_the_user_knows(full.path, settings.out, name)) from exc
+
+
+def _storage_failure(exc: Exception) -> Optional[StorageError]:
+    """The disk's refusal behind `exc`; None for anything else, and for an error quant-report already said in
+    its own words (a model file that cannot be read is not a write that failed)."""
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, QuantReportError):
+        return None
+    return storage_problem(exc)
+
+
+def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
@@ -116,7 +138,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
                                              custom_objects=s.custom_objects, code_dir=s.code_dir)
             if exporting is not None and hasattr(model.make_converter, "adopt"):
                 model.make_converter.adopt(*exporting)
-            data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model)
+            data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model,
+                             timeout=s.data_timeout)
             model.fit_twin(data.x)  # a Keras 3 recurrent model's twin takes the data's sequence length
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"

@@ -133,6 +133,10 @@ RUN = (
             " after the file: int4_fc.json -> int4_fc (repeatable; in a batch file, relative to it)",
             "a list of .json files", lambda v: _list_of()(v) and all(x.lower().endswith(".json") for x in v),
             metavar="FILE.json", repeatable=True, comma=False),
+    Setting("data_timeout", "number", None,
+            "a data function (MODULE:FUNCTION) that has not returned after this many seconds is stopped and the run"
+            " fails with one line saying so (default: no limit; a \"still waiting\" line every 30 s either way)",
+            "a number of seconds > 0", lambda v: v is None or _number(lambda x: x > 0)(v), metavar="SECONDS"),
     Setting("keep_float_ops", "list", (),
             "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
             'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
@@ -150,7 +154,8 @@ GATE = (
 )
 
 BY_NAME = {s.name: s for s in RUN}
-NOT_RECORDED = {"formats"}  # what is written, not what was measured: the report is the same either way
+NOT_RECORDED = {"formats", "data_timeout"}  # how the run is written or waited for, not what was measured: the
+# report is the same either way
 GATE_BY_NAME = {s.name: s for s in GATE}
 DEFAULTS = {s.name: s.default for s in RUN}
 
@@ -176,6 +181,7 @@ class RunSettings:
     keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
     recipe: tuple = DEFAULTS["recipe"]  # the user's LiteRT Quantizer recipe files: one variant each
+    data_timeout: Optional[float] = DEFAULTS["data_timeout"]  # seconds a data function may take; None: no limit
     target: str = DEFAULTS["target"]  # where the shipped model runs: "cpu", "int8" or "gpu" (reporter.core.targets)
     primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
     threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this

@@ -81,10 +81,15 @@ def _from_folder(parts: list[str], folder: Path):
 
 
 def call_function(spec: str, code_dir: Optional[str], kind: str, must: str,
-                  say: Optional[Callable[[str], None]] = None):
+                  say: Optional[Callable[[str], None]] = None, timeout: Optional[float] = None):
     """Calls `package.module:function` (a `kind` function: "data", "model") without arguments and returns what it
     returns. The module is looked for among installed packages first, then in `code_dir` (a batch file's folder)
-    or the current folder. Loading and calling it run behind the wall; any failure is an InputError naming `spec`."""
+    or the current folder. Loading and calling it run behind the wall; any failure is an InputError naming `spec`.
+    While it runs, `say` prints "still waiting" every 30 s; with `timeout` (seconds, set by --KIND-timeout) a call
+    that has not returned by then is stopped (reporter.core.waiting)."""
+    from reporter.core.waiting import TimedOut, waiting
+
+    timeout_flag = f"--{kind}-timeout"
     module_name, _, func_name = spec.partition(":")
     folders = [Path(code_dir)] if code_dir else [Path.cwd()]
     try:
@@ -97,10 +102,13 @@ def call_function(spec: str, code_dir: Optional[str], kind: str, must: str,
     except Exception as exc:  # noqa: BLE001 - the user's module may raise anything while it loads
         raise InputError(spec, f"{kind} module failed to load: {type(exc).__name__}: {first_line(exc)}") from exc
     if say is not None:
-        say(f"calling the {kind} function {spec} (quant-report waits until it returns)")
+        limit = f"waits up to {timeout:g} s, {timeout_flag}" if timeout else f"waits until it returns; {timeout_flag} sets a limit"
+        say(f"calling the {kind} function {spec} (quant-report {limit})")
     try:
-        with wall(spec, f"the {kind} function", must):
+        with waiting(f"the {kind} function {spec}", say, timeout), wall(spec, f"the {kind} function", must):
             return func()
+    except TimedOut:
+        raise InputError(spec, f"the {kind} function did not return within {timeout:g} s ({timeout_flag})") from None
     except InputError:
         raise
     except MemoryError:
