@@ -19,9 +19,43 @@ def test_count_arrow(value, ref, arrow):
     assert common.count_arrow(value, ref) == arrow
 
 
-def test_latency_arrow_ignores_small_noise():
-    assert common.count_arrow(1.05, 1.0, same_ratio=0.10) == "~"
-    assert common.count_arrow(1.2, 1.0, same_ratio=0.10) == "↑"
+@pytest.mark.parametrize("fiq_median,fiq_p90,runs", [
+    (1.06, 1.07, 50),  # 6 % slower, each model's spread 0.01-0.02 ms: beyond noise
+    (1.30, 1.80, 50),  # 30 % slower, but FIQ's own runs spread 0.5 ms: a tie (the old 10 % rule said "1.3x slower")
+    (0.40, 0.41, 50),  # 2.5x faster
+    (1.30, 1.31, 5),  # too few runs timed to tell a spread: a tie
+])
+def test_latency_cells_follow_the_timing_noise_rule_the_sentences_read(fiq_median, fiq_p90, runs):
+    """The tables' latency words, arrows and colours say "faster" or "slower" exactly when the medians lie further
+    apart than either model's own spread (p90 - median), as the headline and the decision do; else a tie."""
+    import dataclasses
+
+    from reporter.model.variant import Latency
+
+    report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
+    flt_latency = Latency(median=1.0, p90=1.02, runs=runs)
+    fiq_latency = Latency(median=fiq_median, p90=fiq_p90, runs=runs)
+    report = dataclasses.replace(report, variants=[
+        dataclasses.replace(v, latency_ms=flt_latency if v.name == "float" else fiq_latency if v.name == "fiq"
+                            else v.latency_ms) for v in report.variants])
+    spread = max(flt_latency.p90 - flt_latency.median, fiq_latency.p90 - fiq_latency.median)
+    told = runs >= 10 and abs(fiq_median - 1.0) > spread  # computed here, not by the code under test
+    ratio = fiq_median / 1.0
+    if not told:
+        expected = "~ same"
+    elif abs(ratio - 1) < 0.05:
+        expected = f"{abs(1 - ratio) * 100:.0f} % {'slower' if ratio > 1 else 'faster'}"
+    else:
+        expected = f"{ratio:.1f}x slower" if ratio > 1 else f"{1 / ratio:.1f}x faster"
+    v = view.ReportView(report)
+    row = next(r for r in v.story.panel_rows if r.label == "FIQ")
+    latency_cell = row.latency
+    assert latency_cell.note == expected
+    assert latency_cell.tone == ("neutral" if not told else "bad" if ratio > 1 else "good")
+    columns = [c.name for c in v.basis.ok_columns]
+    median_row = next(r for r in v.structure.size_latency_rows if r.label == "Latency, median")
+    arrow = median_row.cells[columns.index("fiq")].arrow
+    assert arrow == ("~" if not told else "↑↑" if ratio > 2 else "↑" if ratio > 1 else "↓↓" if ratio < 0.5 else "↓")
 
 
 @pytest.mark.parametrize("value,ref,arrow", [
@@ -95,14 +129,16 @@ def test_legend_states_the_judgement_thresholds(monkeypatch):
     """The legend's words follow the constants in reporter.core.judgement: change one, the legend follows."""
     report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
     legend = dict(view.ReportView(report).legend)
-    assert "within 10 % of it (latency), or within 0.5 points of it (metrics)" in legend["~"]
+    assert "within 0.5 points of it (metrics)" in legend["~"]
+    assert "fewer than 10 runs were timed" in legend["~"]
     assert "more than 2x higher / lower (counts, sizes, latency), or more than 5 points" in legend["↑↑ / ↓↓"]
-    monkeypatch.setattr(judgement, "LATENCY_SAME_RATIO", 0.25)
+    monkeypatch.setattr(judgement, "MIN_TIMED_RUNS", 20)
     monkeypatch.setattr(judgement, "METRIC_SAME_POINTS", 1.5)
     monkeypatch.setattr(judgement, "METRIC_BIG_POINTS", 10.0)
     monkeypatch.setattr(judgement, "COUNT_BIG_RATIO", 3.0)
     legend = dict(view.ReportView(report).legend)
-    assert "within 25 % of it (latency), or within 1.5 points of it (metrics)" in legend["~"]
+    assert "within 1.5 points of it (metrics)" in legend["~"]
+    assert "fewer than 20 runs were timed" in legend["~"]
     assert "more than 3x higher / lower (counts, sizes, latency), or more than 10 points" in legend["↑↑ / ↓↓"]
     assert common.metric_arrow(0.910, 0.900) == "~"  # the arrows follow the same constants
     assert common.count_arrow(14, 5) == "↑"

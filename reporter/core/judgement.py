@@ -303,6 +303,20 @@ def faster(a_median: Optional[float], a_p90: Optional[float], b_median: Optional
     return b_median - a_median > spread
 
 
+def latency_step(a_median: Optional[float], a_p90: Optional[float], b_median: Optional[float],
+                 b_p90: Optional[float]) -> Optional[int]:
+    """`a`'s latency against `b`'s, by `faster` (spreads as `timing_spread` gives them): 0 neither is faster beyond
+    timing noise (a tie), -1 / +1 faster / slower, -2 / +2 more than COUNT_BIG_RATIO times; None when either
+    was not timed. Every table cell, arrow and colour for latency reads this, as the sentences read `faster`."""
+    if not a_median or not b_median:
+        return None
+    if faster(a_median, a_p90, b_median, b_p90):
+        return -2 if b_median / a_median > COUNT_BIG_RATIO else -1
+    if faster(b_median, b_p90, a_median, a_p90):
+        return 2 if a_median / b_median > COUNT_BIG_RATIO else 1
+    return 0
+
+
 def output_error_changed(base_mse: float, new_mse: float) -> bool:
     """`diff`: an output MSE that moved beyond float rounding, relative to BASE's."""
     return nonzero((new_mse - base_mse) / positive_floor(abs(base_mse)))
@@ -320,7 +334,6 @@ def latency_changed(base_ms: float, new_ms: float) -> bool:
 METRIC_SAME_POINTS = 0.5  # a metric within this many points (of 100) of float's reads as the same: "~"
 METRIC_BIG_POINTS = 5.0  # a metric more than this many points from float's: a big change (double arrow)
 COUNT_BIG_RATIO = 2.0  # a count, size or latency more than this many times float's (or less than 1/this): big
-LATENCY_SAME_RATIO = 0.10  # a latency within this share of float's reads as the same: timing noise, not a change
 SAME_RATIO = 0.005  # a size or latency ratio within this of 1 reads as the same ("1.0x" would show no change)
 PERCENT_RATIO = 0.05  # a size ratio within this of 1 is worded as a percentage: "1.0x smaller" reads as no change
 SUSPECT_THRESHOLD = 0.7  # the rmse/scale rule's default: a layer above this RMSE/scale is flagged

@@ -9,7 +9,6 @@ Reading one runs no code: it is JSON, checked by LiteRT Quantizer's own recipe m
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Iterable, Optional

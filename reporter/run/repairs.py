@@ -47,8 +47,6 @@ def climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
 
 
 def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
-    from reporter.convert import repair
-
     sel = recommend.selection(ctx.data, ctx.settings.calibration_samples, ctx.settings.selection_samples,
                               m.task.classification)
     found: list[rp.RepairRung] = []

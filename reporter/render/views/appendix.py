@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from reporter.core import judgement as jd
 from reporter.model.report import RMSE_OVER_SCALE_IDEAL
 from reporter.render.views.common import Basis, latency_note, threshold_words
 
@@ -13,8 +14,9 @@ def legend_entries() -> tuple[tuple[str, str], ...]:
     """Every term the report uses, with the thresholds judgement applies now."""
     words = threshold_words()
     return (
-        ("~", f"equal to the float model (tensor counts, sizes), within {words.latency_same} of it (latency), or"
-              f" within {words.metric_same} of it (metrics)."),
+        ("~", f"equal to the float model (tensor counts, sizes), within {words.metric_same} of it (metrics), or"
+              f" neither faster nor slower beyond timing noise (latency: the medians lie no further apart than either"
+              f" model's own spread, p90 − median, or fewer than {jd.MIN_TIMED_RUNS} runs were timed)."),
         ("↑ / ↓", "higher / lower than the float model."),
         ("↑↑ / ↓↓", f"more than {words.count_big} higher / lower (counts, sizes, latency), or more than"
                     f" {words.metric_big} (metrics)."),

@@ -15,6 +15,7 @@ from reporter.core.variants import LITERT, LONG_NAMES, short
 from reporter.model.findings import Findings
 from reporter.model.report import Report, VariantResult
 from reporter.model.settings import Settings
+from reporter.render.words.verdicts import speed_words
 
 ARROWS = {0: "~", 1: "↑", 2: "↑↑", -1: "↓", -2: "↓↓"}  # a judgement.count_step / metric_step, drawn
 DIRECTION_TONES = {"worse": "bad", "better": "good"}  # a variant's accuracy against float, beyond noise
@@ -68,6 +69,29 @@ def ratio_words(ratio: Optional[float], down: str, up: str, same: float = 0.0) -
     return f"{1 / ratio:.1f}x {down}" if ratio < 1 else f"{ratio:.1f}x {up}"
 
 
+def latency_step(v: Optional[VariantResult], ref: Optional[VariantResult]) -> Optional[int]:
+    """`v`'s latency against `ref`'s by the timing-noise rule the decision and the sentences read
+    (judgement.latency_step); None when either was not timed."""
+    a = v.latency_ms if v is not None else None
+    b = ref.latency_ms if ref is not None else None
+    if a is None or b is None:
+        return None
+    return jd.latency_step(a.median, jd.timing_spread(a.p90, a.runs), b.median, jd.timing_spread(b.p90, b.runs))
+
+
+def latency_cell_words(v: Optional[VariantResult], ref: Optional[VariantResult]) -> str:
+    """"1.8x faster", "4 % slower", "~ same" (neither faster beyond timing noise); "" when either was not timed."""
+    step = latency_step(v, ref)
+    if step is None:
+        return ""
+    return "~ same" if step == 0 else speed_words(v.latency_ms.median / ref.latency_ms.median)
+
+
+def step_tone(step: Optional[int]) -> str:
+    """A latency step's colour: "good" faster, "bad" slower, "neutral" a tie or not timed."""
+    return "neutral" if not step else ("good" if step < 0 else "bad")
+
+
 def ratio_tone(ratio: Optional[float], same: float) -> str:
     """A size or latency ratio against float: "good" when lower, "bad" when higher, "neutral" when the same."""
     if ratio is None or jd.same_ratio(ratio, same):
@@ -82,7 +106,6 @@ class ThresholdWords:
     metric_same: str  # "0.5 points"
     metric_big: str  # "5 points"
     count_big: str  # "2x"
-    latency_same: str  # "10 %"
     alpha: str  # "0.05"
     confidence: str  # "95 %"
 
@@ -93,7 +116,6 @@ def threshold_words() -> ThresholdWords:
         metric_same=f"{jd.METRIC_SAME_POINTS:g} points",
         metric_big=f"{jd.METRIC_BIG_POINTS:g} points",
         count_big=f"{jd.COUNT_BIG_RATIO:g}x",
-        latency_same=fmt_percent(jd.LATENCY_SAME_RATIO, 0),
         alpha=f"{jd.ALPHA:g}",
         confidence=fmt_percent(jd.CONFIDENCE, 0),
     )

@@ -7,13 +7,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from reporter.core import judgement as jd
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, or_missing)
 from reporter.core import targets, variants
 from reporter.core.variants import SEARCH_METHOD
 from reporter.model.report import SearchStep, VariantResult
-from reporter.render.views.common import Basis, Cell, Row, ratio_tone, ratio_words
+from reporter.render.views.common import (Basis, Cell, Row, latency_cell_words, latency_step, ratio_tone,
+                                          ratio_words, step_tone)
 from reporter.render.words.recommendation import SCHEME_NAMES
 from reporter.render.words.decision import why_not
 
@@ -158,13 +158,18 @@ class RecommendationView:
                                                     Cell(ratio_words(ratio, "lower", "higher"), "",
                                                          ratio_tone(ratio, 0.0)),
                                                     Cell("")]))
-        for label, get, fmt, same, toned in (
-            ("Size", lambda v: v.size_bytes, fmt_bytes, 0.0, True),
-            ("Latency, median", lambda v: v.latency_ms.median if v.latency_ms else None, fmt_ms,
-             jd.LATENCY_SAME_RATIO, True),
+        lat = [v.latency_ms.median if v.latency_ms else None for v in (flt, fiq, sel)]
+        for label, get, fmt, toned in (
+            ("Size", lambda v: v.size_bytes, fmt_bytes, True),
+            ("Latency, median", None, fmt_ms, True),
             ("Float32 tensors", lambda v: None if v.not_measured("ops") else v.tensor_types.get("float32", 0),
-             lambda n: f"{n:,}", 0.0, False),
+             lambda n: f"{n:,}", False),
         ):
+            if get is None:  # latency: against FIQ and float by the timing-noise rule the decision reads
+                rows.append(Row(label, [Cell(or_missing(x, fmt)) for x in lat] + [
+                    Cell(latency_cell_words(sel, other) or "–", "", step_tone(latency_step(sel, other)))
+                    for other in (fiq, flt)]))
+                continue
             values = [get(v) for v in (flt, fiq, sel)]
             cells = [Cell(or_missing(x, fmt)) for x in values]
             for ref in (values[1], values[0]):
@@ -173,11 +178,9 @@ class RecommendationView:
                     text = fmt_signed_bytes(values[2] - ref) if ref is not None else "–"
                     if ratio is not None:
                         text += f" ({ratio_words(ratio, 'smaller', 'larger')})"
-                elif label == "Float32 tensors":
-                    text = f"{values[2] - ref:+,}".replace("-", "−") if ref is not None and values[2] is not None else "–"
                 else:
-                    text = ratio_words(ratio, "faster", "slower", same) or "–"
-                cells.append(Cell(text, "", ratio_tone(ratio, same) if toned else "neutral"))
+                    text = f"{values[2] - ref:+,}".replace("-", "−") if ref is not None and values[2] is not None else "–"
+                cells.append(Cell(text, "", ratio_tone(ratio, 0.0) if toned else "neutral"))
             rows.append(Row(label, cells))
         return rows
 

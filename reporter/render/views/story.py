@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number,
                                       fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
-from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, ratio_tone, ratio_words, threshold_words
+from reporter.render.views.common import (DIRECTION_TONES, Basis, Cell, latency_cell_words, latency_step, ratio_tone,
+                                          ratio_words, step_tone, threshold_words)
 
 
 @dataclass(frozen=True)
@@ -135,15 +135,15 @@ class StoryView:
                 interval = f"{fmt_number(f.accuracy_low)}–{fmt_number(f.accuracy_high)}"
             size_note = "" if f.size_ratio is None or f.name == variants.FLOAT else ratio_words(f.size_ratio, "smaller",
                                                                                          "larger")
-            lat_note = "" if f.latency_ratio is None or f.name == variants.FLOAT else ratio_words(
-                f.latency_ratio, "faster", "slower", jd.LATENCY_SAME_RATIO)
+            measured = self.basis.report.variant(f.name)
+            step = None if f.name == variants.FLOAT else latency_step(measured, self.basis.float)
+            lat_note = "" if f.name == variants.FLOAT else latency_cell_words(measured, self.basis.float)
             missing = quality_error and f.accuracy is None
             rows.append(PanelRow(
                 f.label, long, Cell(NOT_MEASURED if missing else fmt_score(f.accuracy, f.score_share)), interval, vs,
                 Cell(NOT_MEASURED if missing else fmt_metric(f.main_value)),
                 Cell(fmt_bytes(f.size_bytes), tone=ratio_tone(f.size_ratio, 0.0), note=size_note),
-                Cell(or_missing(f.latency_ms, fmt_ms), tone=ratio_tone(f.latency_ratio, jd.LATENCY_SAME_RATIO),
-                     note=lat_note),
+                Cell(or_missing(f.latency_ms, fmt_ms), tone=step_tone(step), note=lat_note),
                 f.name == shipped))
         return rows
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from reporter.core import judgement as jd
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_percent, or_missing
 from reporter.core.targets import SUB_BYTE_KEYS
-from reporter.render.views.common import Basis, Cell, Row, count_arrow, tone
+from reporter.render.views.common import ARROWS, Basis, Cell, Row, count_arrow, latency_step, tone
 
 TENSOR_TYPES = (("int8", "Int8"), ("int16", "Int16"), ("int32", "Int32"), ("float32", "Float32"),
                 ("other", "Other"), ("total", "Total"))
@@ -43,20 +42,24 @@ class StructureView:
     def size_latency_rows(self) -> list[Row]:
         ref = self.basis.float
 
-        def cells(get, fmt, same_ratio=0.0):
+        def cells(get, fmt, arrow_of):
             out = []
             for v in self.basis.ok_columns:
-                value = get(v)
-                arrow = "" if v is ref or ref is None else count_arrow(value, get(ref), same_ratio)
-                out.append(Cell(or_missing(value, fmt), arrow, tone(arrow, higher_is_better=False)))
+                arrow = "" if v is ref or ref is None else arrow_of(v)
+                out.append(Cell(or_missing(get(v), fmt), arrow, tone(arrow, higher_is_better=False)))
             return out
 
+        def latency_arrow(v):  # the timing-noise rule: medians further apart than either model's spread
+            step = latency_step(v, ref)
+            return "" if step is None else ARROWS[step]
+
+        size = lambda v: v.size_bytes  # noqa: E731
         return [
-            Row("Size", cells(lambda v: v.size_bytes, fmt_bytes)),
+            Row("Size", cells(size, fmt_bytes, lambda v: count_arrow(size(v), size(ref)))),
             Row("Latency, median", cells(lambda v: v.latency_ms.median if v.latency_ms else None, fmt_ms,
-                                         jd.LATENCY_SAME_RATIO)),
+                                         latency_arrow)),
             Row("Latency, p90", cells(lambda v: v.latency_ms.p90 if v.latency_ms else None, fmt_ms,
-                                      jd.LATENCY_SAME_RATIO)),
+                                      lambda v: "")),  # the spread the median's arrow weighs, not judged on its own
         ]
 
     @cached_property

@@ -17,7 +17,7 @@ from reporter.model.variant import OnTarget
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
 from reporter.render.words.comparison import text as comparison_text
-from reporter.render.words.verdicts import size_words
+from reporter.render.words.verdicts import size_words, speed_words
 
 
 # Why an option is not the model shipped, in the comparison table's last column (`Option.why`).
@@ -215,14 +215,9 @@ def _cost(ship: Option, flt: Optional[Option], target: tg.Target) -> str:
 def _speed(o: Option, other: Option, other_name: str) -> str:
     """"1.8x faster than float", "2.3x slower than float", or "as fast as float" when neither is faster beyond
     timing noise (judgement.faster: the rule the decision's cost reads)."""
-    ratio = o.latency_ms / other.latency_ms
     than = f" than {other_name}" if other_name else ""
-    if jd.faster(o.latency_ms, o.latency_p90_ms, other.latency_ms, other.latency_p90_ms):
-        amount = f"{(1 - ratio) * 100:.0f} %" if jd.ratio_in_percent(ratio) else f"{1 / ratio:.1f}x"
-        return f"{amount} faster{than}"
-    if jd.faster(other.latency_ms, other.latency_p90_ms, o.latency_ms, o.latency_p90_ms):
-        amount = f"{(ratio - 1) * 100:.0f} %" if jd.ratio_in_percent(ratio) else f"{ratio:.1f}x"
-        return f"{amount} slower{than}"
+    if jd.latency_step(o.latency_ms, o.latency_p90_ms, other.latency_ms, other.latency_p90_ms):
+        return speed_words(o.latency_ms / other.latency_ms) + than
     return f"as fast as {other_name}" if other_name else "as fast"
 
 

@@ -111,6 +111,14 @@ def size_words(ratio: float) -> str:
     return f"{1 / ratio:.1f}x smaller than float" if ratio < 1 else f"{ratio:.1f}x larger than float"
 
 
+def speed_words(ratio: float) -> str:
+    """A latency ratio against another model's that `judgement.faster` has found beyond timing noise: "1.8x
+    faster", "4 % slower" (close to 1: a percentage, since "1.0x" reads as no change)."""
+    if jd.ratio_in_percent(ratio):
+        return f"{abs(1 - ratio) * 100:.0f} % {'faster' if ratio < 1 else 'slower'}"
+    return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
+
+
 def coverage_words(v: VariantResult) -> str:
     """"1 of 3 weight tensors stored below float32 (CONV_2D 0 of 2, FULLY_CONNECTED 1 of 1)"."""
     rows = v.weight_coverage
