@@ -6,6 +6,10 @@
   -> PACK -> RESHAPE on a dynamic batch), so LiteRT Quantizer's static int8 leaves DEQUANTIZE -> SHAPE in float.
 * range_decides: tests/collapse_fixtures.py's rule_worse (a breast-cancer MLP with one hidden unit rescaled by 1000):
   the range method decides whether int8 keeps float's predictions.
+* bias_wins: a linear classifier on readings near an operating point (256 features of mean 8 and spread 0.25, as
+  sensors around a set point) plus a constant feature whose weight is large and offset in the bias, so float is
+  unchanged. The large weight sets the weights' int8 scale; rounding the small weights to it shifts every logit
+  by sum_j (Q(w_j) - w_j) * 8, the same for every sample: the loss is a bias, and bias correction removes it.
 
 Each gives (float .tflite bytes, Keras model path, data): evaluation x, y; calibration and selection samples split from
 the training inputs (x_calib), so neither overlaps the evaluation.
@@ -55,6 +59,24 @@ def build_squeeze_excite(folder: Path):
     return M.save(folder, model, x_te, y_te, x_tr)
 
 
+def build_bias_wins(folder: Path):
+    """Weights set, not trained: the teacher's weights scaled to the readings' spread, float's accuracy set by the
+    labels' noise."""
+    import keras
+
+    rng = np.random.default_rng(M.SEED)
+    features, classes, mean, spread = 256, 4, 8.0, 0.25
+    z = rng.normal(size=(2400, features)).astype(np.float32)
+    x = np.concatenate([np.clip(mean + spread * z, 0, 2 * mean), np.full((len(z), 1), mean)], axis=1)
+    teacher = rng.normal(size=(features, classes)).astype(np.float32)
+    y = (z @ teacher + 4.0 * rng.normal(size=(len(z), classes))).argmax(axis=1).astype(np.int64)
+    kernel = np.concatenate([0.1 / spread * teacher, np.full((1, classes), 15 * 0.1 / spread)]).astype(np.float32)
+    bias = (-mean * kernel.sum(axis=0)).astype(np.float32)  # the constant feature's and the readings' mean, offset
+    model = keras.Sequential([keras.Input((features + 1,)), keras.layers.Dense(classes, activation="softmax")])
+    model.layers[0].set_weights([kernel, bias])
+    return M.save(folder, model, x[:1000].astype(np.float32), y[:1000], x[1000:].astype(np.float32))
+
+
 def float_tflite(keras_path: Path, path: Path) -> bytes:
     """The float .tflite of a Keras model, converted once and kept at `path`."""
     if not path.exists():
@@ -86,5 +108,5 @@ def ensure(name: str, cache_root) -> Fixture:
         import collapse_fixtures
 
         return _fixture(name, cache_root, *collapse_fixtures.ensure("rule_worse", cache_root))
-    builders = {"squeeze_excite": build_squeeze_excite}
+    builders = {"squeeze_excite": build_squeeze_excite, "bias_wins": build_bias_wins}
     return _fixture(name, cache_root, *M.ensure(cache_root, f"repair-v{VERSION}", name, builders[name]))

@@ -143,3 +143,64 @@ def test_an_outlier_channel_is_repaired_in_integers_by_a_rewrite_exact_in_float(
     assert p >= 0.05 or np.mean(right) >= np.mean(float_right)
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
     assert np.mean(plain == fx.y) < np.mean(float_right) - 0.3  # the collapse the ladder repaired
+
+
+@pytest.fixture(scope="module")
+def bias_run(demo_cache, tmp_path_factory):
+    """`--target int8` on tests/repair_fixtures.py's bias_wins: weights rounded to the scale one large weight sets
+    shift every logit by the same amount, a loss no range method touches."""
+    import repair_fixtures
+
+    fx = repair_fixtures.ensure("bias_wins", demo_cache)
+    out = tmp_path_factory.mktemp("bias_ladder")
+    code, error = run_recorded(fx.keras_path, fx.keras_path.parent / "data.npz", out, "bw", "--target", "int8",
+                               "--formats", "json", "--latency-runs", "2")
+    folder = out / "bw"
+    return {"code": code, "error": error, "folder": folder, "fx": fx,
+            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+
+
+def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_run):
+    """Plain int8, static batch 1 and the range methods all lose; bias correction ships, integer-only, within noise
+    of float on a reference-kernel run here; its biases are the plain model's moved by E[(Q(W) - W) x], computed
+    here with numpy from the float weights, the file's int8 weights and the calibration inputs."""
+    assert bias_run["code"] == 0, bias_run["error"]
+    report, folder, fx = bias_run["report"], bias_run["folder"], bias_run["fx"]
+    decision = report["findings"]["decision"]
+    assert decision["variant"] == "repair_bias_correction", report["findings"]["headline"][0]
+    statuses = {r["rung"]: r["status"] for r in report["repairs"]}
+    assert statuses["static_batch1"] == "misses" and statuses["ranges"] == "misses", statuses
+    model = (folder / decision["file"]).read_bytes()
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    details = it.get_tensor_details()
+    types = {t["index"]: t["dtype"].__name__ for t in details}
+    used = {i for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
+    assert {types[i] for i in used} <= {"int8", "int32"}
+
+    predicted = _reference_outputs(model, fx.x).argmax(axis=1)
+    float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
+    right, float_right = predicted == fx.y, float_pred == fx.y
+    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
+    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
+    only_float, only_repaired = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
+    p = binomtest(only_float, only_float + only_repaired).pvalue if only_float + only_repaired else 1.0
+    assert p >= 0.05 and shipped["meets"]
+    plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
+    assert np.mean(plain == fx.y) < np.mean(float_right) - 0.1  # the loss the correction removed
+
+    # The correction, recomputed: the bias moves by -(Q(W) - W) E[x] in bias steps (input scale x weight scale).
+    import keras
+
+    kernel, bias = keras.models.load_model(fx.keras_path).layers[0].get_weights()
+    fc = next(op for op in it._get_ops_details() if op["op_name"] == "FULLY_CONNECTED")
+    w_detail, b_detail = details[int(fc["inputs"][1])], details[int(fc["inputs"][2])]
+    w_scales = np.asarray(w_detail["quantization_parameters"]["scales"])
+    q_weights = it.get_tensor(w_detail["index"]).astype(np.float64) * w_scales.reshape(-1, 1)  # (classes, features)
+    shift = (q_weights - kernel.T.astype(np.float64)) @ np.load(fx.keras_path.parent / "data.npz")["x_calib"].mean(0)
+    b_scales = np.asarray(b_detail["quantization_parameters"]["scales"])
+    corrected = it.get_tensor(b_detail["index"]).astype(np.float64) * b_scales
+    tolerance = 3 * b_scales.max() + 0.01 * np.abs(shift).max()  # the bias's rounding; the run's 100 calibration samples
+    assert np.allclose(corrected, bias - shift, atol=tolerance), (corrected, bias - shift)
+    assert np.abs(shift).max() > 10 * b_scales.max()  # a real move, not rounding
