@@ -169,3 +169,12 @@ def test_the_report_view_is_composed_of_section_views():
     assert v.column_labels[:3] == ["Float", "DRQ", "FIQ"]
     with pytest.raises(AttributeError):
         v.no_such_value
+
+
+@pytest.mark.parametrize("ratio,words", [(80 / 6528 + 1, "1 % larger"), (1.4, "1.4x larger"), (0.5, "2.0x smaller"),
+                                         (0.97, "3 % smaller"), (1.0, "same size"), (1.004, "same size")])
+def test_a_size_close_to_the_other_is_said_in_percent_never_as_1_0x(ratio, words):
+    """"+80 B (1.0x larger)" read as no change; the tables say sizes as the sentences do."""
+    from reporter.render.words.verdicts import size_change
+
+    assert size_change(ratio) == words

@@ -16,6 +16,7 @@ from reporter.render.views.common import (Basis, Cell, Row, latency_cell_words, 
                                           ratio_words, step_tone)
 from reporter.render.words.recommendation import SCHEME_NAMES
 from reporter.render.words.decision import why_not
+from reporter.render.words.verdicts import size_change
 
 
 @dataclass(frozen=True)
@@ -177,7 +178,7 @@ class RecommendationView:
                 if label == "Size":
                     text = fmt_signed_bytes(values[2] - ref) if ref is not None else "–"
                     if ratio is not None:
-                        text += f" ({ratio_words(ratio, 'smaller', 'larger')})"
+                        text += f" ({size_change(ratio)})"
                 else:
                     text = f"{values[2] - ref:+,}".replace("-", "−") if ref is not None and values[2] is not None else "–"
                 cells.append(Cell(text, "", ratio_tone(ratio, 0.0) if toned else "neutral"))

@@ -10,8 +10,9 @@ from reporter.core import variants
 from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number,
                                       fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
+from reporter.render.words.verdicts import size_change
 from reporter.render.views.common import (DIRECTION_TONES, Basis, Cell, latency_cell_words, latency_step, ratio_tone,
-                                          ratio_words, step_tone, threshold_words)
+                                          step_tone, threshold_words)
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,7 @@ class StoryView:
                 interval = f"{f.accuracy_low * 100:.1f}–{f.accuracy_high * 100:.1f}"
             else:
                 interval = f"{fmt_number(f.accuracy_low)}–{fmt_number(f.accuracy_high)}"
-            size_note = "" if f.size_ratio is None or f.name == variants.FLOAT else ratio_words(f.size_ratio, "smaller",
-                                                                                         "larger")
+            size_note = "" if f.size_ratio is None or f.name == variants.FLOAT else size_change(f.size_ratio)
             measured = self.basis.report.variant(f.name)
             step = None if f.name == variants.FLOAT else latency_step(measured, self.basis.float)
             lat_note = "" if f.name == variants.FLOAT else latency_cell_words(measured, self.basis.float)

@@ -102,13 +102,20 @@ def head_cell(h: HeadFinding) -> str:
     return fmt_mse(h.value, h.variance) if h.value is not None else ""
 
 
+def size_change(ratio: float) -> str:
+    """A size ratio against another model's: "2.0x smaller", "3 % larger" (close to 1, where "1.0x" would read as no
+    change), "same size"."""
+    if jd.same_ratio(ratio):
+        return "same size"
+    if jd.ratio_in_percent(ratio):
+        return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'}"
+    return f"{1 / ratio:.1f}x smaller" if ratio < 1 else f"{ratio:.1f}x larger"
+
+
 def size_words(ratio: float) -> str:
     """"2.0x smaller than float", "3 % larger than float" (close to float's), "same size as float"."""
-    if jd.same_ratio(ratio):
-        return "same size as float"
-    if jd.ratio_in_percent(ratio):
-        return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'} than float"
-    return f"{1 / ratio:.1f}x smaller than float" if ratio < 1 else f"{ratio:.1f}x larger than float"
+    change = size_change(ratio)
+    return f"{change} as float" if change == "same size" else f"{change} than float"
 
 
 def speed_words(ratio: float) -> str:
