@@ -52,6 +52,21 @@ def _reference_outputs(model: bytes, x: np.ndarray) -> np.ndarray:
     return np.concatenate(rows)
 
 
+def _computed_types(model: bytes) -> set:
+    """The types of every tensor an op reads or writes, read with LiteRT's interpreter."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    types = {t["index"]: t["dtype"].__name__ for t in it.get_tensor_details()}
+    return {types[i] for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
+
+
+def _mcnemar(right: np.ndarray, float_right: np.ndarray) -> float:
+    """The exact McNemar p-value of two models' correct answers on the same samples (scipy's binomial test)."""
+    only_float, only_other = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
+    return binomtest(only_float, only_float + only_other).pvalue if only_float + only_other else 1.0
+
+
 def test_the_ladder_ships_the_host_normalization_and_its_accuracy_is_the_written_files(ladder_run):
     assert ladder_run["code"] == 0, ladder_run["error"]
     report, folder, data = ladder_run["report"], ladder_run["folder"], ladder_run["data"]
@@ -60,12 +75,7 @@ def test_the_ladder_ships_the_host_normalization_and_its_accuracy_is_the_written
     model = (folder / decision["file"]).read_bytes()
 
     # Integer-only, read here: every tensor an op reads or writes is int8 or int32.
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    types = {t["index"]: t["dtype"].__name__ for t in it.get_tensor_details()}
-    used = {i for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
-    assert {types[i] for i in used} <= {"int8", "int32"}
+    assert _computed_types(model) <= {"int8", "int32"}
 
     # The host's transform as written beside the model, applied with numpy.
     transform = json.loads((folder / "input_transform.json").read_text())
@@ -81,8 +91,7 @@ def test_the_ladder_ships_the_host_normalization_and_its_accuracy_is_the_written
     flt = (folder / "float.tflite").read_bytes()
     float_pred = _reference_outputs(flt, data["x"]).argmax(axis=1)
     right, float_right = predicted == data["y"], float_pred == data["y"]
-    only_float, only_repaired = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
-    p = binomtest(only_float, only_float + only_repaired).pvalue if only_float + only_repaired else 1.0
+    p = _mcnemar(right, float_right)
     assert p >= 0.05 and shipped["meets"]
     # The plain int8 model, run here, is far below float: the repair is what ships it.
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), data["x"]).argmax(axis=1)
@@ -127,19 +136,13 @@ def test_an_outlier_channel_is_repaired_in_integers_by_a_rewrite_exact_in_float(
     decision = report["findings"]["decision"]
     assert decision["variant"].startswith("repair_"), report["findings"]["headline"][0]
     model = (folder / decision["file"]).read_bytes()
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    types = {t["index"]: t["dtype"].__name__ for t in it.get_tensor_details()}
-    used = {i for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
-    assert {types[i] for i in used} <= {"int8", "int32"}
+    assert _computed_types(model) <= {"int8", "int32"}
     predicted = _reference_outputs(model, fx.x).argmax(axis=1)
     float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
     right, float_right = predicted == fx.y, float_pred == fx.y
     shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
     assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
-    only_float, only_repaired = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
-    p = binomtest(only_float, only_float + only_repaired).pvalue if only_float + only_repaired else 1.0
+    p = _mcnemar(right, float_right)
     assert p >= 0.05 or np.mean(right) >= np.mean(float_right)
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
     assert np.mean(plain == fx.y) < np.mean(float_right) - 0.3  # the collapse the ladder repaired
@@ -171,21 +174,14 @@ def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_
     statuses = {r["rung"]: r["status"] for r in report["repairs"]}
     assert statuses["static_batch1"] == "misses" and statuses["ranges"] == "misses", statuses
     model = (folder / decision["file"]).read_bytes()
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    details = it.get_tensor_details()
-    types = {t["index"]: t["dtype"].__name__ for t in details}
-    used = {i for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
-    assert {types[i] for i in used} <= {"int8", "int32"}
+    assert _computed_types(model) <= {"int8", "int32"}
 
     predicted = _reference_outputs(model, fx.x).argmax(axis=1)
     float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
     right, float_right = predicted == fx.y, float_pred == fx.y
     shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
     assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
-    only_float, only_repaired = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
-    p = binomtest(only_float, only_float + only_repaired).pvalue if only_float + only_repaired else 1.0
+    p = _mcnemar(right, float_right)
     assert p >= 0.05 and shipped["meets"]
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
     assert np.mean(plain == fx.y) < np.mean(float_right) - 0.1  # the loss the correction removed
@@ -193,7 +189,11 @@ def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_
     # The correction, recomputed: the bias moves by -(Q(W) - W) E[x] in bias steps (input scale x weight scale).
     import keras
 
+    from ai_edge_litert.interpreter import Interpreter
+
     kernel, bias = keras.models.load_model(fx.keras_path).layers[0].get_weights()
+    it = Interpreter(model_content=model)
+    details = it.get_tensor_details()
     fc = next(op for op in it._get_ops_details() if op["op_name"] == "FULLY_CONNECTED")
     w_detail, b_detail = details[int(fc["inputs"][1])], details[int(fc["inputs"][2])]
     w_scales = np.asarray(w_detail["quantization_parameters"]["scales"])
