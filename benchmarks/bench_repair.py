@@ -11,7 +11,8 @@ rung; the medians over the repeats are printed with the float model's op count a
 `--share` measures the issue's goal instead (the whole ladder at most 30 % of the run): an EfficientNet-B0 trained on
 the digits (32x32x3, 30 epochs, ~2.5 min on 2 cores, cached under ~/.cache/quant-report/bench-repair) with one channel
 of block1a's output scaled by 1000 and the next convolution's weights for it divided by 1000 (float unchanged; int8
-collapses, and no rung can repair a convolution's outlier channel, so every rung is built: the ladder's worst case).
+collapses, and only the last rung, SmoothQuant's scaling between the two convolutions, repairs it: every rung is built,
+the ladder's worst case).
 `quant-report run --target int8` runs on it `--repeats` times; the ladder's seconds and its share of the run's stage
 times (report.json's timings_s) are printed, medians.
 """
@@ -122,10 +123,12 @@ def share(args) -> None:
         stages = report["timings_s"]
         ladder.append(stages.get("repair", 0.0))
         shares.append(stages.get("repair", 0.0) / sum(stages.values()))
-        tried = [r["rung"] for r in report.get("repairs") or [] if r["status"] != "not_tried"]
+        tried = [f"{r['rung']} ({r['status']})" for r in report.get("repairs") or [] if r["status"] != "not_tried"]
+        shipped = report["findings"]["decision"]["variant"] or "nothing"
     print(f"EfficientNet-B0 with a x1000 channel, --target int8, medians of {args.repeats} runs:"
           f" whole run {statistics.median(runs):.1f} s (wall, with imports), ladder {statistics.median(ladder):.1f} s,"
-          f" {statistics.median(shares) * 100:.0f} % of the run's stages (goal: at most 30 %); rungs tried: {', '.join(tried)}")
+          f" {statistics.median(shares) * 100:.0f} % of the run's stages (goal: at most 30 %); rungs: {', '.join(tried)};"
+          f" shipped: {shipped}")
 
 
 def main() -> None:

@@ -6,6 +6,11 @@
   -> PACK -> RESHAPE on a dynamic batch), so LiteRT Quantizer's static int8 leaves DEQUANTIZE -> SHAPE in float.
 * range_decides: tests/collapse_fixtures.py's rule_worse (a breast-cancer MLP with one hidden unit rescaled by 1000):
   the range method decides whether int8 keeps float's predictions.
+* conv_outlier: the demo's digits_cnn with one channel of its first convolution's output made 1000 times larger (that
+  channel's weights and bias; ReLU and max pooling pass the factor) and read 1000 times smaller by the second
+  convolution (its weights for that input channel), so float is unchanged; int8's scale for that tensor is set by
+  the one channel and the others round to a code or two. SmoothQuant's scaling between the two convolutions (cross-
+  layer equalization of the one channel) repairs it.
 * bias_wins: a linear classifier on readings near an operating point (256 features of mean 8 and spread 0.25, as
   sensors around a set point) plus a constant feature whose weight is large and offset in the bias, so float is
   unchanged. The large weight sets the weights' int8 scale; rounding the small weights to it shifts every logit
@@ -77,6 +82,29 @@ def build_bias_wins(folder: Path):
     return M.save(folder, model, x[:1000].astype(np.float32), y[:1000], x[1000:].astype(np.float32))
 
 
+def build_conv_outlier(folder: Path, scale: float = 1000.0):
+    import keras
+
+    from reporter.run import demo
+
+    model_path, data_path = demo.ensure_model("digits_cnn", say=lambda *_: None)
+    model = keras.models.load_model(model_path)
+    first, second = [layer for layer in model.layers if isinstance(layer, keras.layers.Conv2D)][:2]
+    data = np.load(data_path)
+    before = model.predict(data["x"], verbose=0)
+    kernel, bias = first.get_weights()
+    channel = int(np.argmax(np.abs(kernel).reshape(-1, kernel.shape[-1]).max(axis=0)))  # the strongest, so it matters
+    kernel[..., channel] *= scale
+    bias[channel] *= scale
+    first.set_weights([kernel, bias])
+    kernel, bias = second.get_weights()
+    kernel[:, :, channel, :] /= scale
+    second.set_weights([kernel, bias])
+    after = model.predict(data["x"], verbose=0)
+    assert np.array_equal(before.argmax(-1), after.argmax(-1)) and np.abs(after - before).max() < 1e-4
+    return M.save(folder, model, data["x"], data["y"], data["x_calib"])
+
+
 def float_tflite(keras_path: Path, path: Path) -> bytes:
     """The float .tflite of a Keras model, converted once and kept at `path`."""
     if not path.exists():
@@ -108,5 +136,6 @@ def ensure(name: str, cache_root) -> Fixture:
         import collapse_fixtures
 
         return _fixture(name, cache_root, *collapse_fixtures.ensure("rule_worse", cache_root))
-    builders = {"squeeze_excite": build_squeeze_excite, "bias_wins": build_bias_wins}
+    builders = {"squeeze_excite": build_squeeze_excite, "bias_wins": build_bias_wins,
+                "conv_outlier": build_conv_outlier}
     return _fixture(name, cache_root, *M.ensure(cache_root, f"repair-v{VERSION}", name, builders[name]))

@@ -204,3 +204,46 @@ def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_
     tolerance = 3 * b_scales.max() + 0.01 * np.abs(shift).max()  # the bias's rounding; the run's 100 calibration samples
     assert np.allclose(corrected, bias - shift, atol=tolerance), (corrected, bias - shift)
     assert np.abs(shift).max() > 10 * b_scales.max()  # a real move, not rounding
+
+
+@pytest.fixture(scope="module")
+def conv_run(demo_cache, tmp_path_factory):
+    """`--target int8` on tests/repair_fixtures.py's conv_outlier: one channel between two convolutions x1000."""
+    import repair_fixtures
+
+    fx = repair_fixtures.ensure("conv_outlier", demo_cache)
+    out = tmp_path_factory.mktemp("conv_ladder")
+    code, error = run_recorded(fx.keras_path, fx.keras_path.parent / "data.npz", out, "co", "--target", "int8",
+                               "--formats", "json", "--latency-runs", "2")
+    folder = out / "co"
+    return {"code": code, "error": error, "folder": folder, "fx": fx,
+            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+
+
+def test_an_outlier_channel_between_convolutions_is_equalized_in_integers(conv_run):
+    """Plain int8 collapses; SmoothQuant's scaling between the two convolutions (cross-layer equalization of the
+    channel) ships, integer-only and within noise of float on a reference-kernel run here, and the written file
+    carries no dead copy of the weights it replaced (every non-empty buffer is some tensor's, read with TF's
+    flatbuffer tools; its size is about plain int8's)."""
+    assert conv_run["code"] == 0, conv_run["error"]
+    report, folder, fx = conv_run["report"], conv_run["folder"], conv_run["fx"]
+    decision = report["findings"]["decision"]
+    assert decision["variant"] == "repair_smoothquant", report["findings"]["headline"][0]
+    model = (folder / decision["file"]).read_bytes()
+    assert _computed_types(model) <= {"int8", "int32"}
+    predicted = _reference_outputs(model, fx.x).argmax(axis=1)
+    float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
+    right, float_right = predicted == fx.y, float_pred == fx.y
+    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
+    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
+    assert _mcnemar(right, float_right) >= 0.05 and shipped["meets"]
+    plain = (folder / "int8_io.tflite").read_bytes()
+    assert np.mean(_reference_outputs(plain, fx.x).argmax(axis=1) == fx.y) < np.mean(float_right) - 0.5
+
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    obj = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    used = {int(t.buffer) for sg in obj.subgraphs for t in sg.tensors}
+    dead = [n for n, b in enumerate(obj.buffers) if n not in used and b.data is not None and len(b.data)]
+    assert not dead, dead
+    assert len(model) < 1.1 * len(plain)

@@ -25,9 +25,11 @@ def read_model(model: bytes):
     return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
 
 
-def _write(obj) -> bytes:
+def write_model(obj) -> bytes:
+    """The model object as .tflite bytes, the buffers of constants an edit replaced emptied first."""
     from tensorflow.lite.tools import flatbuffer_utils
 
+    drop_orphan_buffers(obj)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
 
 
@@ -63,7 +65,7 @@ def _add_buffer(obj, array: np.ndarray) -> int:
     return len(obj.buffers) - 1
 
 
-def _compact(obj) -> None:
+def compact(obj) -> None:
     """Drops the main subgraph's tensors no op, input or output uses, renumbering every reference."""
     sg = obj.subgraphs[0]
     used = set(sg.inputs) | set(sg.outputs)
@@ -81,6 +83,17 @@ def _compact(obj) -> None:
         if sig.subgraphIndex == 0:
             for port in list(sig.inputs or []) + list(sig.outputs or []):
                 port.tensorIndex = new[int(port.tensorIndex)]
+
+
+def drop_orphan_buffers(obj) -> int:
+    """Empties every buffer no tensor of any subgraph refers to (a constant an edit replaced: the file would carry
+    the old weights as dead bytes, and the quantizers keep them); returns how many. Buffer numbers stay as they are."""
+    used = {int(t.buffer) for sg in obj.subgraphs for t in sg.tensors or []}
+    dropped = 0
+    for n, buffer in enumerate(obj.buffers):
+        if n and n not in used and buffer.data is not None and len(buffer.data):
+            buffer.data, dropped = None, dropped + 1
+    return dropped
 
 
 def _has_data(obj, t) -> bool:
@@ -115,8 +128,8 @@ def _fold_shape_arithmetic(model: bytes) -> tuple[bytes, int]:
         for i in op.outputs:
             sg.tensors[int(i)].buffer = _add_buffer(obj, np.asarray(it.get_tensor(int(i))))
     sg.operators = [op for op in sg.operators if not any(op is f for f in fold)]
-    _compact(obj)
-    return _write(obj), len(fold)
+    compact(obj)
+    return write_model(obj), len(fold)
 
 
 def static_batch(float_model: bytes) -> tuple[bytes, str]:
@@ -142,8 +155,8 @@ def static_batch(float_model: bytes) -> tuple[bytes, str]:
         else:
             kept.append(op)
     sg.operators = kept
-    _compact(obj)
-    model, arithmetic = _fold_shape_arithmetic(_write(obj))
+    compact(obj)
+    model, arithmetic = _fold_shape_arithmetic(write_model(obj))
     words = "batch fixed to 1 (was dynamic)" if was_dynamic else "batch already static"
     if folded:
         words += f"; {folded} SHAPE op{'s' * (folded != 1)} and {arithmetic} op{'s' * (arithmetic != 1)} of shape" \
@@ -251,8 +264,8 @@ def find_normalization(float_model: bytes) -> tuple[Optional[Normalization], str
         for op in sg.operators:
             op.inputs = np.array([index if int(i) == out else int(i) for i in op.inputs], np.int32)
         sg.operators = [op for op in sg.operators if op is not sub and op is not scale_op]
-        _compact(obj)
+        compact(obj)
         divide = factor.ravel() if _op_name(obj, scale_op) == "DIV" else 1.0 / factor.ravel()
-        return Normalization(names.get(index, ""), _write(obj), mean.ravel().astype(np.float64),
+        return Normalization(names.get(index, ""), write_model(obj), mean.ravel().astype(np.float64),
                              divide.astype(np.float64)), ""
     return None, "the model does not start with a SUB then MUL or DIV by constants on a float input"

@@ -5,10 +5,11 @@ Quantizer's static int8 (static_wi8_ai8) of the rewritten model with its batch f
   the int8 recipes leave that NEG in float (DEQUANTIZE -> NEG -> QUANTIZE). Each NEG is folded into the ADD its
   negated value reaches through MULs (the ADD becomes a SUB: a + (-v) * g = a - v * g), or else becomes a MUL by -1.
 * smoothquant: an outlier channel j (its range far beyond the other channels') of a tensor that feeds only
-  FULLY_CONNECTED / BATCH_MATMUL ops with constant weights (directly or through channel-wise linear ops: RESHAPE,
-  MEAN over other axes, RELU, pooling) is divided by s_j = max|X_j|^0.5 / max|W_j|^0.5 where it is produced (a
-  constant per-channel factor or offset, e.g. a LayerNormalization's gamma and beta, or a FULLY_CONNECTED's weight
-  rows and bias), and the consuming weights for input j are multiplied by s_j.
+  FULLY_CONNECTED / BATCH_MATMUL / CONV_2D ops with constant weights (directly or through channel-wise linear ops:
+  RESHAPE, MEAN over other axes, RELU, pooling) is divided by s_j = max|X_j|^0.5 / max|W_j|^0.5 where it is
+  produced (a constant per-channel factor or offset, e.g. a LayerNormalization's gamma and beta, or the output
+  channel's weights and bias of a FULLY_CONNECTED, CONV_2D or DEPTHWISE_CONV_2D), and the consuming weights for
+  input j are multiplied by s_j. Between two convolutions this is cross-layer equalization of the one channel.
 
 Pure builders like reporter.convert.repair: each rewrite is checked against the original float model with LiteRT on
 the selection samples, each int8 model's tensor types are read from the file; a rewrite that does not apply yields a
@@ -24,7 +25,7 @@ from typing import Iterator, Optional
 import numpy as np
 
 from reporter.convert.repair import RepairCandidate, integer_only, loads_on_reference
-from reporter.convert.repair_edits import read_model, static_batch, tensor_name
+from reporter.convert.repair_edits import compact, read_model, static_batch, tensor_name, write_model
 from reporter.measure.evaluate import as_inputs
 
 LAYERNORM_WITHOUT_NEG, SMOOTHQUANT = "layernorm_without_neg", "smoothquant"
@@ -36,7 +37,9 @@ ALPHA = 0.5  # SmoothQuant's migration strength: s_j = max|X_j|^ALPHA / max|W_j|
 TOLERANCE = 1e-4  # largest |rewritten - original| float output, relative to the output's largest |value|
 CHUNK = 32
 MAX_PLANS, MAX_DEPTH = 32, 24  # bounds on the search for where a channel is produced
-MATMULS = ("FULLY_CONNECTED", "BATCH_MATMUL")
+MATMULS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D")  # ops whose constant weights take a channel's factor
+PRODUCERS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D")  # ops whose output channel j has its own weights
+OUTPUT_AXIS = {"FULLY_CONNECTED": 0, "CONV_2D": 0, "DEPTHWISE_CONV_2D": -1}  # that channel's axis in the weights
 POOLS = ("MEAN", "SUM", "AVERAGE_POOL_2D", "MAX_POOL_2D")
 PASS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "RELU") + POOLS  # channel-wise, positively homogeneous
 ACTIVATIONS_OK = (0, 1)  # fused activation NONE, RELU
@@ -49,10 +52,6 @@ def _schema():
     return schema
 
 
-def _write(obj) -> bytes:
-    from tensorflow.lite.tools import flatbuffer_utils
-
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
 
 
 class _Graph:
@@ -137,7 +136,10 @@ class _Graph:
         return len(self.obj.operatorCodes) - 1
 
     def bytes(self) -> bytes:
-        return _write(self.obj)
+        """The edited model: tensors no op uses dropped, and the buffers of the constants an edit replaced emptied."""
+        compact(self.obj)
+        self.index()
+        return write_model(self.obj)
 
 
 # --- LayerNormalization without NEG -------------------------------------------------------------------------------
@@ -268,6 +270,8 @@ def _weight(g: _Graph, n: int, t: int) -> Optional[np.ndarray]:
         return None
     if g.kind(n) == "FULLY_CONNECTED":
         return w if w.ndim == 2 else None
+    if g.kind(n) == "CONV_2D":  # [outputs, kh, kw, channels]; a grouped convolution's channels do not all meet
+        return w.reshape(-1, w.shape[-1]) if w.ndim == 4 and w.shape[-1] == g.last(t) else None
     options = g.sg.operators[n].builtinOptions
     if getattr(options, "adjX", False):
         return None
@@ -299,15 +303,17 @@ def _consumers_through(g: _Graph, source: int) -> Optional[tuple[list, list, set
 
 def _plans(g: _Graph, t: int, channels: int, depth: int = 0) -> list[frozenset]:
     """Ways to divide channel j of tensor `t` by s where it is produced: sets of ("t", tensor) to be divided,
-    ("c", op, input) constants and ("w", op) FULLY_CONNECTED weight rows and bias to divide."""
+    ("c", op, input) constants and ("w", op) output-channel weights and bias (a PRODUCERS op) to divide."""
     n = g.producer.get(t)
     if n is None or depth > MAX_DEPTH or g.last(t) != channels or g.activation(n) not in ACTIVATIONS_OK:
         return []
     kind, ins, me = g.kind(n), g.ins(n), frozenset({("t", t)})
-    if kind == "FULLY_CONNECTED":
+    if kind in PRODUCERS:
         w = g.constant(ins[1]) if len(ins) > 1 else None
         bias_ok = len(ins) < 3 or ins[2] < 0 or g.constant(ins[2]) is not None
-        return [me | {("w", n)}] if w is not None and w.ndim == 2 and bias_ok else []
+        shaped = w is not None and w.ndim == (2 if kind == "FULLY_CONNECTED" else 4) \
+            and w.shape[OUTPUT_AXIS[kind]] == channels
+        return [me | {("w", n)}] if shaped and bias_ok else []
     if kind in PASS:
         return [me | p for p in _plans(g, ins[0], channels, depth + 1)] if _passes(g, n) else []
     options = []
@@ -363,16 +369,24 @@ def _scale_channels(g: _Graph, plan: frozenset, s: np.ndarray) -> None:
         elif item[0] == "w":
             n = item[1]
             ins = g.ins(n)
-            g.replace_input(n, 1, g.constant(ins[1]) / s[:, None], "/smoothquant")
+            w = g.constant(ins[1])
+            g.replace_input(n, 1, w / _along(s, w.ndim, OUTPUT_AXIS[g.kind(n)]), "/smoothquant")
             if len(ins) > 2 and ins[2] >= 0:
                 g.replace_input(n, 2, g.constant(ins[2]) / s, "/smoothquant")
+
+
+def _along(s: np.ndarray, ndim: int, axis: int) -> np.ndarray:
+    """`s` shaped to multiply a weight array of `ndim` dimensions along `axis`."""
+    shape = [1] * ndim
+    shape[axis] = len(s)
+    return s.reshape(shape)
 
 
 def _scale_weights(g: _Graph, terminals: list, s: np.ndarray) -> None:
     for n, _ in terminals:
         w = g.constant(g.ins(n)[1])
-        if g.kind(n) == "FULLY_CONNECTED":
-            w = w * s[None, :]
+        if g.kind(n) in ("FULLY_CONNECTED", "CONV_2D"):  # input channels last
+            w = w * _along(s, w.ndim, -1)
         else:
             adj_y = bool(getattr(g.sg.operators[n].builtinOptions, "adjY", False))
             w = w * (s[None, :] if adj_y else s[:, None])
@@ -472,7 +486,8 @@ def _smoothquant(float_model: bytes, x_calib, x_select, started: float) -> Repai
     base, negs = without_neg(float_model)
     rewritten, done = smooth(base, x_calib)
     if not done:
-        return _candidate(SMOOTHQUANT, started, error="no outlier channel feeding a FULLY_CONNECTED")
+        return _candidate(SMOOTHQUANT, started, error="no outlier channel feeding a FULLY_CONNECTED, BATCH_MATMUL or"
+                          " CONV_2D through channel-wise ops")
     what = "; ".join(done) + (f"; {len(negs)} NEG op{'s' * (len(negs) != 1)} folded" if negs else "")
     error, words = _exact(float_model, rewritten, x_select, what)
     if error:
