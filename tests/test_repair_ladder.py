@@ -229,6 +229,11 @@ def test_an_outlier_channel_between_convolutions_is_equalized_in_integers(conv_r
     report, folder, fx = conv_run["report"], conv_run["folder"], conv_run["fx"]
     decision = report["findings"]["decision"]
     assert decision["variant"] == "repair_smoothquant", report["findings"]["headline"][0]
+    from ai_edge_litert.interpreter import Interpreter
+
+    float_ops = {op["op_name"] for op in Interpreter(model_path=str(folder / "float.tflite"))._get_ops_details()}
+    statuses = {r["rung"]: r["status"] for r in report["repairs"]}
+    assert "NEG" not in float_ops and statuses["layernorm_without_neg"] == "does_not_apply"  # said, not "failed"
     model = (folder / decision["file"]).read_bytes()
     assert _computed_types(model) <= {"int8", "int32"}
     predicted = _reference_outputs(model, fx.x).argmax(axis=1)

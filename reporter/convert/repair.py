@@ -55,6 +55,7 @@ class RepairCandidate:
     detail: str = ""  # how it was built, in words (the range method and each method's figure, ...)
     model: Optional[bytes] = None  # an int8-input/int8-output, all-int8 .tflite
     error: str = ""  # one line when it cannot be built or does not apply
+    applies: bool = True  # False: the model gives the rung nothing to change (`error` says what is missing)
     input_transform: Optional[dict] = None  # {"input": name, "subtract": [...], "divide": [...]}: host work
     seconds: float = 0.0  # time to build it (shared work counted by the first rung that needed it)
 
@@ -421,11 +422,11 @@ def _static_batch1(ladder: _Ladder, started: float) -> RepairCandidate:
 
 def _ranges(ladder: _Ladder, started: float) -> RepairCandidate:
     if not _samples(ladder.select):
-        return _candidate(RANGES, started, error="no selection samples to choose a range method on")
+        return _candidate(RANGES, started, applies=False, error="no selection samples to choose a range method on")
     method, calibration, words = ladder.ranged(ladder.base)
     if method == MOVING_AVERAGE:
-        return _candidate(RANGES, started, detail=words, error="LiteRT's default ranges agree with float best: the"
-                          " model is the static batch-1 one")
+        return _candidate(RANGES, started, detail=words, applies=False, error="LiteRT's default ranges agree with"
+                          " float best: the model is the static batch-1 one")
     return _candidate(RANGES, started, detail=words, model=_static_int8(ladder.base.batch1()[0], calibration))
 
 
@@ -435,7 +436,8 @@ def _bias_correction(ladder: _Ladder, started: float) -> RepairCandidate:
     quantized = base.plain() if method == MOVING_AVERAGE else _static_int8(base.batch1()[0], calibration)
     model, corrected, largest = correct_biases(base.batch1()[0], quantized, base.stats().channel_means)
     if not corrected:
-        return _candidate(BIAS_CORRECTION, started, error="no FULLY_CONNECTED or CONV_2D with a bias to correct")
+        return _candidate(BIAS_CORRECTION, started, applies=False,
+                          error="no FULLY_CONNECTED or CONV_2D with a bias to correct")
     return _candidate(BIAS_CORRECTION, started, model=model, detail=(
         f"{corrected} bias{'es' * (corrected != 1)} corrected by E[(Q(W) - W) x] on {_samples(base.calib)} calibration"
         f" samples (largest change {largest:.1f} bias steps); ranges by {METHOD_WORDS[method]}"))
@@ -444,7 +446,7 @@ def _bias_correction(ladder: _Ladder, started: float) -> RepairCandidate:
 def _host_normalization(ladder: _Ladder, started: float) -> RepairCandidate:
     found, why = find_normalization(ladder.float_model)
     if found is None:
-        return _candidate(HOST_NORMALIZATION, started, error=f"does not apply: {why}")
+        return _candidate(HOST_NORMALIZATION, started, applies=False, error=why)
     from ai_edge_litert.interpreter import Interpreter
 
     port = Interpreter(model_content=ladder.base.plain()).get_signature_runner(ladder.base.key).get_input_details()
@@ -452,7 +454,7 @@ def _host_normalization(ladder: _Ladder, started: float) -> RepairCandidate:
     x = ladder.base.calib[found.input]
     starved = starved_features(x, scale, zero) if scale else 0
     if not starved:
-        return _candidate(HOST_NORMALIZATION, started, error=f"does not apply: the input's int8 scale ({scale:.4g})"
+        return _candidate(HOST_NORMALIZATION, started, applies=False, error=f"the input's int8 scale ({scale:.4g})"
                           f" leaves every feature more than {MAX_CODES} codes")
 
     def standardized(data: dict) -> dict:

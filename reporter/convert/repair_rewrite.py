@@ -452,11 +452,11 @@ def static_int8(float_model: bytes, x_calib) -> bytes:
 
 
 def _candidate(rung: str, started: float, model: Optional[bytes] = None, detail: str = "",
-               error: str = "") -> RepairCandidate:
+               error: str = "", applies: bool = True) -> RepairCandidate:
     if model is not None and not error:
         error = integer_only(model) or loads_on_reference(model)
         model = None if error else model
-    return RepairCandidate(rung, LABELS[rung], detail=detail, model=model, error=error,
+    return RepairCandidate(rung, LABELS[rung], detail=detail, model=model, error=error, applies=applies,
                            seconds=time.perf_counter() - started)
 
 
@@ -472,7 +472,7 @@ def _exact(original: bytes, rewritten: bytes, x_select, what: str) -> tuple[str,
 def _layernorm(float_model: bytes, x_calib, x_select, started: float) -> RepairCandidate:
     rewritten, done = without_neg(float_model)
     if not done:
-        return _candidate(LAYERNORM_WITHOUT_NEG, started, error="no NEG in the model")
+        return _candidate(LAYERNORM_WITHOUT_NEG, started, applies=False, error="no NEG in the model")
     kinds = sorted(set(done))
     error, words = _exact(float_model, rewritten, x_select, f"{len(done)} NEG op{'s' * (len(done) != 1)} folded"
                           f" ({'; '.join(f'{done.count(k)} {k}' for k in kinds)})")
@@ -486,8 +486,8 @@ def _smoothquant(float_model: bytes, x_calib, x_select, started: float) -> Repai
     base, negs = without_neg(float_model)
     rewritten, done = smooth(base, x_calib)
     if not done:
-        return _candidate(SMOOTHQUANT, started, error="no outlier channel feeding a FULLY_CONNECTED, BATCH_MATMUL or"
-                          " CONV_2D through channel-wise ops")
+        return _candidate(SMOOTHQUANT, started, applies=False, error="no outlier channel feeding a FULLY_CONNECTED,"
+                          " BATCH_MATMUL or CONV_2D through channel-wise ops")
     what = "; ".join(done) + (f"; {len(negs)} NEG op{'s' * (len(negs) != 1)} folded" if negs else "")
     error, words = _exact(float_model, rewritten, x_select, what)
     if error:

@@ -11,6 +11,7 @@ from reporter.model.variant import VariantResult
 
 # What became of a rung (`RepairRung.status`).
 MEETS, MISSES, FAILED, NOT_ON_TARGET, NOT_TRIED = "meets", "misses", "failed", "not_on_target", "not_tried"
+DOES_NOT_APPLY = "does_not_apply"  # nothing for the rung to change in this model (no NEG, no bias, no outlier ...)
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class InputTransform:
 class RepairRung:
     rung: str  # "static_batch1", "ranges", "bias_correction", "host_normalization", ...
     label: str  # "LiteRT static int8, static batch of 1"
-    status: str  # MEETS, MISSES, FAILED, NOT_ON_TARGET or NOT_TRIED (the ladder stopped before it)
+    status: str  # MEETS, MISSES, FAILED, DOES_NOT_APPLY, NOT_ON_TARGET or NOT_TRIED (the ladder stopped before it)
     detail: str = ""  # what the rung chose ("range method: mean of per-sample extremes ...")
     model: Optional[VariantResult] = None  # built and measured (on the target's kernels too)
     error: str = ""  # why it could not be built, or does not apply

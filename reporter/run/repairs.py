@@ -64,7 +64,7 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                     rp.MISSES if option is None or option.runs else rp.NOT_ON_TARGET))
                 report = dataclasses.replace(report, repairs=list(found))
                 stopped = met
-            ctx.progress.say(f"repair {candidate.rung}: {found[-1].status}"
+            ctx.progress.say(f"repair {candidate.rung}: {found[-1].status.replace('_', ' ')}"
                              + (f" ({found[-1].error})" if found[-1].error else ""))
             if stopped:  # the rungs after it are listed, never built
                 tried = {r.rung for r in found}
@@ -73,8 +73,8 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                 report = dataclasses.replace(report, repairs=list(found))
                 break
     seconds = time.perf_counter() - t0
-    tried = sum(r.status != rp.NOT_TRIED for r in found)
-    ctx.progress.say(f"integer-only repair ladder: {tried} rung{'s' if tried != 1 else ''} measured"
+    tried = sum(r.model is not None for r in found)
+    ctx.progress.say(f"integer-only repair ladder: {tried} rung{'s' if tried != 1 else ''} built and measured"
                      f" ({seconds:.1f} s)")
     return dataclasses.replace(report, timings_s={**report.timings_s, "repair": round(seconds, 3)})
 
@@ -131,7 +131,8 @@ def _measured(ctx: RunContext, m: Measurer, candidate) -> rp.RepairRung:
     """The rung's model measured like every model, then checked on the target."""
     base = dict(rung=candidate.rung, label=candidate.label, detail=candidate.detail, seconds=candidate.seconds)
     if candidate.model is None:
-        return rp.RepairRung(status=rp.FAILED, error=candidate.error, **base)
+        status = rp.FAILED if candidate.applies else rp.DOES_NOT_APPLY
+        return rp.RepairRung(status=status, error=candidate.error, **base)
     transform = _transform(candidate.input_transform)
     name = variants.repair(candidate.rung)
     try:

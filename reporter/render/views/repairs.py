@@ -16,6 +16,7 @@ STATUS = {
     rp.MISSES: "misses the accuracy target",
     rp.NOT_ON_TARGET: "does not run on the target",
     rp.FAILED: "could not be built",
+    rp.DOES_NOT_APPLY: "does not apply",
     rp.NOT_TRIED: "not tried: an earlier rung met the target",
 }
 
@@ -42,7 +43,7 @@ class RepairsView:
         rows = []
         for r in report.repairs:
             option = decision.option(r.model.name) if decision is not None and r.model is not None else None
-            accuracy = NOT_MEASURED
+            accuracy = "–" if r.status in (rp.DOES_NOT_APPLY, rp.NOT_TRIED) else NOT_MEASURED  # nothing was built
             if option is not None and option.score is not None:
                 accuracy = fmt_score(option.score, share) + (f" ({option.vs_float.text})" if option.vs_float else "")
             runs = "–" if option is None else "yes" if option.runs else f"no: {option.not_there or 'not integer-only'}"
