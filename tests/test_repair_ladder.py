@@ -113,19 +113,35 @@ def test_the_ladder_stops_at_the_first_rung_that_meets_the_target(ladder_run):
             assert any(o["name"] == r["model"]["name"] for o in ladder_run["report"]["findings"]["decision"]["options"])
 
 
+def _int8_run(fx, out, name: str) -> dict:
+    """`quant-report run --target int8` on a fixture (its model.keras and data.npz): exit code, error, folder, report."""
+    code, error = run_recorded(fx.keras_path, fx.keras_path.parent / "data.npz", out, name, "--target", "int8",
+                               "--formats", "json", "--latency-runs", "2")
+    folder = out / name
+    return {"code": code, "error": error, "folder": folder, "fx": fx,
+            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+
+
+def _shipped_on_reference(run: dict):
+    """The shipped file (checked integer-only here), its and float's correct answers from reference-kernel runs here,
+    and its option, whose recorded score must be that run's accuracy."""
+    report, folder, fx = run["report"], run["folder"], run["fx"]
+    decision = report["findings"]["decision"]
+    model = (folder / decision["file"]).read_bytes()
+    assert _computed_types(model) <= {"int8", "int32"}
+    right = _reference_outputs(model, fx.x).argmax(axis=1) == fx.y
+    float_right = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1) == fx.y
+    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
+    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
+    return model, right, float_right, shipped
+
+
 @pytest.fixture(scope="module")
 def outlier_run(demo_cache, tmp_path_factory):
     """`--target int8` on tests/rewrite_fixtures.py's LayerNorm transformer with one outlier channel."""
     import rewrite_fixtures
 
-    fx = rewrite_fixtures.ensure(demo_cache)
-    data = fx.keras_path.parent / "data.npz"
-    out = tmp_path_factory.mktemp("outlier_ladder")
-    code, error = run_recorded(fx.keras_path, data, out, "tf", "--target", "int8", "--formats", "json",
-                               "--latency-runs", "2")
-    folder = out / "tf"
-    return {"code": code, "error": error, "folder": folder, "fx": fx,
-            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+    return _int8_run(rewrite_fixtures.ensure(demo_cache), tmp_path_factory.mktemp("outlier_ladder"), "tf")
 
 
 def test_an_outlier_channel_is_repaired_in_integers_by_a_rewrite_exact_in_float(outlier_run):
@@ -135,15 +151,8 @@ def test_an_outlier_channel_is_repaired_in_integers_by_a_rewrite_exact_in_float(
     report, folder, fx = outlier_run["report"], outlier_run["folder"], outlier_run["fx"]
     decision = report["findings"]["decision"]
     assert decision["variant"].startswith("repair_"), report["findings"]["headline"][0]
-    model = (folder / decision["file"]).read_bytes()
-    assert _computed_types(model) <= {"int8", "int32"}
-    predicted = _reference_outputs(model, fx.x).argmax(axis=1)
-    float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
-    right, float_right = predicted == fx.y, float_pred == fx.y
-    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
-    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
-    p = _mcnemar(right, float_right)
-    assert p >= 0.05 or np.mean(right) >= np.mean(float_right)
+    _, right, float_right, _ = _shipped_on_reference(outlier_run)
+    assert _mcnemar(right, float_right) >= 0.05 or np.mean(right) >= np.mean(float_right)
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
     assert np.mean(plain == fx.y) < np.mean(float_right) - 0.3  # the collapse the ladder repaired
 
@@ -154,13 +163,7 @@ def bias_run(demo_cache, tmp_path_factory):
     shift every logit by the same amount, a loss no range method touches."""
     import repair_fixtures
 
-    fx = repair_fixtures.ensure("bias_wins", demo_cache)
-    out = tmp_path_factory.mktemp("bias_ladder")
-    code, error = run_recorded(fx.keras_path, fx.keras_path.parent / "data.npz", out, "bw", "--target", "int8",
-                               "--formats", "json", "--latency-runs", "2")
-    folder = out / "bw"
-    return {"code": code, "error": error, "folder": folder, "fx": fx,
-            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+    return _int8_run(repair_fixtures.ensure("bias_wins", demo_cache), tmp_path_factory.mktemp("bias_ladder"), "bw")
 
 
 def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_run):
@@ -173,16 +176,8 @@ def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_
     assert decision["variant"] == "repair_bias_correction", report["findings"]["headline"][0]
     statuses = {r["rung"]: r["status"] for r in report["repairs"]}
     assert statuses["static_batch1"] == "misses" and statuses["ranges"] == "misses", statuses
-    model = (folder / decision["file"]).read_bytes()
-    assert _computed_types(model) <= {"int8", "int32"}
-
-    predicted = _reference_outputs(model, fx.x).argmax(axis=1)
-    float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
-    right, float_right = predicted == fx.y, float_pred == fx.y
-    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
-    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
-    p = _mcnemar(right, float_right)
-    assert p >= 0.05 and shipped["meets"]
+    model, right, float_right, shipped = _shipped_on_reference(bias_run)
+    assert _mcnemar(right, float_right) >= 0.05 and shipped["meets"]
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)
     assert np.mean(plain == fx.y) < np.mean(float_right) - 0.1  # the loss the correction removed
 
@@ -211,13 +206,7 @@ def conv_run(demo_cache, tmp_path_factory):
     """`--target int8` on tests/repair_fixtures.py's conv_outlier: one channel between two convolutions x1000."""
     import repair_fixtures
 
-    fx = repair_fixtures.ensure("conv_outlier", demo_cache)
-    out = tmp_path_factory.mktemp("conv_ladder")
-    code, error = run_recorded(fx.keras_path, fx.keras_path.parent / "data.npz", out, "co", "--target", "int8",
-                               "--formats", "json", "--latency-runs", "2")
-    folder = out / "co"
-    return {"code": code, "error": error, "folder": folder, "fx": fx,
-            "report": json.loads((folder / "report.json").read_text()) if (folder / "report.json").exists() else None}
+    return _int8_run(repair_fixtures.ensure("conv_outlier", demo_cache), tmp_path_factory.mktemp("conv_ladder"), "co")
 
 
 def test_an_outlier_channel_between_convolutions_is_equalized_in_integers(conv_run):
@@ -234,13 +223,7 @@ def test_an_outlier_channel_between_convolutions_is_equalized_in_integers(conv_r
     float_ops = {op["op_name"] for op in Interpreter(model_path=str(folder / "float.tflite"))._get_ops_details()}
     statuses = {r["rung"]: r["status"] for r in report["repairs"]}
     assert "NEG" not in float_ops and statuses["layernorm_without_neg"] == "does_not_apply"  # said, not "failed"
-    model = (folder / decision["file"]).read_bytes()
-    assert _computed_types(model) <= {"int8", "int32"}
-    predicted = _reference_outputs(model, fx.x).argmax(axis=1)
-    float_pred = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1)
-    right, float_right = predicted == fx.y, float_pred == fx.y
-    shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])
-    assert shipped["score"] == pytest.approx(float(np.mean(right)), abs=1e-9)
+    model, right, float_right, shipped = _shipped_on_reference(conv_run)
     assert _mcnemar(right, float_right) >= 0.05 and shipped["meets"]
     plain = (folder / "int8_io.tflite").read_bytes()
     assert np.mean(_reference_outputs(plain, fx.x).argmax(axis=1) == fx.y) < np.mean(float_right) - 0.5
