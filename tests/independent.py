@@ -190,3 +190,19 @@ def public_selective_multi(model_path, x_calib: dict, nodes) -> bytes:
     debugger = tf.lite.experimental.QuantizationDebugger(converter=converter, debug_dataset=positional,
                                                          debug_options=options)
     return bytes(debugger.get_nondebug_quantized_model())
+
+
+def used_types(model: bytes) -> dict:
+    """dtype name -> count over the tensors LiteRT's ops read or write, plus the inputs and outputs."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=model)
+    details = {d["index"]: d for d in it.get_tensor_details()}
+    used = {d["index"] for d in it.get_input_details() + it.get_output_details()}
+    for op in it._get_ops_details():
+        used |= {int(i) for i in list(op["inputs"]) + list(op["outputs"]) if i >= 0}
+    counts = {}
+    for i in used:
+        name = np.dtype(details[i]["dtype"]).name
+        counts[name] = counts.get(name, 0) + 1
+    return counts

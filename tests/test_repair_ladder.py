@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import binomtest
 
 from conftest import run_recorded
+from independent import used_types
 
 pytestmark = pytest.mark.slow
 
@@ -52,15 +53,6 @@ def _reference_outputs(model: bytes, x: np.ndarray) -> np.ndarray:
     return np.concatenate(rows)
 
 
-def _computed_types(model: bytes) -> set:
-    """The types of every tensor an op reads or writes, read with LiteRT's interpreter."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    types = {t["index"]: t["dtype"].__name__ for t in it.get_tensor_details()}
-    return {types[i] for op in it._get_ops_details() for i in [*op["inputs"], *op["outputs"]] if i >= 0}
-
-
 def _mcnemar(right: np.ndarray, float_right: np.ndarray) -> float:
     """The exact McNemar p-value of two models' correct answers on the same samples (scipy's binomial test)."""
     only_float, only_other = int(np.sum(float_right & ~right)), int(np.sum(right & ~float_right))
@@ -75,7 +67,7 @@ def test_the_ladder_ships_the_host_normalization_and_its_accuracy_is_the_written
     model = (folder / decision["file"]).read_bytes()
 
     # Integer-only, read here: every tensor an op reads or writes is int8 or int32.
-    assert _computed_types(model) <= {"int8", "int32"}
+    assert set(used_types(model)) <= {"int8", "int32"}
 
     # The host's transform as written beside the model, applied with numpy.
     transform = json.loads((folder / "input_transform.json").read_text())
@@ -128,7 +120,7 @@ def _shipped_on_reference(run: dict):
     report, folder, fx = run["report"], run["folder"], run["fx"]
     decision = report["findings"]["decision"]
     model = (folder / decision["file"]).read_bytes()
-    assert _computed_types(model) <= {"int8", "int32"}
+    assert set(used_types(model)) <= {"int8", "int32"}
     right = _reference_outputs(model, fx.x).argmax(axis=1) == fx.y
     float_right = _reference_outputs((folder / "float.tflite").read_bytes(), fx.x).argmax(axis=1) == fx.y
     shipped = next(o for o in decision["options"] if o["name"] == decision["variant"])

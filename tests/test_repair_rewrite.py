@@ -7,6 +7,8 @@ accuracy from an independent LiteRT run scored with scikit-learn, float's from t
 import numpy as np
 import pytest
 
+from independent import used_types
+
 import rewrite_fixtures
 from reporter.convert import repair_rewrite
 
@@ -61,22 +63,6 @@ def accuracy(model: bytes, fx) -> float:
     from sklearn.metrics import accuracy_score
 
     return float(accuracy_score(fx.y, int8_outputs(model, fx.x).argmax(-1)))
-
-
-def used_types(model: bytes) -> dict:
-    """dtype name -> count over the tensors LiteRT's ops read or write, plus the inputs and outputs."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    details = {d["index"]: d for d in it.get_tensor_details()}
-    used = {d["index"] for d in it.get_input_details() + it.get_output_details()}
-    for op in it._get_ops_details():
-        used |= {int(i) for i in list(op["inputs"]) + list(op["outputs"]) if i >= 0}
-    counts = {}
-    for i in used:
-        name = np.dtype(details[i]["dtype"]).name
-        counts[name] = counts.get(name, 0) + 1
-    return counts
 
 
 def op_names(model: bytes) -> list:

@@ -6,6 +6,8 @@ scikit-learn, and float's accuracy from the Keras model itself."""
 import numpy as np
 import pytest
 
+from independent import used_types
+
 import repair_fixtures
 from reporter.convert import repair
 
@@ -13,22 +15,6 @@ ALLOWED = {"int8", "int32", "bool"}
 
 
 # --- independent reads ----------------------------------------------------------------------------------------
-def used_types(model: bytes) -> dict:
-    """dtype name -> count over the tensors LiteRT's ops read or write, plus the inputs and outputs."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    details = {d["index"]: d for d in it.get_tensor_details()}
-    used = {d["index"] for d in it.get_input_details() + it.get_output_details()}
-    for op in it._get_ops_details():
-        used |= {int(i) for i in list(op["inputs"]) + list(op["outputs"]) if i >= 0}
-    counts = {}
-    for i in used:
-        name = np.dtype(details[i]["dtype"]).name
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
 def assert_integer_only(model: bytes):
     from ai_edge_litert.interpreter import Interpreter
 
