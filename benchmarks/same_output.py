@@ -5,7 +5,7 @@ Run by hand (not in CI), e.g. before and after a refactoring:
     python benchmarks/same_output.py run OUT_AFTER
     python benchmarks/same_output.py compare OUT_BEFORE OUT_AFTER
 
-`run` reports the three demo models and the four collapse fixtures (from the model cache that
+`run` (optionally for one `--target`) reports the three demo models and the four collapse fixtures (from the model cache that
 `quant-report demo` and the test suite fill) with `--latency-runs 0` (latency is a time, it differs
 run to run), as HTML, Markdown and JSON. `compare` masks what may differ between two identical runs
 (generated_at, tool and TensorFlow versions, stage timings, the search's seconds, and seconds in the
@@ -45,11 +45,12 @@ def _models() -> dict[str, tuple[Path, Path]]:
     return found
 
 
-def run(out: Path, src: Path | None) -> None:
+def run(out: Path, src: Path | None, target: str | None = None) -> None:
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **({"PYTHONPATH": str(src)} if src else {})}
     for name, (model, data) in _models().items():
         argv = [sys.executable, "-m", "reporter", "run", str(model), "--data", str(data), "--out", str(out),
-                "--name", name, "--quiet", "--latency-runs", "0", "--formats", "html,md,json"]
+                "--name", name, "--quiet", "--latency-runs", "0", "--formats", "html,md,json",
+                *(["--target", target] if target else [])]
         code = subprocess.run(argv, env=env, cwd=src or None).returncode
         print(f"{name}: exit {code}")
 
@@ -101,12 +102,13 @@ def main() -> int:
     r = sub.add_parser("run")
     r.add_argument("out", type=Path)
     r.add_argument("--src", type=Path, help="a checkout whose reporter to run (default: the installed one)")
+    r.add_argument("--target", help="the run's --target (default: the tool's own, a CPU)")
     c = sub.add_parser("compare")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     args = parser.parse_args()
     if args.command == "run":
-        run(args.out, args.src)
+        run(args.out, args.src, args.target)
         return 0
     return compare(args.a, args.b)
 
