@@ -21,11 +21,12 @@ NO_CLASS = -1
 # A mask's targets (0/1, or values in [0, 1]): a value is in the true mask where its target is at least this.
 MASK_TARGET = 0.5
 
+
 @dataclass(frozen=True)
 class Task:
-    """An output read as `kind` (a reporter.measure.kinds.base.Kind, registered in reporter.core.tasks) with `num_classes` classes (labels for
-    multi-label; None for a kind without classes) and `threshold` for sigmoid outputs and masks. Every behaviour
-    is the kind's."""
+    """An output read as `kind` (a reporter.measure.kinds.base.Kind, registered in reporter.core.tasks) with
+    `num_classes` classes (labels for multi-label; None for a kind without classes) and `threshold` for sigmoid
+    outputs and masks. Every behaviour is the kind's."""
 
     kind: TaskKind
     num_classes: Optional[int] = None

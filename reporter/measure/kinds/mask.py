@@ -1,7 +1,9 @@
-"""The mask kind: a regression whose output is a mask (sigmoid or softmax values, targets 0/1 or in [0, 1] of its
-shape), compared with the targets and with float, and judged by mask IoU at the threshold (paired by a bootstrap
-over whole samples). Read from the labels only (--task does not name it); report.json records it as "regression"
-with `model.main_metric` "mask IoU"."""
+"""The mask kind: a regression whose output is a mask, also judged by mask IoU at the threshold.
+
+Sigmoid or softmax values with targets 0/1 or in [0, 1] of the output's shape: compared with the targets and with
+float, and judged by mask IoU (paired by a bootstrap over whole samples). Read from the labels only (--task does
+not name it); report.json records it as "regression" with `model.main_metric` "mask IoU".
+"""
 
 from __future__ import annotations
 

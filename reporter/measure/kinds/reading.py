@@ -1,4 +1,4 @@
-"""Reading an output's task kind from its shape, the op that makes it and its labels, or checking the kind --task names.
+"""Reading an output's task kind from its shape, the op making it and its labels, or checking the one --task names.
 
 The kind follows from the output and its labels (`read_task`), or is the one the user named with --task, which
 that kind's `recognise` checks against them. Every contradiction is an InputError naming the labels and the
@@ -171,7 +171,8 @@ def label_sets(rows, size, threshold, what: str) -> TaskReading:
                        f" {threshold:g}, and a sample is right when all its labels are")
 
 
-def dense_labels(labels: LabelSource, port: Port, kind: tasks.TaskKind, required: bool = False) -> Optional[TaskReading]:
+def dense_labels(labels: LabelSource, port: Port, kind: tasks.TaskKind,
+                 required: bool = False) -> Optional[TaskReading]:
     """Class scores at every position (output (N, *positions, k), k > 1) and a label for each position: class
     ids (N, *positions), or one-hot (N, *positions, k), read as `kind`. None when the output or the labels are
     not of that kind (an error instead when `required`)."""

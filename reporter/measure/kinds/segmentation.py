@@ -1,5 +1,7 @@
-"""The segmentation kind: class scores at every position (pixel, timestep); mean IoU, paired by a bootstrap over
-whole samples; its accuracy counts pixels."""
+"""The segmentation kind: class scores at every position (pixel, timestep), judged by mean IoU.
+
+Mean IoU is paired by a bootstrap over whole samples (positions are not samples); its accuracy counts pixels.
+"""
 
 from __future__ import annotations
 
