@@ -155,6 +155,29 @@ def test_a_name_taken_is_refused_and_a_kind_needs_a_name():
         register(type("Nameless", (Classification,), {"name": ""})())
 
 
+def test_a_kind_that_detects_its_own_output_is_read_without_task():
+    """A registered kind's `detect` is asked before the shared reading: here a kind that takes every softmax of more
+    than 3 classes; without it, the same output and labels read as a classifier."""
+    import top3_kind
+    from reporter.measure.kinds import register, unregister
+    from reporter.measure.kinds.reading import read_task
+
+    class Detected(top3_kind.TopThree):
+        name = "top3_detected"
+
+        def detect(self, labels, port, threshold, made_by=""):
+            return self.recognise(labels, port, threshold) if made_by == "SOFTMAX" and port.size > 3 else None
+
+    shape, made_by, y, *_ = _fixture("classification")
+    labels = LabelSource(y, True, "d.npz", "y")
+    register(Detected())
+    try:
+        assert read_task(labels, _port(shape), made_by).task.kind.name == "top3_detected"
+    finally:
+        unregister("top3_detected")
+    assert read_task(labels, _port(shape), made_by).task.kind.name == "classification"
+
+
 # --- a kind of one's own, end to end ----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def top3_run(demo_cache, tmp_path_factory):

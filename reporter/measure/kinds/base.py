@@ -56,6 +56,11 @@ class Kind(tasks.TaskKind):
         saying why not, naming the labels and the output, when they are not of this kind."""
         raise NotImplementedError
 
+    def detect(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> Optional[TaskReading]:
+        """The reading of an output and its labels as this kind when --task names none and they can only be of this
+        kind; None to leave them to the other kinds and to the shared reading (reporter.measure.kinds.reading)."""
+        return None
+
     def classes_of(self, size: int, shape: tuple) -> Optional[int]:
         """The classes of an output of `size` values and `shape` (without the batch), read without labels."""
         return size

@@ -24,7 +24,8 @@ from reporter.measure.task import BINARY_THRESHOLD, Task, label_codes
 def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = BINARY_THRESHOLD,
               forced: Optional[str] = None) -> TaskReading:
     """The task of an output from its shape, the op that makes it (`made_by`: SOFTMAX, LOGISTIC, ...) and its
-    `labels`, or the task the user named (`forced`, a registered kind's name), checked against them:
+    `labels`, or the task the user named (`forced`, a registered kind's name), checked against them; first each
+    registered kind that knows its own output and labels (`Kind.detect`), then:
     * class scores at every position (output (N, ..., k)) with a label per position (class ids, or one-hot
       along the last axis): dense classes (segmentation), measured by pixel accuracy and mean IoU;
     * k sigmoid units (LOGISTIC) with rows of 0/1 labels: multi-label, each label at >= `threshold`, no argmax;
@@ -44,9 +45,10 @@ def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = 
     if forced is not None:
         found = tasks.of(forced).recognise(labels, port, threshold)
         return dataclasses.replace(found, reason=f"as --task {forced} says: {found.reason}")
-    dense = dense_labels(labels, port, tasks.of("segmentation"))
-    if dense is not None:
-        return dense
+    for kind in tasks.kinds():  # a kind that knows its own output and labels (class scores at every position ...)
+        found = kind.detect(labels, port, threshold, made_by)
+        if found is not None:
+            return found
     if y.ndim > 2:
         if values_per_sample(y) == port.size:
             return _targets_of_its_shape(labels, port, made_by, threshold)

@@ -34,6 +34,9 @@ class Segmentation(Kind):
     def recognise(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> TaskReading:
         return reading.dense_labels(labels, port, self, required=True)
 
+    def detect(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> Optional[TaskReading]:
+        return reading.dense_labels(labels, port, self)
+
     def classes_of(self, size: int, shape: tuple) -> int:
         return shape[-1] if shape else 1
 
