@@ -11,14 +11,15 @@ import dataclasses
 import numpy as np
 
 from reporter.core.errors import InputError
-from reporter.measure.kinds import reading
-from reporter.measure.kinds.base import Kind
-from reporter.measure.task import Task, columns
+from reporter.measure.kinds.classification import Classification
+from reporter.measure.task import columns
 
 K = 3
 
 
-class TopThree(Kind):
+class TopThree(Classification):
+    """Class scores with class-id labels, as a classifier reads them; right when the label is in the top 3."""
+
     name = "top3"
     words = "a top-3 classifier"
     main_metric = "top-3 accuracy"
@@ -29,11 +30,7 @@ class TopThree(Kind):
         if port.size <= K:
             raise InputError(labels.source, f"--task {self.name}: output {port.name} has {port.size} class scores;"
                                             f" top-{K} accuracy needs more than {K}")
-        found = reading.read_flat(labels, port, "SOFTMAX", threshold)
-        if not found.task.classification:
-            raise InputError(labels.source, f"--task {self.name}: '{labels.what}' does not hold class ids for output"
-                                            f" {port.name}")
-        return dataclasses.replace(found, task=Task(self, found.task.num_classes),
+        return dataclasses.replace(super().recognise(labels, port, threshold, made_by),
                                    reason=f"a sample is right when its class is among the {K} highest scores")
 
     def correct(self, task, out, y):
