@@ -42,7 +42,7 @@ def outputs(tflite: bytes, x) -> np.ndarray:
 def predictions(tflite: bytes, x) -> np.ndarray:
     """Top class per sample, one sample per invoke, with the plain LiteRT interpreter; a model with one
     output unit (a sigmoid head) predicts class 1 when the output is at least 0.5. Written here again
-    on purpose rather than calling reporter.measure.task.predicted_classes: these checks use none of the tool's code."""
+    on purpose rather than calling reporter.measure.task.top_class: these checks use none of the tool's code."""
     out = outputs(tflite, x)
     if out.shape[1] == 1:
         return (out[:, 0] >= 0.5).astype(np.int64)

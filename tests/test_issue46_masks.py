@@ -36,13 +36,13 @@ def test_a_sigmoid_output_with_targets_of_its_shape_is_a_mask_not_refused(values
     soft = rng.uniform(size=(6, 8, 8, 1)).astype(np.float32)
     y = (soft > 0.5).astype(np.float32) if values == "0/1" else soft
     reading = _read(y, (8, 8, 1), "LOGISTIC")
-    assert reading.task.num_classes is None and reading.task.mask
-    assert reading.task.entry.recorded_name == "regression" and reading.task.entry.main_metric == "mask IoU"
+    assert reading.task.num_classes is None and reading.task.kind.name == "mask"
+    assert reading.task.kind.recorded_name == "regression" and reading.task.kind.main_metric == "mask IoU"
     assert f"targets {values} of its shape (8, 8, 1)" in reading.reason and "mask IoU" in reading.reason
     assert reading.y.dtype == np.float32 and (reading.y == y).all()
     # the same values per sample without the channel axis fit too; integer 0/1 labels are 0/1 targets
-    assert _read(y[..., 0], (8, 8, 1), "LOGISTIC").task.mask
-    assert _read((soft > 0.5).astype(np.int64), (8, 8, 1), "LOGISTIC", are_classes=True).task.mask
+    assert _read(y[..., 0], (8, 8, 1), "LOGISTIC").task.kind.name == "mask"
+    assert _read((soft > 0.5).astype(np.int64), (8, 8, 1), "LOGISTIC", are_classes=True).task.kind.name == "mask"
 
 
 def test_a_softmax_output_with_soft_targets_of_its_shape_is_a_mask_and_one_hot_stays_segmentation():
@@ -50,9 +50,9 @@ def test_a_softmax_output_with_soft_targets_of_its_shape_is_a_mask_and_one_hot_s
     logits = rng.normal(size=(5, 4, 4, 3))
     soft = np.exp(logits) / np.exp(logits).sum(axis=-1, keepdims=True)
     reading = _read(soft, (4, 4, 3), "SOFTMAX")
-    assert reading.task.mask and "a softmax" in reading.reason
+    assert reading.task.kind.name == "mask" and "a softmax" in reading.reason
     one_hot = np.eye(3, dtype=np.int64)[soft.argmax(axis=-1)]
-    assert _read(one_hot, (4, 4, 3), "SOFTMAX", are_classes=True).task.kind == "segmentation"
+    assert _read(one_hot, (4, 4, 3), "SOFTMAX", are_classes=True).task.kind.name == "segmentation"
 
 
 @pytest.mark.parametrize("made_by, shape", [
@@ -65,16 +65,16 @@ def test_float_targets_of_a_linear_outputs_shape_stay_plain_regression(made_by, 
     rng = np.random.default_rng(2)
     y = rng.normal(size=(7, *shape)).astype(np.float32)
     reading = _read(y, shape, made_by)
-    assert reading.task.kind == "regression" and not reading.task.mask
+    assert reading.task.kind.name == "regression"
     assert "against the targets" in reading.reason
     # values in [0, 1] for a linear output are still no mask (a linear output holds no probabilities)
-    assert not _read(np.clip(y, 0, 1), shape, made_by).task.mask
+    assert _read(np.clip(y, 0, 1), shape, made_by).task.kind.name == "regression"
 
 
 def test_a_sigmoid_heatmap_with_targets_outside_0_1_is_regression_without_mask_iou():
     y = np.random.default_rng(3).normal(size=(4, 8, 8, 1)) * 3
     reading = _read(y, (8, 8, 1), "LOGISTIC")
-    assert reading.task.kind == "regression" and not reading.task.mask and "not all in [0, 1]" in reading.reason
+    assert reading.task.kind.name == "regression" and "not all in [0, 1]" in reading.reason
 
 
 @pytest.mark.parametrize("made_by, shape, y_shape, expected", [
@@ -101,7 +101,7 @@ def test_a_mask_head_of_several_outputs_is_recorded_as_regression():
 
     y = (np.random.default_rng(4).uniform(size=(5, 8, 8, 1)) > 0.5).astype(np.float32)
     spec = head_spec(Head(_port((8, 8, 1)), y, False, False), "d.npz", "LOGISTIC", 0.5)
-    assert spec.task.kind == "regression" and spec.labelled
+    assert spec.task.kind.name == "regression" and spec.labelled
 
 
 # --- mask IoU ------------------------------------------------------------------------------------------
@@ -119,14 +119,15 @@ def _iou(out, y, threshold=0.5) -> float:
 
 
 def test_mask_iou_matches_numpy_counts_nan_wrong_and_is_bootstrapped_over_samples():
-    from reporter.measure.scoring import MaskIoU
+    from reporter.core import tasks
+    from reporter.measure.kinds.mask import MaskIoU
     from reporter.measure.task import Task
 
     rng = np.random.default_rng(5)
     y = (rng.uniform(size=(40, 6, 6, 1)) > 0.6).astype(np.float32)
     out = np.clip(y + rng.normal(scale=0.4, size=y.shape), 0, 1)
     out[3, 2, 2, 0] = np.nan
-    score = MaskIoU(Task(None, mask=True), y)
+    score = MaskIoU(Task(tasks.of("mask")), y)
     scored = score.measure(out)
     assert scored.value == pytest.approx(_iou(out, y), rel=1e-12)
     assert score.value(out) == pytest.approx(_iou(out, y), rel=1e-12)
@@ -136,7 +137,7 @@ def test_mask_iou_matches_numpy_counts_nan_wrong_and_is_bootstrapped_over_sample
     low, high = score.interval(scored)
     assert low < scored.value < high
     # --threshold moves the output's mask only
-    strict = MaskIoU(Task(None, mask=True, threshold=0.8), y)
+    strict = MaskIoU(Task(tasks.of("mask"), None, 0.8), y)
     assert strict.value(out) == pytest.approx(_iou(out, y, 0.8), rel=1e-12)
 
 

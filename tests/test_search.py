@@ -155,11 +155,12 @@ def test_mcnemar_matches_scipy_binomial_and_noise_is_not_a_change():
 
 def test_gap_status():
     """The gap on the main metric, from the paired test of float's and FIQ's correctness (McNemar)."""
+    from reporter.core import tasks
     from reporter.measure.scoring import Score
     from reporter.measure.task import Task
 
     y = np.array([0, 1] * 50)
-    score = Score(Task(2), y)
+    score = Score(Task(tasks.of("classification"), 2), y)
     onehot = lambda pred: np.eye(2)[pred]  # noqa: E731 - raw outputs whose top score is `pred`
 
     def gap(pred, ref, limit=None):

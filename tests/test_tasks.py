@@ -10,15 +10,15 @@ import pytest
 from sklearn import metrics as skm
 
 from reporter.measure import metrics as qmetrics
-from reporter.measure.task import class_scores, predicted_classes
+from reporter.measure.task import class_scores, sigmoid_class, sigmoid_scores, top_class
 
 
 # --- predicted classes and task detection ------------------------------------------------------------
 def test_predicted_classes_thresholds_one_unit_and_argmaxes_several():
-    assert predicted_classes(np.array([[0.2], [0.5], [0.51], [0.0]]), True).tolist() == [0, 1, 1, 0]
-    assert predicted_classes(np.array([0.49, 0.5]), True).tolist() == [0, 1]  # (N,) works too
-    assert predicted_classes(np.array([[0.1, 0.7, 0.2], [0.6, 0.3, 0.1]]), False).tolist() == [1, 0]
-    assert class_scores(np.array([[0.25]]), True).tolist() == [[0.75, 0.25]]
+    assert sigmoid_class(np.array([[0.2], [0.5], [0.51], [0.0]])).tolist() == [0, 1, 1, 0]
+    assert sigmoid_class(np.array([0.49, 0.5])).tolist() == [0, 1]  # (N,) works too
+    assert top_class(np.array([[0.1, 0.7, 0.2], [0.6, 0.3, 0.1]])).tolist() == [1, 0]
+    assert sigmoid_scores(np.array([[0.25]])).tolist() == [[0.75, 0.25]]
 
 
 def _data(y, labels_are_classes):
@@ -63,17 +63,18 @@ def test_float_labels_of_a_softmax_are_class_ids_with_a_note_and_fractions_are_r
 
 def test_sigmoid_units_with_label_rows_are_multilabel_and_never_argmaxed():
     from reporter.measure.signature import Port
+    from reporter.measure.kinds.multilabel import bits
     from reporter.measure.task import label_codes
     from reporter.run.task_reading import LabelSource, read_task
 
     rows = np.array([[1, 0, 1], [0, 1, 1], [1, 0, 0]])
     port = Port("tags", "output_0", 0, (-1, 3), "float32", allocated=(1, 3))
     reading = read_task(LabelSource(rows, True, "d.npz", "y"), port, "LOGISTIC")
-    assert reading.task.multilabel and reading.task.num_classes == 3
+    assert reading.task.kind.name == "multilabel" and reading.task.num_classes == 3
     assert (reading.task.decode(reading.y) == rows).all()
     out = np.array([[0.9, 0.2, 0.7], [0.1, 0.8, 0.4], [0.6, 0.1, 0.2]])
     assert (reading.task.classes(out) == reading.y).tolist() == [True, False, True]  # exact match per sample
-    assert (label_codes(reading.task.bits(out)) == reading.task.classes(out)).all()
+    assert (label_codes(bits(reading.task, out)) == reading.task.classes(out)).all()
 
 
 # --- metrics on hand-made arrays ---------------------------------------------------------------------
@@ -121,10 +122,10 @@ def test_roc_auc_sigmoid_and_two_unit_softmax_against_sklearn():
     prob = np.clip(0.3 * y + 0.7 * rng.random(80), 0, 1)
     expected = skm.roc_auc_score(y, prob)
     sig = prob[:, None]
-    m = qmetrics.classification(y, predicted_classes(sig, True), 2, None, class_scores(sig, True))
+    m = qmetrics.classification(y, sigmoid_class(sig), 2, None, sigmoid_scores(sig))
     assert m.roc_auc == pytest.approx(expected, abs=1e-12)
     soft = np.column_stack([1 - prob, prob])
-    m2 = qmetrics.classification(y, predicted_classes(soft, False), 2, None, class_scores(soft, False))
+    m2 = qmetrics.classification(y, top_class(soft), 2, None, class_scores(soft))
     assert m2.roc_auc == pytest.approx(expected, abs=1e-12)
     assert m.top5_accuracy is None
 
@@ -132,7 +133,7 @@ def test_roc_auc_sigmoid_and_two_unit_softmax_against_sklearn():
 def test_roc_auc_is_none_when_the_data_holds_one_class():
     y = np.ones(10, np.int64)
     sig = np.linspace(0, 1, 10)[:, None]
-    m = qmetrics.classification(y, predicted_classes(sig, True), 2, None, class_scores(sig, True))
+    m = qmetrics.classification(y, sigmoid_class(sig), 2, None, sigmoid_scores(sig))
     assert m.roc_auc is None and m.classes_present == [1]
 
 

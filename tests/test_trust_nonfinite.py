@@ -69,6 +69,7 @@ def test_older_reports_without_the_count_read_as_zero(fixture_report):
 
 def test_classification_metrics_count_nan_rows_wrong_and_never_raise():
     from reporter.measure import metrics as qm
+    from reporter.core import tasks
     from reporter.measure.task import Task
 
     rng = np.random.default_rng(1)
@@ -76,7 +77,7 @@ def test_classification_metrics_count_nan_rows_wrong_and_never_raise():
     out = np.eye(2, dtype=np.float32)[y] * 0.9 + 0.05  # every row right
     out[:4] = np.nan
     out[4, 1] = np.inf
-    task = Task(2)
+    task = Task(tasks.of("classification"), 2)
     preds = task.classes(out)
     assert (preds[:5] == -1).all() and (preds[5:] == y[5:]).all()
     m = qm.classification(y, preds, 2, None, task.scores(out))
@@ -90,15 +91,16 @@ def test_classification_metrics_count_nan_rows_wrong_and_never_raise():
     scores[:3] = np.nan
     assert qm.top_k_accuracy(y10, scores, 10) == pytest.approx(27 / 30)
     # one sigmoid unit: NaN >= 0.5 is no class, not class 0
-    sig = Task(2, binary_sigmoid=True)
+    sig = Task(tasks.of("binary"), 2)
     assert list(sig.classes(np.array([[0.7], [np.nan], [0.2]], np.float32))) == [1, -1, 0]
 
 
 def test_dense_nan_positions_are_wrong_and_output_error_leaves_nan_rows_out():
     from reporter.measure import metrics as qm
+    from reporter.core import tasks
     from reporter.measure.task import Task
 
-    task = Task(3, dense=True)
+    task = Task(tasks.of("segmentation"), 3)
     y = np.array([[0, 1, 2, 0]])
     out = np.eye(3, dtype=np.float32)[y].reshape(1, -1)
     out[0, 3:6] = np.nan  # the second position

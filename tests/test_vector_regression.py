@@ -34,13 +34,13 @@ def _read(y, are_classes, size, made_by="", forced=None, shape=None):
 def test_float_rows_of_a_linear_outputs_width_are_regression_without_a_flag():
     rng = np.random.default_rng(0)
     reading = _read(rng.normal(size=(20, 6)).astype(np.float32), False, 6, "FULLY_CONNECTED")
-    assert reading.task.kind == "regression" and reading.y.shape == (20, 6)
+    assert reading.task.kind.name == "regression" and reading.y.shape == (20, 6)
     assert "against the targets" in reading.reason
     # targets of a 2-D output's shape (an image autoencoder) too
-    assert _read(rng.normal(size=(5, 4, 3)), False, 12, "ADD", shape=(4, 3)).task.kind == "regression"
+    assert _read(rng.normal(size=(5, 4, 3)), False, 12, "ADD", shape=(4, 3)).task.kind.name == "regression"
     # sigmoid units with targets in [0, 1] that are not 0/1 (a [0, 1] reconstruction): regression too
     reading = _read(rng.uniform(size=(20, 6)), False, 6, "LOGISTIC")
-    assert reading.task.kind == "regression" and "sigmoid" in reading.reason
+    assert reading.task.kind.name == "regression" and "sigmoid" in reading.reason
     # one-hot rows for a linear output stay logits of a classifier
     assert _read(np.eye(3)[[0, 2, 1, 1]], True, 3, "FULLY_CONNECTED").task.num_classes == 3
 
@@ -48,7 +48,7 @@ def test_float_rows_of_a_linear_outputs_width_are_regression_without_a_flag():
 def test_multi_hot_rows_for_a_linear_output_are_targets_with_a_note():
     rows = np.array([[1, 0, 1, 1], [0, 0, 1, 0], [1, 1, 0, 0]])
     reading = _read(rows, True, 4, "FULLY_CONNECTED")
-    assert reading.task.kind == "regression" and "--task multilabel" in reading.note
+    assert reading.task.kind.name == "regression" and "--task multilabel" in reading.note
     assert reading.y.dtype == np.float32 and (reading.y == rows).all()
 
 
@@ -61,13 +61,13 @@ def test_multi_hot_rows_for_a_linear_output_are_targets_with_a_note():
 def test_labels_that_cannot_fit_the_output_are_refused_naming_it_and_the_task_choices(y, are_classes, size,
                                                                                      made_by, what):
     from reporter.core.errors import InputError
-    from reporter.measure.task import TASK_KINDS
+    from reporter.core import tasks
 
     with pytest.raises(InputError) as err:
         _read(y, are_classes, size, made_by)
     text = str(err.value)
     assert what in text and "reconstruction" in text and "--task" in text, text
-    assert all(kind in text for kind in TASK_KINDS), text
+    assert all(kind in text for kind in tasks.names()), text
     assert "\n" not in text
 
 
@@ -77,7 +77,7 @@ def test_task_regression_checks_the_targets_shape():
     with pytest.raises(InputError, match=r"--task regression: 'y' has shape \(5,\) .* reconstruction"):
         _read(np.arange(5.0), False, 640, forced="regression")
     reading = _read(np.ones((5, 6)), False, 6, "SOFTMAX", forced="regression")
-    assert reading.task.kind == "regression" and "--task regression" in reading.reason
+    assert reading.task.kind.name == "regression" and "--task regression" in reading.reason
 
 
 # --- the figures ---------------------------------------------------------------------------------------

@@ -1,46 +1,44 @@
-"""What a model's output is (--task): one entry per task kind, saying how it is read, measured and worded.
+"""What a model's output is (--task): the task-kind protocol's declared part, and the registry of kinds.
 
-- `classification`: class scores (softmax), the top score is the class; accuracy, paired by McNemar.
-- `binary`: one sigmoid unit, class 1 at or above the threshold; accuracy, paired by McNemar. report.json
-  records it as "classification" with `model.binary_sigmoid`.
-- `multilabel`: one sigmoid unit per label; exact-match accuracy (every label right), paired by McNemar.
-- `segmentation`: class scores at every position (pixel, timestep); mean IoU, paired by a bootstrap over
-  whole samples; its accuracy counts pixels.
-- `regression`: values compared with the targets and with float; no main metric of its own.
-- `mask`: a regression whose output is a mask (sigmoid or softmax values, targets 0/1 or in [0, 1] of its shape):
-  compared with the targets and with float, and judged by mask IoU at the threshold (paired by a bootstrap over
-  whole samples). Read from the labels only (--task does not name it); report.json records it as "regression"
-  with `model.main_metric` "mask IoU".
+A kind is one module of reporter.measure.kinds (classification, binary, multilabel, segmentation, regression,
+mask), one `TaskKind` subclass there: what it declares here (its name, words, how report.json records it, its
+main metric and paired test) is what the report's records, findings and render read, without TensorFlow; how
+it reads labels and outputs and measures them is reporter.measure.kinds.base.Kind's part of the protocol.
 
-Adding a kind is one entry here (and, if no existing reading fits, its reader in reporter.run.task_reading).
-Code that differs by kind asks the entry (`of`, `recorded`, `reading`); it never compares kind names.
+Registering a kind is one line, `register(MyKind())` (reporter.measure.kinds.register is the same function).
+Code that differs by kind asks the kind object (`of`, `recorded`, `Task.kind`); it never compares kind names.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
 # How a change of a kind's own main metric is tested for noise (reporter.measure.scoring does the testing).
 MCNEMAR = "exact McNemar test on the paired predictions"
 BOOTSTRAP = "paired bootstrap over whole samples"
-MASK_IOU = "mask IoU"  # the mask kind's main metric (reporter.measure.scoring.MaskIoU measures it)
+# The package of the built-in kinds: the registry sits here, below the records that name a kind, and the kinds'
+# behaviour needs the measure layer, so the registry loads that package by name when it is first read (as an
+# entry point would be loaded), not by an import upwards.
+BUILT_IN = "reporter.measure.kinds"
 
 
 @dataclass(frozen=True)
-class TaskKind:
-    """One kind of output: how it is read, its main metric and paired test, and its words."""
+class Record:
+    """How report.json records a kind: `model.task` and `model.binary_sigmoid` (the format old reports keep)."""
 
-    name: str  # what --task names and `Task.kind` returns
-    words: str  # "Measured as ...": "a classifier"
-    # How the output is read (reporter.measure.task.Task's flags): class scores, one sigmoid unit, a sigmoid per
-    # label, class scores at every position. A kind without classes is compared with its targets and float.
-    classes: bool = True
+    task: str
     binary_sigmoid: bool = False
-    multilabel: bool = False
-    dense: bool = False
-    mask: bool = False  # no classes: values in [0, 1] judged as a mask (value >= threshold) against the targets'
+
+
+class TaskKind:
+    """One kind of output, as the report names and words it. Subclass it (through reporter.measure.kinds.base.Kind)
+    and set these class attributes; the defaults are a classifier's."""
+
+    name: str = ""  # what --task names and `Task.kind.name` returns
+    words: str = ""  # "Measured as ...": "a classifier"
     named: bool = True  # --task may name it (False: read from the labels only)
-    stored_as: str = ""  # `model.task` in report.json (default: the name)
+    has_classes: bool = True  # counts classes (`model.num_classes`); else compared with its targets and float
     main_metric: str = "accuracy"  # the metric every verdict reads ("": none; the output error against float)
     paired_test: str = MCNEMAR  # how a change of that metric is tested for noise
     accuracy_label: str = "Accuracy"  # `metrics.accuracy`'s row and second-metric name
@@ -54,51 +52,79 @@ class TaskKind:
     per_class_columns: str = "precision / recall / F1"
 
     @property
+    def record(self) -> Record:
+        """`model.task` (and `model.binary_sigmoid`) in report.json: the kind's name unless it says otherwise."""
+        return Record(self.name)
+
+    @property
     def recorded_name(self) -> str:
-        return self.stored_as or self.name
+        return self.record.task
+
+    def __repr__(self) -> str:
+        return f"<task kind {self.name}>"
 
 
-KINDS: tuple[TaskKind, ...] = (
-    TaskKind("classification", "a classifier"),
-    TaskKind("binary", "a binary classifier", binary_sigmoid=True, stored_as="classification",
-             class_count_compared=False),
-    TaskKind("multilabel", "multi-label", multilabel=True, main_metric="exact-match accuracy",
-             accuracy_label="Exact-match accuracy", share_metric="exact-match accuracy", counted_as="labels (multi-label)", class_count_compared=False,
-             per_class_title="Per label",
-             per_class_columns="precision / recall / F1 · accuracy · ROC AUC (coloured where the label's own McNemar"
-                               " test against float is beyond noise)"),
-    TaskKind("segmentation", "segmentation (a class at every position)", dense=True, main_metric="mean IoU",
-             paired_test=BOOTSTRAP, accuracy_label="Pixel accuracy", unit="pixels",
-             per_class_title="Per class, over pixels", per_class_columns="precision / recall / F1 · IoU"),
-    TaskKind("regression", "a regression", classes=False, main_metric="", paired_test="",
-             class_count_compared=False),
-    TaskKind("mask", "a regression of a mask", classes=False, mask=True, named=False, stored_as="regression",
-             main_metric=MASK_IOU, paired_test=BOOTSTRAP, accuracy_label="Mask IoU", share_metric=MASK_IOU,
-             unit="pixels", class_count_compared=False),
-)
-NAMES: tuple[str, ...] = tuple(k.name for k in KINDS if k.named)  # what --task may name, in this order
-_BY_NAME = {k.name: k for k in KINDS}
+_KINDS: dict[str, TaskKind] = {}
+_loaded = False
+
+
+def register(kind: TaskKind) -> TaskKind:
+    """Add `kind` to the registry (after the kinds already there: `recorded` prefers the earlier of two kinds
+    recorded alike); a ValueError for a name already taken. Returns the kind."""
+    if not kind.name:
+        raise ValueError(f"{type(kind).__name__} has no name")
+    if kind.name in _KINDS:
+        raise ValueError(f"a task kind named {kind.name!r} is already registered")
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def unregister(name: str) -> None:
+    """Take the kind `name` out of the registry (a test's kind, after the test)."""
+    _kinds()
+    _KINDS.pop(name, None)
+
+
+def _kinds() -> dict[str, TaskKind]:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        importlib.import_module(BUILT_IN)  # registers the built-in kinds
+    return _KINDS
+
+
+def kinds() -> tuple[TaskKind, ...]:
+    """Every registered kind, in the order registered."""
+    return tuple(_kinds().values())
+
+
+def names() -> tuple[str, ...]:
+    """What --task may name, in the registry's order."""
+    return tuple(k.name for k in kinds() if k.named)
 
 
 def of(name: str) -> TaskKind:
     """The kind --task and `Task.kind` name; KeyError for a name that is not one."""
-    return _BY_NAME[name]
-
-
-def reading(classes: bool, binary_sigmoid: bool = False, multilabel: bool = False, dense: bool = False,
-            mask: bool = False) -> TaskKind:
-    """The kind whose reading of the output this is (a Task's flags)."""
-    flags = (classes, binary_sigmoid, multilabel, dense, mask)
-    found = next((k for k in KINDS if (k.classes, k.binary_sigmoid, k.multilabel, k.dense, k.mask) == flags), None)
-    if found is None:
-        raise ValueError(f"no task kind reads an output as classes={classes}, binary_sigmoid={binary_sigmoid},"
-                         f" multilabel={multilabel}, dense={dense}, mask={mask}")
-    return found
+    return _kinds()[name]
 
 
 def recorded(task: str, binary_sigmoid: bool, has_classes: bool) -> TaskKind:
     """The kind of a model as report.json records it: `model.task`, `model.binary_sigmoid` and whether it counts
-    classes (`model.num_classes`). A name it does not hold reads as a classifier or a regression by its classes."""
-    found = next((k for k in KINDS if k.recorded_name == task and k.binary_sigmoid == binary_sigmoid
-                  and k.classes == has_classes), None)
-    return found or reading(has_classes, binary_sigmoid and has_classes)
+    classes (`model.num_classes`). A name no kind records reads as the first kind recorded as a classifier (or,
+    without classes, a regression) that counts classes as the record does."""
+    binary_sigmoid = binary_sigmoid and has_classes
+    for name in (task, "classification" if has_classes else "regression"):
+        found = next((k for k in kinds() if k.record == Record(name, binary_sigmoid) and k.has_classes == has_classes),
+                     None)
+        if found is not None:
+            return found
+    raise KeyError(f"no task kind is recorded as {task!r} (binary_sigmoid={binary_sigmoid}, classes={has_classes})")
+
+
+def __getattr__(name: str):
+    """`NAMES` and `KINDS`, read from the registry when asked (a kind registered later is in them)."""
+    if name == "NAMES":
+        return names()
+    if name == "KINDS":
+        return kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

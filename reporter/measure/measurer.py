@@ -363,19 +363,14 @@ class Measurer:
         y = self.data.y if y is None else y
         task = task or self.task
         outputs = self.outputs if outputs is None else outputs
-        preds = task.classes(out)
-        float_preds = task.classes(outputs[variants.FLOAT]) if variants.FLOAT in outputs else None
-        if task.dense:  # positions are not samples: no per-sample correctness; mean IoU is paired by bootstrap
-            return qmetrics.dense(y, preds, task.num_classes, float_preds)
-        if task.multilabel:
-            float_bits = task.bits(outputs[variants.FLOAT]) if variants.FLOAT in outputs else None
-            metrics = qmetrics.multilabel(task.decode(y), task.bits(out), float_bits, task.scores(out))
-        else:
-            metrics = qmetrics.classification(y, preds, task.num_classes, float_preds, task.scores(out))
+        metrics = task.metrics(y, out, outputs.get(variants.FLOAT))
+        correct = task.correct(out, y)
+        if correct is None:  # no sample is right or wrong as a whole: the kind's main metric is bootstrapped
+            return metrics
         # Discordant counts against float, and against FIQ for the models that fix it (McNemar).
-        paired = {ref: qmetrics.paired(y, task.classes(outputs[ref]), preds)
+        paired = {ref: qmetrics.paired_correct(task.correct(outputs[ref], y), correct)
                   for ref in self.references(name) if ref in outputs}
-        return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(preds == y))
+        return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(correct))
 
     def _heads(self, name: str) -> dict[str, HeadResult]:
         """Every output of model `name` measured: a labelled classification head against its labels (paired

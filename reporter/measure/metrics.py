@@ -38,7 +38,7 @@ def classification(
 
     Macro averages are over the classes present in `y_true` (as balanced accuracy is, so macro
     recall equals it); `per_class` lists every class of the model. `scores` (N, num_classes), from
-    reporter.measure.task.class_scores, add top-5 accuracy (more than 5 classes) and ROC AUC (2 classes).
+    reporter.measure.task.Task.scores, add top-5 accuracy (more than 5 classes) and ROC AUC (2 classes).
     """
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     labels = list(range(num_classes))
@@ -176,7 +176,7 @@ def mean_iou(cms: np.ndarray) -> np.ndarray:
 
 def mask_counts(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """(N, 2) int64: each sample's intersection and union of its predicted and true masks ((N, values) bool,
-    reporter.measure.task.Task.in_mask), so that a bootstrap over samples only sums rows."""
+    reporter.measure.kinds.mask.in_mask), so that a bootstrap over samples only sums rows."""
     predicted, truth = np.asarray(predicted, bool), np.asarray(truth, bool)
     return np.stack([(predicted & truth).sum(axis=1), (predicted | truth).sum(axis=1)], axis=1).astype(np.int64)
 
@@ -230,7 +230,12 @@ def _ranked_last(y_true: np.ndarray, scores: np.ndarray) -> np.ndarray:
 
 def paired(y_true: np.ndarray, reference_pred: np.ndarray, pred: np.ndarray) -> Paired:
     """Discordant counts of two classifiers on the same samples (for McNemar's test)."""
-    ref_ok, ok = np.asarray(reference_pred) == y_true, np.asarray(pred) == y_true
+    return paired_correct(np.asarray(reference_pred) == y_true, np.asarray(pred) == y_true)
+
+
+def paired_correct(reference_ok: np.ndarray, ok: np.ndarray) -> Paired:
+    """Discordant counts of two models from which samples each gets right (for McNemar's test)."""
+    ref_ok, ok = np.asarray(reference_ok, bool), np.asarray(ok, bool)
     return Paired(reference_only=int(np.sum(ref_ok & ~ok)), variant_only=int(np.sum(~ref_ok & ok)))
 
 

@@ -21,7 +21,6 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.core import judgement as jd
-from reporter.core import tasks
 from reporter.measure.task import Task
 from reporter.model.report import MainMetric, PairedScore
 from reporter.core.errors import InputError
@@ -44,22 +43,23 @@ class Scored:
 
 
 class Score:
-    """The share of samples right: accuracy, or exact-match accuracy for multi-label."""
+    """The share of samples right (`Task.correct`): accuracy, or exact-match accuracy for multi-label. The kinds
+    whose main metric is not a share subclass it in their module (reporter.measure.kinds: mean IoU, mask IoU)."""
 
     share = True
     higher_is_better = True
     bootstrapped = False
 
-    def __init__(self, task: Task, y: np.ndarray, name: str = "accuracy"):
+    def __init__(self, task: Optional[Task], y: np.ndarray, name: str = "accuracy"):
         self.task, self.y, self.name = task, y, name
 
     def measure(self, out) -> Scored:
-        correct = np.asarray(self.task.classes(out) == self.y)
+        correct = self.task.correct(out, self.y)
         return Scored(float(correct.mean()) if correct.size else 0.0, correct=correct)
 
     def value(self, out) -> float:
         """The metric alone (no interval, no resamples): what the search's steps show."""
-        correct = np.asarray(self.task.classes(out) == self.y)
+        correct = self.task.correct(out, self.y)
         return float(correct.mean()) if correct.size else 0.0
 
     def compare(self, a: Scored, ref: Scored) -> tuple[float, float]:
@@ -97,64 +97,6 @@ def resample_weights(n: int, resamples: int) -> np.ndarray:
     return rng.multinomial(n, np.full(n, 1.0 / n), size=resamples) if n else np.zeros((resamples, 0), int)
 
 
-class MeanIoU(Score):
-    """Dense classes (per pixel or per timestep): mean IoU over the classes in the labels or the predictions."""
-
-    bootstrapped = True
-
-    def __init__(self, task: Task, y: np.ndarray):
-        super().__init__(task, y, "mean IoU")
-        self.weights = resample_weights(len(y), BOOTSTRAP_DENSE)
-
-    def confusions(self, out) -> np.ndarray:
-        """(n, classes * classes): each sample's pixel confusion matrix, flattened (rows: true)."""
-        from reporter.measure.metrics import per_sample_confusion
-
-        return per_sample_confusion(self.y, self.task.classes(out), self.task.num_classes)
-
-    def value(self, out) -> float:
-        from reporter.measure.metrics import mean_iou
-
-        k = self.task.num_classes
-        return float(mean_iou(self.confusions(out).sum(axis=0).reshape(1, k, k))[0])
-
-    def measure(self, out) -> Scored:
-        from reporter.measure.metrics import mean_iou
-
-        per = self.confusions(out)
-        k = self.task.num_classes
-        boot = mean_iou((self.weights @ per).reshape(-1, k, k))
-        return Scored(float(mean_iou(per.sum(axis=0).reshape(1, k, k))[0]), boot=boot)
-
-
-class MaskIoU(Score):
-    """A mask: IoU of the values at or above the threshold with the targets' mask, over every value of every
-    sample, bootstrapped over whole samples like mean IoU (reporter.measure.metrics.mask_iou)."""
-
-    bootstrapped = True
-
-    def __init__(self, task: Task, y: np.ndarray):
-        super().__init__(task, y, tasks.MASK_IOU)
-        self.weights = resample_weights(len(y), BOOTSTRAP_DENSE)
-
-    def counts(self, out) -> np.ndarray:
-        """(n, 2): each sample's intersection and union."""
-        from reporter.measure.metrics import mask_counts
-
-        return mask_counts(*self.task.in_mask(out, self.y))
-
-    def value(self, out) -> float:
-        from reporter.measure.metrics import mask_iou
-
-        return float(mask_iou(self.counts(out).sum(axis=0))[0])
-
-    def measure(self, out) -> Scored:
-        from reporter.measure.metrics import mask_iou
-
-        per = self.counts(out)
-        return Scored(float(mask_iou(per.sum(axis=0))[0]), boot=mask_iou(self.weights @ per))
-
-
 class UserScore(Score):
     """The user's metric: `fn(y_true, y_pred, **meta) -> float | array | dict`, called with the labels as given and
     the raw outputs (for several outputs, dicts by output name, and a dict result keyed by output name), plus
@@ -169,7 +111,7 @@ class UserScore(Score):
 
     def __init__(self, name: str, fn: Callable, y_true, n: int, higher_is_better: bool = True,
                  primary: Optional[str] = None):
-        super().__init__(Task(None), np.zeros(0), name)
+        super().__init__(None, np.zeros(0), name)
         self.fn, self.y_true, self.primary, self.n = fn, y_true, primary, n
         self.higher_is_better = higher_is_better
         self.share = False

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import numpy as np
 
 from reporter.core.errors import InputError
-from reporter.measure.scoring import MaskIoU, MeanIoU, Score, UserScore
+from reporter.measure.scoring import Score, UserScore
 from reporter.measure.task import Task
 from reporter.run.labels import Head
 from reporter.run.settings import RunSettings
@@ -80,17 +80,10 @@ def _module(spec: str, target: str, beside):
                                f" {str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
-# The main metrics that are not a share of samples right, by the name a task kind gives (reporter.core.tasks).
-_SCORES = {"mean IoU": MeanIoU, "mask IoU": MaskIoU}
-
-
 def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
-    """The task kind's own main metric: accuracy (exact-match for multi-label), mean IoU for dense classes, mask
-    IoU for a mask; None for a regression (its output error against float is its measure)."""
-    name = task.entry.main_metric
-    if not name:
-        return None
-    return _SCORES[name](task, y) if name in _SCORES else Score(task, y, name)
+    """The task kind's own main metric (reporter.measure.kinds: accuracy, exact-match accuracy, mean IoU, mask IoU
+    ...); None for a kind without one, such as a regression (its output error against float is its measure)."""
+    return task.score(y)
 
 
 def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int,

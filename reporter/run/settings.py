@@ -14,7 +14,8 @@ from typing import Any, Callable, Optional
 
 from reporter.core import targets
 from reporter.core.judgement import SUSPECT_THRESHOLD
-from reporter.measure.task import BINARY_THRESHOLD, TASK_KINDS
+from reporter.core import tasks
+from reporter.measure.task import BINARY_THRESHOLD
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
 
 from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
@@ -95,9 +96,9 @@ RUN = (
             metavar="T"),
     Setting("task", "list", (),
             f"what an output is, when the report's reading of its shape, activation and labels is not what you"
-            f" mean: KIND, or OUTPUT=KIND for one of several outputs (repeatable; KIND: {', '.join(TASK_KINDS)})",
-            f"KIND or OUTPUT=KIND with KIND one of {', '.join(TASK_KINDS)}", lambda v: _list_of()(v) and all(
-                x.rpartition("=")[2] in TASK_KINDS and x.rpartition("=")[0] != "" or x in TASK_KINDS for x in v),
+            f" mean: KIND, or OUTPUT=KIND for one of several outputs (repeatable; KIND: {', '.join(tasks.names())})",
+            f"KIND or OUTPUT=KIND with KIND one of {', '.join(tasks.names())}", lambda v: _list_of()(v) and all(
+                x.rpartition("=")[2] in tasks.names() and x.rpartition("=")[0] != "" or x in tasks.names() for x in v),
             metavar="[OUTPUT=]KIND", repeatable=True),
     Setting("metric", "str", None,
             "your own metric, FILE.py:FUNCTION or MODULE:FUNCTION (looked for beside the data, then in the current"

@@ -15,7 +15,7 @@ from reporter.convert.quantize import FiqQuantizer
 from reporter.core import judgement, variants
 from reporter.measure import evaluate
 from reporter.measure.measurer import Measurer
-from reporter.measure.task import Task, predicted_classes
+from reporter.measure.task import Task, top_class
 from reporter.model.data import Dataset, Inputs
 from reporter.model.report import LayerStat, SearchResult, SearchStep, SelectionData, VariantResult
 from reporter.search import engine as srch
@@ -124,12 +124,12 @@ def grown(data: Dataset, sel: Selection, calibration_samples: int, max_samples: 
     return Selection(fresh[:n], info, None)
 
 
-def scorer(float_out: np.ndarray, classification: bool, binary_sigmoid: bool = False,
+def scorer(float_out: np.ndarray, classification: bool,
            classes: Optional[Callable] = None) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
     """Selection score of a candidate's outputs: agreement with float (`classes`: what is compared per sample,
     e.g. a multi-label model's whole label set; default the predicted class), or 1 - MSE / variance."""
     if classification:
-        classes = classes or (lambda out: predicted_classes(out, binary_sigmoid))
+        classes = classes or top_class
         ref = classes(float_out)
 
         def score(out):
@@ -216,7 +216,7 @@ class Candidates:
         self.quantizer, self.ops, self.sel, self.task = quantizer, list(ops), sel, task
         self.heads, self.primary_key = heads or [], primary_key
         self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
-            scorer(sel.float_out, task.classification, task.binary_sigmoid, task.classes)
+            scorer(sel.float_out, task.classification, task.classes)
         self._built: dict[frozenset, bytes] = {}
         self._scored: dict[frozenset, srch.Evaluation] = {}
 

@@ -92,7 +92,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
         found = m.drop(variants.SELECTIVE)
         gap = judgement.after_fix(gap, *(found or (None, None)), options.max_accuracy_drop, *m.words())
         gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap_status.fiq_drop, gap.reason)
-    if search_result is not None and sel.heldout is not None and classification and not task.dense \
+    if search_result is not None and sel.heldout is not None and classification and task.kind.sample_correct \
             and selective is not None and selective.ok:
         held = {k: float(np.mean(m.classes(k)[sel.heldout] == y[sel.heldout]))
                 for k in (variants.FLOAT, variants.FIQ, variants.SELECTIVE)}

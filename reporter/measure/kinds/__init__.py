@@ -1,0 +1,15 @@
+"""Task kinds as plug-ins: one module per kind behind one protocol (base.Kind), registered in one line each."""
+
+from reporter.core.tasks import kinds, names, of, recorded, register, unregister
+from reporter.measure.kinds import binary, classification, mask, multilabel, regression, segmentation
+
+# The built-in kinds, in the order --task lists them and `recorded` prefers them (regression before mask: both
+# are recorded as "regression"). A kind of one's own is `register(MyKind())`.
+register(classification.KIND)
+register(binary.KIND)
+register(multilabel.KIND)
+register(segmentation.KIND)
+register(regression.KIND)
+register(mask.KIND)
+
+__all__ = ["kinds", "names", "of", "recorded", "register", "unregister"]
