@@ -1,10 +1,10 @@
 """Where the shipped model runs (--target): the registry of target plug-ins, one module per family.
 
-Each family module (cpu, int8, gpu, micro, ethos_u) declares its targets (reporter.core.targets.base.Target: what
-runs there, how accuracy is measured there, the cost, the words) and its --target help; registering a family is one
-line of `FAMILIES` (or `register(module)`). Every list of targets the tool shows (the --target help and choices,
-the error naming the known ones) is read from here, and code that differs by target asks its Target, never its
-name. Pure and typed: reporter.findings.decision reads these rules; reporter.run.settings offers the names.
+Each family module of `FAMILIES` declares its targets (reporter.core.targets.base.Target: what runs there, how
+accuracy is measured there, the cost, the words) and its --target help; registering a family is one line of
+`FAMILIES` (or `register(module)`). Every list of targets the tool shows (the --target help and choices, the error
+naming the known ones) is read from here, and code that differs by target asks its Target, never its name. Pure and
+typed: reporter.findings.decision reads these rules; reporter.run.settings offers the names.
 """
 
 from __future__ import annotations

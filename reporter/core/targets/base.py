@@ -1,5 +1,5 @@
 """The target protocol: what every --target answers (what runs there, how accuracy is measured there, the cost, the
-on-target record, the words); each family module (reporter.core.targets.cpu, int8, gpu, micro, ethos_u) fills it in.
+on-target record, the words); each family module registered in reporter.core.targets fills it in.
 
 Pure: a check's running part is the target tools reporter.measure.hardware implements (`Tools`), handed in by the
 run, so that findings and render read a target without TensorFlow and core imports nothing above it.
