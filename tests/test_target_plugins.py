@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import run_recorded
+from independent import outputs as litert_outputs
 
 # What each family is documented to run, by the tensor types its ops compute with (not the tool's rules): a CPU and
 # TFLite Micro's loader anything (TFLite Micro itself decides); integer-only hardware the int8 specification; a GPU
@@ -119,14 +120,15 @@ def test_the_cheaper_model_is_the_one_the_family_values(name):
 # --- what runs there: converted files read by LiteRT ------------------------------------------------------------
 @pytest.fixture(scope="module")
 def converted(demo_cache):
-    """The breast-cancer demo MLP converted here with TensorFlow's public converter: float, float16, dynamic range
-    and full int8 (int8 input and output); with its data."""
+    """The digits demo CNN converted here with TensorFlow's public converter: float, float16, dynamic range (its
+    weights are large enough for the converter to quantize them: a hybrid model) and full int8 (int8 input and
+    output); with 40 evaluation samples."""
     import keras
     import tensorflow as tf
 
     from reporter.run import demo
 
-    model_path, data_path = demo.ensure_model("breast_cancer_mlp")
+    model_path, data_path = demo.ensure_model("digits_cnn")
     data = np.load(data_path)
     model = keras.saving.load_model(str(model_path), compile=False)
 
@@ -188,27 +190,6 @@ def test_what_runs_there_is_read_from_the_files_tensor_types_with_a_reason_when_
 
 
 # --- how accuracy is measured there: the check, against the kernels run here -----------------------------------
-def _reference(model: bytes, x: np.ndarray) -> np.ndarray:
-    """Outputs on LiteRT's reference kernels, one sample per invoke, dequantized with the output's own scale."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-
-    it = Interpreter(model_content=model, experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
-    it.allocate_tensors()
-    inp, out = it.get_input_details()[0], it.get_output_details()[0]
-    rows = []
-    for sample in x:
-        feed = sample[None]
-        scale, zero = inp["quantization"]
-        if inp["dtype"] == np.int8:
-            feed = np.clip(np.round(feed / scale + zero), -128, 127).astype(np.int8)
-        it.set_tensor(inp["index"], feed)
-        it.invoke()
-        y = it.get_tensor(out["index"])[0].astype(np.float64)
-        o_scale, o_zero = out["quantization"]
-        rows.append((y - o_zero) * o_scale if out["dtype"] == np.int8 else y)
-    return np.stack(rows)
-
-
 def _micro(model: bytes, x: np.ndarray) -> np.ndarray:
     """Outputs from TFLite Micro's own interpreter, one sample per invoke, in a process of its own."""
     import subprocess
@@ -266,8 +247,8 @@ def test_the_check_measures_on_the_targets_kernels_and_its_record_round_trips(na
     found = target.check.run(model, target.runs(kinds, ops, kinds), x, hardware, tmp_path)
     assert found.runs and not found.error, found.error
     (outputs,) = found.outputs.values()
-    independent = _micro(model, x) if target.kernels == "TFLite Micro" else _reference(model, x)
-    assert np.allclose(np.asarray(outputs, dtype=np.float64), independent, atol=1e-6)
+    expected = _micro(model, x) if target.kernels == "TFLite Micro" else litert_outputs(model, x, reference=True)
+    assert np.allclose(np.asarray(outputs, dtype=np.float64), expected, atol=1e-6)
     if target.tool_heading == "Vela":
         assert found.vela.config == name and found.vela.npu_ops > 0 and found.vela.cpu_ops == 0
     _a_hybrid_model_is_refused_by_the_tool(target, files["drq"], x, tmp_path)
@@ -340,7 +321,7 @@ def test_a_target_added_as_one_module_ships_what_it_runs_measured_on_its_kernels
     assert [o["name"] for o in d["options"] if o["runs"]] == ["f16"]
     # its accuracy there is the reference kernels', run here
     model = (folder / d["file"]).read_bytes()
-    accuracy = float(np.mean(_reference(model, data["x"].astype(np.float32)).argmax(axis=1) == data["y"]))
+    accuracy = float(np.mean(litert_outputs(model, data["x"], reference=True).argmax(axis=1) == data["y"]))
     assert d["variant"] == "f16" and d["meets_target"], d["reason"]
     assert d["hardware"]["kernels"] == "LiteRT's reference kernels" and d["hardware"]["runs"]
     assert d["hardware"]["metrics"]["accuracy"] == pytest.approx(accuracy, abs=1e-12)
