@@ -1,6 +1,8 @@
-"""A target family added from outside the tool, as a user would (tests/test_target_plugins.py registers it): an NPU
-that computes in float16 only, whose accuracy is measured on LiteRT's reference kernels. One module; registering it
-is one line, `targets.register(fp16_npu_target)`."""
+"""A target family added from outside the tool: an NPU that computes in float16 only.
+
+tests/test_target_plugins.py registers it, as a user would; its accuracy is measured on LiteRT's reference kernels.
+One module; registering it is one line, `targets.register(fp16_npu_target)`.
+"""
 
 from reporter.core import variants
 from reporter.core.targets import REFERENCE, Target

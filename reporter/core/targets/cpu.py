@@ -1,5 +1,7 @@
-"""`--target cpu` (the default): LiteRT on a CPU. Any scheme runs, float ops included; the latency measured here is
-the CPU's, so it counts beside size."""
+"""The `cpu` target (the default): LiteRT on a CPU.
+
+Any scheme runs, float ops included; the latency measured here is the CPU's, so it counts beside size.
+"""
 
 from __future__ import annotations
 

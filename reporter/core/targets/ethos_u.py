@@ -1,8 +1,11 @@
-"""`--target ethos-u55-128` and Vela's other Ethos-U configurations: an Arm Ethos-U NPU. Every quantized model is
-compiled by Arm's Vela compiler for the configuration (a model with float ops too: Vela names the ops it leaves on
-the CPU); it runs there only when it is integer-only (int8, or 16x8: Vela compiles int16 activations) and Vela puts
-ops on the NPU. Its accuracy is measured on LiteRT's reference kernels. A model wholly on the NPU comes first, then
-Vela's estimated time decides; the repair ladder climbs when no integer-only model meets the target."""
+"""The `ethos-u*` targets: an Arm Ethos-U NPU in each of Vela's configurations.
+
+Every quantized model is compiled by Arm's Vela compiler for the configuration (a model with float ops too: Vela
+names the ops it leaves on the CPU); it runs there only when it is integer-only (int8, or 16x8: Vela compiles int16
+activations) and Vela puts ops on the NPU. Its accuracy is measured on LiteRT's reference kernels. A model wholly on
+the NPU comes first, then Vela's estimated time decides; the repair ladder climbs when no integer-only model meets
+the target.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""`--target gpu`: a GPU delegate computes in float16 or float32, so the float16 model (added to the run) or float
-itself runs there, read from the tensor types. Host latency is not the GPU's, so size decides."""
+"""The `gpu` target: a GPU delegate.
+
+It computes in float16 or float32, so the float16 model (added to the run) or float itself runs there, read from the
+tensor types. Host latency is not the GPU's, so size decides.
+"""
 
 from __future__ import annotations
 

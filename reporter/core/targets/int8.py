@@ -1,9 +1,11 @@
-"""`--target int8`: integer-only hardware (NPUs, Edge TPU-class accelerators) as the TFLite int8 specification
-says: every tensor int8 (int32 bias), int8 input and output, no float op; int16 only where the int8 kernel needs it.
-Which models qualify is read from the measured tensor types, never from a variant's name. Each is run with LiteRT's
-reference kernels (what TFLite Micro and many NPUs implement): its accuracy there is the one decided on, and the
-candidates' agreement with the default kernels is stated. Host latency says nothing of the device's, so size
-decides; the repair ladder climbs when no integer-only model meets the target."""
+"""The `int8` target: integer-only hardware, as the TFLite int8 specification says.
+
+NPUs, Edge TPU-class accelerators: every tensor int8 (int32 bias), int8 input and output, no float op; int16 only
+where the int8 kernel needs it. Which models qualify is read from the measured tensor types, never from a variant's
+name. Each is run with LiteRT's reference kernels (what TFLite Micro and many NPUs implement): its accuracy there is
+the one decided on, and the candidates' agreement with the default kernels is stated. Host latency says nothing of
+the device's, so size decides; the repair ladder climbs when no integer-only model meets the target.
+"""
 
 from __future__ import annotations
 

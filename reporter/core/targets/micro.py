@@ -1,8 +1,11 @@
-"""`--target micro`: a microcontroller running TFLite Micro. Every quantized model is run by TFLite Micro's own
-interpreter over the evaluation data: it runs there only if TFLite Micro loads and runs it (its reason, word for word,
-when not), its accuracy is TFLite Micro's, and its outputs are compared with LiteRT's reference kernels. TFLite Micro
-has float kernels too, but a microcontroller is integer hardware in practice: the repair ladder climbs (16x8
-included, which TFLite Micro runs) when no quantized model meets the target."""
+"""The `micro` target: a microcontroller running TFLite Micro.
+
+Every quantized model is run by TFLite Micro's own interpreter over the evaluation data: it runs there only if
+TFLite Micro loads and runs it (its reason, word for word, when not), its accuracy is TFLite Micro's, and its
+outputs are compared with LiteRT's reference kernels. TFLite Micro has float kernels too, but a microcontroller is
+integer hardware in practice: the repair ladder climbs (16x8 included, which TFLite Micro runs) when no quantized
+model meets the target.
+"""
 
 from __future__ import annotations
 
