@@ -10,14 +10,15 @@ def accuracy(tflite: bytes, x, y) -> float:
     return float(skm.accuracy_score(y, predictions(tflite, x)))
 
 
-def outputs(tflite: bytes, x) -> np.ndarray:
+def outputs(tflite: bytes, x, reference: bool = False) -> np.ndarray:
     """Outputs (N, k), one sample per invoke with the state reset, with the plain LiteRT interpreter; the
     samples in the input's own type when it takes integers (token ids), quantized with the input's own scale and
     zero point when it takes int8 (LiteRT's static int8 models), else as float32; a quantized output is read
-    back as float with its own scale and zero point."""
-    from ai_edge_litert.interpreter import Interpreter
+    back as float with its own scale and zero point. With `reference`, on LiteRT's reference kernels."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    it = Interpreter(model_content=tflite)
+    it = Interpreter(model_content=tflite, experimental_op_resolver_type=OpResolverType.BUILTIN_REF if reference
+                     else OpResolverType.AUTO)
     it.allocate_tensors()
     inp, out = it.get_input_details()[0], it.get_output_details()[0]
     scale, zero = inp["quantization"]

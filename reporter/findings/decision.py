@@ -120,7 +120,7 @@ def _as_target_sees(m: "VariantResult", target: tg.Target) -> "VariantResult":
     """The model with its quality as measured on the target's kernels (its `on_target` record), where the target
     has kernels of its own and the model was checked there; float, and every model on a target without kernels of
     its own, as measured."""
-    if target.check == tg.NO_CHECK or m.name == variants.FLOAT or m.on_target is None:
+    if not target.checked or m.name == variants.FLOAT or m.on_target is None:
         return m
     on = m.on_target
     errors = dict(m.measurement_errors)
@@ -136,7 +136,7 @@ def _runs(m: "VariantResult", target: tg.Target) -> bool:
     there: it runs on a target whose tensor-type rule admits it and that has no tool of its own."""
     if not target.runs(m.tensor_types, m.ops, m.op_tensor_types):
         return False
-    if target.check in (tg.MICRO, tg.VELA):
+    if target.tool_decides:
         return m.name != variants.FLOAT and m.on_target is not None and m.on_target.runs
     return True
 
@@ -264,7 +264,7 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
         runner_up_label=runner.label if runner else "", file=f"{name}.tflite" if name else "",
         reference_agreement=model.reference_kernels if model is not None and tg.of(target).reference_kernels
         else None, candidates=candidates, options=options,
-        hardware=model.on_target if model is not None and tg.of(target).check != tg.NO_CHECK else None,
+        hardware=model.on_target if model is not None and tg.of(target).checked else None,
         input_transform=next((r.input_transform for r in report.repairs if r.model is not None
                               and r.model.name == name), None))
 
@@ -323,24 +323,10 @@ def label(report: "Report", name: str) -> str:
 
 
 def _costs(target: str, pool: list[Option]) -> dict[str, float]:
-    """Each option's cost on `target` against the cheapest of `pool`: on an Ethos-U NPU, a model wholly on the NPU
-    first, then Vela's estimated time in doublings over the fastest; elsewhere size over the smallest and, where the
-    target is timed, latency over the fastest when slower beyond timing noise (judgement.faster)."""
-    if not pool:
-        return {}
-    if tg.of(target).check == tg.VELA:
-        known = [o.estimate_ms for o in pool if o.estimate_ms]
-        fastest = min(known) if known else None
-        return {o.name: tg.npu_cost(o.npu_share, o.estimate_ms, fastest) for o in pool}
-    small = min(o.size_bytes for o in pool)
-    timed = [o for o in pool if o.latency_ms]
-    fastest = min(timed, key=lambda o: o.latency_ms) if len(timed) == len(pool) else None
-    out = {}
-    for o in pool:
-        slower = o.latency_ms / fastest.latency_ms if fastest is not None and jd.faster(
-            fastest.latency_ms, fastest.latency_p90_ms, o.latency_ms, o.latency_p90_ms) else None
-        out[o.name] = tg.cost(target, o.size_bytes / small, slower)
-    return out
+    """Each option's cost on `target` against the cheapest of `pool`, by the target's own priorities (Target.costs:
+    on an Ethos-U NPU, a model wholly on the NPU first, then Vela's estimated time; elsewhere size over the smallest
+    and, where the target is timed, latency over the fastest when slower beyond timing noise)."""
+    return tg.of(target).costs(pool)
 
 
 def _cheapest(report: "Report", pool: list[Option], costs: Optional[dict[str, float]] = None) -> Option:

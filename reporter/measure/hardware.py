@@ -1,12 +1,12 @@
-"""A model checked where it ships, with the target's own tools: TFLite Micro's interpreter runs it over the
-evaluation data (`micro`), Arm's Vela compiles it for an Ethos-U NPU (`ethos-u*`), and LiteRT's reference kernels
-run it for integer-only hardware (`int8`, and the accuracy of `ethos-u*`). Each tool runs in a child process that
-ends with the call (TFLite Micro in a spawned process of its own, Vela as its command line); a failure is that
-model's one-line finding, never the run's."""
+"""The target tools a target's check runs (reporter.core.targets.base.Tools): TFLite Micro's interpreter over the
+evaluation data, Arm's Vela compiler for an Ethos-U configuration, and LiteRT's reference kernels. Each tool runs in
+a child process that ends with the call (TFLite Micro in a spawned process of its own, Vela as its command line); a
+failure is that model's one-line finding, never the run's."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import multiprocessing
 import re
 import subprocess
@@ -101,9 +101,24 @@ def micro_figures(samples: int, arena: Optional[int], reference: Optional[dict],
                         identical_share=share, max_steps=steps)
 
 
+def micro_run(model: bytes, x, reference_samples: int) -> tuple[dict[str, np.ndarray], MicroFigures]:
+    """The model through TFLite Micro over every sample of `x` (its outputs by signature key), and its figures: the
+    arena, and its parity with LiteRT's reference kernels over the first `reference_samples` samples."""
+    outputs, arena = micro_outputs(model, x, evaluate.signature(model))
+    part = evaluate.as_inputs(x)[:reference_samples]
+    reference = reference_outputs(model, part)
+    figures = micro_figures(len(next(iter(outputs.values()))), arena, reference,
+                            {k: v[:reference_samples] for k, v in outputs.items()}, model)
+    return outputs, dataclasses.replace(figures, reference_samples=len(next(iter(reference.values()))))
+
+
+# --- LiteRT's reference kernels ---------------------------------------------------------------------------
+def reference_outputs(model: bytes, x) -> dict[str, np.ndarray]:
+    """The model's outputs (by signature key) over every sample of `x`, run by LiteRT's reference kernels."""
+    return evaluate.predict_all(model, x, reference=True)
+
+
 # --- Vela --------------------------------------------------------------------------------------------------
-CONFIGS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
-           "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
 _WARNING = re.compile(r"Warning \(supported operators\) operator: (\S+), ofm: '(.*)'\s*\nReason: (.*)")
 _COUNT = re.compile(r"(CPU|NPU) operators = (\d+)")
 

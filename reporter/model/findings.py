@@ -315,7 +315,7 @@ class Decision:
     those that run on the target and meet the accuracy target (within noise of float, or within
     --max-accuracy-drop), then the cheapest by the target's priorities."""
 
-    target: str  # "cpu", "int8" or "gpu"
+    target: str  # the run's --target: a name in reporter.core.targets.REGISTRY
     variant: str  # the model to ship ("" when nothing for the target can be: int8 without an integer-only model)
     label: str
     meets_target: bool  # a quantized model for the target meets the accuracy target (float may still ship: CPU)

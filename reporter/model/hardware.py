@@ -1,7 +1,6 @@
-"""A model on the target's own runtime or compiler, as report.json stores it: TFLite Micro's interpreter (`micro`),
-Arm's Vela compiler for an Ethos-U NPU (`ethos-u*`), or LiteRT's reference kernels (`int8`), and the accuracy
-measured on the target's kernels (reporter.measure.hardware measures it; reporter.core.targets says which
-target checks what). The record of one model on its target, OnTarget, is reporter.model.variant's."""
+"""A model on a target's own runtime or compiler, as report.json stores it: what TFLite Micro's interpreter and Arm's
+Vela compiler said of it (reporter.measure.hardware runs them; the target plug-ins of reporter.core.targets say which
+target checks with which). The record of one model on its target, OnTarget, is reporter.model.variant's."""
 
 from __future__ import annotations
 

@@ -397,8 +397,7 @@ def _target_tools(ctx: RunContext) -> dict[str, str]:
     """The versions of the tools the target is checked with (TFLite Micro, Vela), for the report's metadata."""
     from reporter.measure import hardware
 
-    check = targets.of(ctx.settings.target).check
-    wanted = {targets.MICRO: ("tflite-micro",), targets.VELA: ("ethos-u-vela",)}.get(check, ())
+    wanted = targets.of(ctx.settings.target).distributions
     return {name: version for name, version in hardware.versions().items() if name in wanted}
 
 

@@ -27,7 +27,7 @@ from reporter.search import recommend
 def needed(report: Report) -> bool:
     """The run's target is integer-only hardware and no quantized model that runs there meets the accuracy target."""
     target = targets.of(report.settings.target)
-    if target.check == targets.NO_CHECK:
+    if not target.integer_hardware:
         return False
     decision = choice.decide(report)
     return decision is not None and not decision.meets_target

@@ -124,10 +124,7 @@ RUN = (
                 isinstance(v, str) and (v.endswith(".py") or all(part.isidentifier() for part in v.split(".")))),
             metavar="MODULE|FILE.py"),
     Setting("target", "choice", targets.DEFAULT,
-            "where the shipped model runs: cpu (LiteRT on a CPU, any scheme, latency counts), int8 (the TFLite int8"
-            " specification; accuracy on LiteRT's reference kernels; adds the int8 I/O variant), gpu (a GPU delegate:"
-            " float16 or float32; adds float16), micro (run by TFLite Micro), ethos-u55-128 and Vela's other Ethos-U"
-            " configurations (compiled by Vela) (default: cpu)",
+            targets.help_text(),
             " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
     Setting("recipe", "list", (),
             "a LiteRT Quantizer recipe (JSON, as `litert quantize --recipe` reads) built as one more variant, named"
@@ -183,7 +180,7 @@ class RunSettings:
     keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
     recipe: tuple = DEFAULTS["recipe"]  # the user's LiteRT Quantizer recipe files: one variant each
     data_timeout: Optional[float] = DEFAULTS["data_timeout"]  # seconds a data function may take; None: no limit
-    target: str = DEFAULTS["target"]  # where the shipped model runs: "cpu", "int8" or "gpu" (reporter.core.targets)
+    target: str = DEFAULTS["target"]  # where the shipped model runs: a name in reporter.core.targets.REGISTRY
     primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
     threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this
     task: tuple = DEFAULTS["task"]  # "KIND" or "OUTPUT=KIND": what an output is, as the user says

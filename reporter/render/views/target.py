@@ -38,8 +38,7 @@ class TargetView:
     @property
     def tool_heading(self) -> str:
         decision = self.basis.findings.decision
-        check = targets.of(decision.target if decision else None).check
-        return {targets.VELA: "Vela", targets.MICRO: "TFLite Micro"}.get(check, "")
+        return targets.of(decision.target if decision else None).tool_heading
 
     @property
     def kernels(self) -> str:
@@ -53,7 +52,7 @@ class TargetView:
     @cached_property
     def rows(self) -> list[TargetRow]:
         decision = self.basis.findings.decision
-        if decision is None or targets.of(decision.target).check == targets.NO_CHECK:
+        if decision is None or not targets.of(decision.target).checked:
             return []
         share = self.basis.metric[1]
         rows = []

@@ -1,0 +1,39 @@
+"""The `micro` target: a microcontroller running TFLite Micro.
+
+Every quantized model is run by TFLite Micro's own interpreter over the evaluation data: it runs there only if
+TFLite Micro loads and runs it (its reason, word for word, when not), its accuracy is TFLite Micro's, and its
+outputs are compared with LiteRT's reference kernels. TFLite Micro has float kernels too, but a microcontroller is
+integer hardware in practice: the repair ladder climbs (16x8 included, which TFLite Micro runs) when no quantized
+model meets the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from reporter.core import variants
+from reporter.core.targets.base import MICRO_KERNELS, REFERENCE_SAMPLES, Check, Checked, Target, Tools
+
+NAME = "micro"
+HELP = f"{NAME} (run by TFLite Micro)"
+
+
+@dataclass(frozen=True)
+class MicroInterpreter(Check):
+    """TFLite Micro's interpreter over the evaluation data, with its parity against LiteRT's reference kernels."""
+
+    kernels: str = MICRO_KERNELS
+    tool: str = "TFLite Micro's interpreter"
+    heading: str = "TFLite Micro"
+    distributions: tuple = ("tflite-micro",)
+    decides_runs: bool = True
+
+    def run(self, model: bytes, fits: bool, x, tools: Tools, workdir: Path) -> Checked:
+        outputs, figures = tools.micro_run(model, x, REFERENCE_SAMPLES)
+        return Checked(outputs, micro=figures)
+
+
+TARGETS = (Target(NAME, "on a microcontroller (TFLite Micro)", "TFLite Micro", runs_not="TFLite Micro cannot load or"
+                  " run it", adds=(variants.INT8_IO,), timed=False, check=MicroInterpreter(), integer_hardware=True,
+                  int16_activations=True),)
