@@ -61,6 +61,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from reporter.measure import runtime
+
 QDQ_OPS = ("QUANTIZE", "DEQUANTIZE")
 WEIGHT_DTYPES = ("int4", "int8", "uint8", "int16", "float16")
 FLOAT_DTYPES = ("float32", "float64")
@@ -144,16 +146,10 @@ def _flatbuffer_facts(model: bytes) -> tuple[set | None, set, int]:
 
 
 def _interpreter(model: bytes):
-    from ai_edge_litert.interpreter import Interpreter
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the "debugging purposes only" warning of preserve_all_tensors
-        try:
-            # Single-op delegate partitions: every op output is a kernel output, so it is kept.
-            it = Interpreter(model_content=model, experimental_preserve_all_tensors=True,
-                             experimental_disable_delegate_node_fusion=True)
-        except TypeError:  # pragma: no cover - an interpreter without that option
-            it = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
+        # Single-op delegate partitions: every op output is a kernel output, so it is kept.
+        it = runtime.load(model, preserve=True, separate_ops=True)
     it.allocate_tensors()
     return it
 

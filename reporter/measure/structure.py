@@ -23,9 +23,9 @@ def _model_object(model: bytes):
 
 @functools.lru_cache(maxsize=4)
 def _unpacked(model: bytes):
-    from tensorflow.lite.tools import flatbuffer_utils
+    from reporter.measure import graph
 
-    return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    return graph.read_model(model)
 
 
 def _enum_names(enum_cls) -> dict[int, str]:
@@ -191,10 +191,10 @@ def quantized_tensors(model: bytes) -> int:
 def producers(model: bytes) -> dict[int, str]:
     """Tensor index -> the type of the op that produces it (main subgraph): e.g. an output made by LOGISTIC
     is one sigmoid unit's probability, by SOFTMAX class scores."""
-    from ai_edge_litert.interpreter import Interpreter
+    from reporter.measure import runtime
 
     found = {}
-    for op in Interpreter(model_content=model)._get_ops_details():
+    for op in runtime.load(model)._get_ops_details():
         for i in op["outputs"]:
             if i >= 0:
                 found[int(i)] = op["op_name"]

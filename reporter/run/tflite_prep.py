@@ -130,9 +130,10 @@ def _densify_kernel(model, sg, indices: list[int]) -> dict:
     """The dense values of `sg`'s sparse constants `indices`, computed by LiteRT's DENSIFY kernel: a model of
     one DENSIFY op per constant, no inputs, invoked once (without XNNPACK, which takes DENSIFY of constants as
     its own and has nothing to run in a graph of them alone)."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
     from tensorflow.lite.python import schema_py_generated as schema
     from tensorflow.lite.tools import flatbuffer_utils
+
+    from reporter.measure import runtime
 
     tiny = schema.ModelT()
     tiny.version = 3
@@ -158,8 +159,7 @@ def _densify_kernel(model, sg, indices: list[int]) -> dict:
     graph = schema.SubGraphT()
     graph.tensors, graph.operators, graph.inputs, graph.outputs = tensors, ops, [], outputs
     tiny.subgraphs = [graph]
-    interpreter = Interpreter(model_content=bytes(flatbuffer_utils.convert_object_to_bytearray(tiny)),
-                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter = runtime.load(bytes(flatbuffer_utils.convert_object_to_bytearray(tiny)), builtin=True)
     interpreter.allocate_tensors()
     interpreter.invoke()
     return {index: interpreter.get_tensor(out).copy() for index, out in zip(indices, outputs)}
@@ -184,11 +184,12 @@ def output_difference(given: bytes, changed: bytes) -> "float | None":
     by LiteRT on PROOF_SAMPLES seeded random samples (standard normal for float inputs, zeros for integer ones,
     dynamic dimensions as 1); None when an input is neither."""
     import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
+
+    from reporter.measure import runtime
 
     runs = []
     for data in (given, changed):
-        interpreter = Interpreter(model_content=data)
+        interpreter = runtime.load(data)
         rng = np.random.default_rng(PROOF_SEED)
         outputs = []
         for _ in range(PROOF_SAMPLES):
