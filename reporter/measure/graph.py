@@ -18,7 +18,7 @@ def schema():
     return found
 
 
-def _objects():
+def objects():
     """The object-API classes (ModelT, BufferT, TensorT ...) of the schema flatbuffer_utils reads and writes with: new
     objects must be of the classes it packs."""
     from tensorflow.lite.tools import flatbuffer_utils
@@ -33,11 +33,13 @@ def read_model(model: bytes):
     return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
 
 
-def write_model(obj) -> bytes:
-    """The model object as .tflite bytes, the buffers of constants an edit replaced emptied first."""
+def write_model(obj, drop_orphans: bool = True) -> bytes:
+    """The model object as .tflite bytes; with `drop_orphans`, the buffers of constants an edit replaced emptied
+    first."""
     from tensorflow.lite.tools import flatbuffer_utils
 
-    drop_orphan_buffers(obj)
+    if drop_orphans:
+        drop_orphan_buffers(obj)
     return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
 
 
@@ -81,7 +83,7 @@ def integers(obj, index: int) -> Optional[np.ndarray]:
 
 def add_buffer(obj, array: np.ndarray) -> int:
     """A new buffer holding `array`'s bytes; its number."""
-    buffer = _objects().BufferT()
+    buffer = objects().BufferT()
     buffer.data = np.frombuffer(np.ascontiguousarray(array).tobytes(), np.uint8)
     obj.buffers.append(buffer)
     return len(obj.buffers) - 1
@@ -94,7 +96,7 @@ def buffer_view(raw: bytearray, obj, index: int) -> Optional[np.ndarray]:
     buffer = obj.buffers[index]
     if (getattr(buffer, "offset", 0) or 0) > 1:
         return np.frombuffer(raw, np.uint8, count=int(buffer.size), offset=int(buffer.offset))
-    view = _objects().Model.GetRootAs(raw, 0).Buffers(index).DataAsNumpy()
+    view = objects().Model.GetRootAs(raw, 0).Buffers(index).DataAsNumpy()
     return view if isinstance(view, np.ndarray) and view.size else None
 
 
@@ -184,7 +186,7 @@ class Graph:
     def replace_input(self, n: int, pos: int, array: np.ndarray, suffix: str) -> None:
         """Op `n` reads a new float32 constant tensor `array` at input `pos` (the old tensor stays for other ops)."""
         old = self.sg.tensors[self.ins(n)[pos]]
-        tensor = _objects().TensorT()
+        tensor = objects().TensorT()
         tensor.shape = np.array(array.shape, np.int32)
         tensor.type = schema().TensorType.FLOAT32
         tensor.buffer = add_buffer(self.obj, np.ascontiguousarray(array, np.float32))
@@ -198,7 +200,7 @@ class Graph:
         for n, c in enumerate(self.obj.operatorCodes):
             if max(c.builtinCode, c.deprecatedBuiltinCode) == code:
                 return n
-        new = _objects().OperatorCodeT()
+        new = objects().OperatorCodeT()
         new.builtinCode, new.deprecatedBuiltinCode, new.version = code, min(code, 127), 1
         self.obj.operatorCodes.append(new)
         self.kinds.append(kind)
@@ -209,7 +211,7 @@ class Graph:
         op = self.sg.operators[n]
         op.opcodeIndex = self.opcode(kind)
         op.builtinOptionsType = getattr(schema().BuiltinOptions, options_name)
-        op.builtinOptions = getattr(_objects(), f"{options_name}T")()
+        op.builtinOptions = getattr(objects(), f"{options_name}T")()
         op.inputs = np.array(inputs, np.int32)
 
     def bytes(self) -> bytes:

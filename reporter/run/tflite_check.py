@@ -57,9 +57,9 @@ def _check(path: str, limit: int) -> str:
     data = Path(path).read_bytes()
     what = "name"
     try:
-        from ai_edge_litert import schema_py_generated as schema
+        from reporter.measure import graph
 
-        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+        model = graph.schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
         for what, name in _names(model):
             if isinstance(name, bytes):
                 name.decode("utf-8")
