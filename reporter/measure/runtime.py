@@ -9,6 +9,7 @@ indices, `chunks` runs a signature runner chunk by chunk or sample by sample (th
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import Iterator, Optional, Union
 
@@ -44,12 +45,15 @@ def load(model: Model, *, reference: bool = False, builtin: bool = False, preser
             options["experimental_op_resolver_type"] = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
         if num_threads is not None:
             options["num_threads"] = num_threads
-    if separate_ops:
-        try:
-            return Interpreter(experimental_disable_delegate_node_fusion=True, **options)
-        except TypeError:  # pragma: no cover - an interpreter without that option
-            pass
-    return Interpreter(**options)
+    with warnings.catch_warnings():
+        # Keeping every tensor is what `preserve` asks for: LiteRT's "debugging purposes only" warning says nothing.
+        warnings.filterwarnings("ignore", message=".*experimental_preserve_all_tensors.*")
+        if separate_ops:
+            try:
+                return Interpreter(experimental_disable_delegate_node_fusion=True, **options)
+            except TypeError:  # pragma: no cover - an interpreter without that option
+                pass
+        return Interpreter(**options)
 
 
 def allocated(model: Model, preserve: bool = False):

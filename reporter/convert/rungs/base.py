@@ -10,7 +10,7 @@ decided; the one measurement is agreement with float's own outputs on the select
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Protocol
 
 import numpy as np
@@ -251,6 +251,4 @@ class Workspace:
 
 def timed(candidate_: RepairCandidate, started: float) -> RepairCandidate:
     """The candidate with the seconds since `started`."""
-    from dataclasses import replace
-
     return replace(candidate_, seconds=time.perf_counter() - started)
