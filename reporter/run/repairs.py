@@ -89,7 +89,7 @@ def _candidates(ctx: RunContext, report: Report, x_select):
     the run's own variant (where the run measured it already, it says so)."""
     from reporter.convert import rungs
 
-    measured = frozenset(v for v in (variants.INT16X8,) if report.variant(v) is not None)
+    measured = frozenset(v.name for v in report.variants)  # the run's own 16x8 is not built again
     yield from rungs.candidates(ctx.float_model, ctx.data.x_calib, x_select, target=targets.of(report.settings.target),
                                 measured=measured, build_variant=ctx.litert_models.build)
 
