@@ -154,3 +154,14 @@ def test_a_rung_builds_on_its_fixture_a_model_the_reference_kernels_load(code, d
             (x - np.asarray(candidate.input_transform.subtract)) / np.asarray(candidate.input_transform.divide))
         original, rewritten = float_outputs(fx.float_model, x), float_outputs(candidate.rewritten, fed)
         assert np.abs(rewritten - original).max() <= EXACT * np.abs(original).max()
+
+
+@pytest.mark.slow
+def test_16x8_measured_by_the_run_already_is_not_built_again():
+    from reporter.core import targets
+
+    built = []
+    (candidate,) = rungs.candidates(mlp(), X, X, RepairOptions(rungs=("int16x8",)), target=targets.of("micro"),
+                                    measured=frozenset({"int16x8"}), build_variant=built.append)
+    assert candidate.model is None and candidate.applies and not built
+    assert candidate.error == "measured above as the 16x8 variant (an option of the decision)"
