@@ -1,4 +1,4 @@
-"""Benchmark: the time of each integer-only repair rung (reporter.convert.repair, issue 45).
+"""Benchmark: the time of each integer-only repair rung (reporter.convert.rungs, issue 45).
 
 Run by hand (not in CI):
     python benchmarks/bench_repair.py [--repeats 3] [--calib 200] [--select 100]
@@ -56,7 +56,7 @@ def efficientnet():
 
 
 def bench(name: str, float_model: bytes, x: np.ndarray, args) -> None:
-    from reporter.convert import repair
+    from reporter.convert import rungs
     from reporter.measure import structure
 
     calib, select = x[:args.calib], x[args.calib:args.calib + args.select]
@@ -64,7 +64,7 @@ def bench(name: str, float_model: bytes, x: np.ndarray, args) -> None:
     outcome = {}
     for _ in range(args.repeats):
         started = time.perf_counter()
-        for candidate in repair.rungs(float_model, calib, select):
+        for candidate in rungs.candidates(float_model, calib, select):
             times.setdefault(candidate.rung, []).append(candidate.seconds)
             outcome[candidate.rung] = candidate.error or candidate.detail
         times.setdefault("whole ladder", []).append(time.perf_counter() - started)

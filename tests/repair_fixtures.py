@@ -1,4 +1,4 @@
-"""Models for the integer-only repair rungs (reporter.convert.repair), one per failure kind, cached on disk like the demo.
+"""Models for the integer-only repair rungs (reporter.convert.rungs), one per failure kind, cached on disk like the demo.
 
 * input_offset: the demo's breast_cancer_mlp (raw features behind a Keras Normalization): the input's int8 scale
   leaves most features with one or two codes; running the normalization on the host recovers float.

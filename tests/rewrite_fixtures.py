@@ -1,4 +1,4 @@
-"""A model for rung (d) of the integer-only repairs, rewrites exact in float (reporter.convert.repair_rewrite).
+"""A model for rung (d) of the integer-only repairs, rewrites exact in float (reporter.convert.rungs.smoothquant).
 
 * outlier_layernorm_transformer: digits as 8 tokens (the image rows) of 8 features; a Dense embedding to WIDTH
   channels, BLOCKS pre-norm blocks (LayerNormalization -> MultiHeadAttention -> residual add, LayerNormalization ->

@@ -1,4 +1,4 @@
-"""Rung (d) of the integer-only repairs (reporter.convert.repair_rewrite, issue 45), checked from outside on
+"""Rung (d) of the integer-only repairs (reporter.convert.rungs: layernorm_without_neg, smoothquant; issue 45), checked from outside on
 tests/rewrite_fixtures.py's LayerNorm transformer with one outlier channel: the rewritten float models against the
 original with plain LiteRT runs (numpy), the int8 candidates' tensor types read with LiteRT's own interpreter, their
 accuracy from an independent LiteRT run scored with scikit-learn, float's from the Keras model itself, and plain int8
@@ -10,7 +10,12 @@ import pytest
 from independent import used_types
 
 import rewrite_fixtures
-from reporter.convert import repair_rewrite
+from reporter.convert import rungs
+from reporter.convert.rungs.base import RepairOptions
+from reporter.convert.rungs.layernorm_without_neg import without_neg
+from reporter.convert.rungs.smoothquant import smooth
+
+REWRITES = RepairOptions(rungs=("layernorm_without_neg", "smoothquant"))
 
 ALLOWED = {"int8", "int32", "bool"}
 EXACT = 1e-5  # largest |rewritten - original| float output (softmax scores)
@@ -100,7 +105,7 @@ def fx(demo_cache):
 
 @pytest.fixture(scope="module")
 def candidates(fx):
-    return {c.rung: c for c in repair_rewrite.rewrite_candidates(fx.float_model, fx.x_calib, fx.x_select)}
+    return {c.rung: c for c in rungs.candidates(fx.float_model, fx.x_calib, fx.x_select, REWRITES)}
 
 
 @pytest.fixture(scope="module")
@@ -117,10 +122,10 @@ def float_accuracy(fx):
 def test_rewritten_float_models_compute_the_same_function(fx):
     assert "NEG" in op_names(fx.float_model)
     original = float_outputs(fx.float_model, fx.x)
-    no_neg, how = repair_rewrite.without_neg(fx.float_model)
+    no_neg, how = without_neg(fx.float_model)
     assert how and "NEG" not in op_names(no_neg)
     assert np.abs(float_outputs(no_neg, fx.x) - original).max() <= EXACT
-    smoothed, words = repair_rewrite.smooth(no_neg, fx.x_calib)
+    smoothed, words = smooth(no_neg, fx.x_calib)
     assert words and smoothed != no_neg
     assert np.abs(float_outputs(smoothed, fx.x) - original).max() <= EXACT
     # the outlier channel is gone from the head's input: its range now near the others'
@@ -165,7 +170,7 @@ def test_a_rewrite_that_does_not_apply_says_why(fx):
     model = keras.Sequential([keras.Input((8, 8)), keras.layers.Flatten(), keras.layers.Dense(16, activation="relu"),
                               keras.layers.Dense(10, activation="softmax")])
     flat = tf.lite.TFLiteConverter.from_keras_model(model).convert()
-    got = {c.rung: c for c in repair_rewrite.rewrite_candidates(flat, fx.x_calib, fx.x_select)}
+    got = {c.rung: c for c in rungs.candidates(flat, fx.x_calib, fx.x_select, REWRITES)}
     assert got["layernorm_without_neg"].model is None and got["layernorm_without_neg"].error == "no NEG in the model"
     assert got["smoothquant"].model is None
     assert got["smoothquant"].error == (
@@ -183,9 +188,9 @@ def test_a_neg_that_reaches_no_add_becomes_a_multiplication_by_minus_one(fx):
     h = keras.layers.Dense(10, activation="softmax")(h)
     flat = tf.lite.TFLiteConverter.from_keras_model(keras.Model(inp, h)).convert()
     assert "NEG" in op_names(flat)
-    rewritten, how = repair_rewrite.without_neg(flat)
+    rewritten, how = without_neg(flat)
     assert how == ["NEG as MUL by -1"] and "NEG" not in op_names(rewritten) and "MUL" in op_names(rewritten)
     assert np.abs(float_outputs(rewritten, fx.x) - float_outputs(flat, fx.x)).max() <= EXACT
-    (candidate,) = [c for c in repair_rewrite.rewrite_candidates(flat, fx.x_calib, fx.x_select)
+    (candidate,) = [c for c in rungs.candidates(flat, fx.x_calib, fx.x_select, REWRITES)
                     if c.rung == "layernorm_without_neg"]
     assert candidate.model is not None and set(used_types(candidate.model)) <= ALLOWED, candidate.error

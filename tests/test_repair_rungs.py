@@ -1,4 +1,4 @@
-"""The integer-only repair rungs (reporter.convert.repair, issue 45), checked from outside: each candidate's tensor
+"""The integer-only repair rungs (reporter.convert.rungs, issue 45), checked from outside: each candidate's tensor
 types read with LiteRT's own interpreter (every tensor an op reads or writes int8 or int32, bool allowed), its
 accuracy from an independent LiteRT run of its bytes (the input transform applied here with numpy) scored with
 scikit-learn, and float's accuracy from the Keras model itself."""
@@ -9,7 +9,11 @@ import pytest
 from independent import used_types
 
 import repair_fixtures
-from reporter.convert import repair
+from reporter.convert import rungs
+from reporter.convert.rungs import base, bias_correction, host_normalization, ranges, static_batch1
+
+RUNGS = tuple(r.RUNG.code for r in (static_batch1, ranges, bias_correction, host_normalization))
+STATIC_BATCH1, RANGES, BIAS_CORRECTION, HOST_NORMALIZATION = RUNGS
 
 ALLOWED = {"int8", "int32", "bool"}
 
@@ -46,7 +50,7 @@ def accuracy(model: bytes, fx, transform=None) -> float:
 
     x = fx.x
     if transform:
-        x = (x - np.asarray(transform["subtract"])) / np.asarray(transform["divide"])
+        x = (x - np.asarray(transform.subtract)) / np.asarray(transform.divide)
     return float(accuracy_score(fx.y, predict(model, x.astype(np.float32)).argmax(-1)))
 
 
@@ -89,33 +93,34 @@ def built(demo_cache):
     found = {}
     for name in ("input_offset", "squeeze_excite", "range_decides"):
         fx = repair_fixtures.ensure(name, demo_cache)
-        found[name] = fx, {c.rung: c for c in repair.rungs(fx.float_model, fx.x_calib, fx.x_select)}
+        found[name] = fx, {c.rung: c for c in rungs.candidates(fx.float_model, fx.x_calib, fx.x_select,
+                                                                           base.RepairOptions(RUNGS))}
     return found
 
 
 # --- fast: the pieces on synthetic data -----------------------------------------------------------------------
 def test_starved_features_counts_codes_per_feature():
     x = np.stack([np.linspace(0, 1.4, 50), np.linspace(0, 100, 50)], axis=-1)  # scale 1: 2 codes, then 101 codes
-    assert repair.starved_features(x, 1.0, -128) == 1
-    assert repair.starved_features(x[:, :1], 1 / 255, -128) == 0
+    assert host_normalization.starved_features(x, 1.0, -128) == 1
+    assert host_normalization.starved_features(x[:, :1], 1 / 255, -128) == 0
 
 
 def test_range_methods_follow_their_definitions():
     rng = np.random.default_rng(0)
     values = rng.normal(size=(100, 500)).astype(np.float32)
     values[7, 3] = 40.0  # one outlier in one sample
-    stats = repair._Stats({"t": values.min(axis=1)}, {"t": values.max(axis=1)}, {"t": values.ravel()}, {})
-    assert repair.method_ranges(stats, repair.MIN_MAX)["t"] == pytest.approx((values.min(), 40.0))
-    lo, hi = repair.method_ranges(stats, repair.MEAN_EXTREMES)["t"]
+    stats = ranges.Stats({"t": values.min(axis=1)}, {"t": values.max(axis=1)}, {"t": values.ravel()}, {})
+    assert ranges.method_ranges(stats, ranges.MIN_MAX)["t"] == pytest.approx((values.min(), 40.0))
+    lo, hi = ranges.method_ranges(stats, ranges.MEAN_EXTREMES)["t"]
     assert hi == pytest.approx(values.max(axis=1).mean(), rel=1e-5) and hi < 5
-    assert repair.method_ranges(stats, repair.P999)["t"][1] == pytest.approx(np.percentile(values, 99.9), rel=1e-5)
-    assert repair.method_ranges(stats, repair.MSE)["t"][1] < 40.0  # the outlier is clipped
+    assert ranges.method_ranges(stats, ranges.P999)["t"][1] == pytest.approx(np.percentile(values, 99.9), rel=1e-5)
+    assert ranges.method_ranges(stats, ranges.MSE)["t"][1] < 40.0  # the outlier is clipped
 
 
 def test_agreement_reads_class_scores_and_a_sigmoid_unit():
     ref = {"a": np.array([[0.9, 0.1], [0.2, 0.8]]), "b": np.array([[0.7], [0.2]])}
     got = {"a": np.array([[0.6, 0.4], [0.6, 0.4]]), "b": np.array([[0.6], [0.4]])}
-    assert repair.agreement(ref, got, {"a": "argmax", "b": "threshold"}) == pytest.approx((0.5 + 1.0) / 2)
+    assert base.agreement(ref, got, {"a": "argmax", "b": "threshold"}) == pytest.approx((0.5 + 1.0) / 2)
 
 
 # --- slow: the rungs on trained models ------------------------------------------------------------------------
@@ -123,7 +128,7 @@ def test_agreement_reads_class_scores_and_a_sigmoid_unit():
 @pytest.mark.parametrize("name", ["input_offset", "squeeze_excite", "range_decides"])
 def test_every_candidate_built_is_integer_only_read_independently(built, name):
     fx, candidates = built[name]
-    assert list(candidates) == list(repair.RUNGS)
+    assert list(candidates) == list(RUNGS)
     for candidate in candidates.values():
         assert candidate.label and candidate.seconds >= 0
         assert (candidate.model is None) == bool(candidate.error), candidate
@@ -137,7 +142,7 @@ def test_host_normalization_recovers_float_on_the_input_offset_mlp(built):
     import keras
 
     fx, candidates = built["input_offset"]
-    host, plain = candidates[repair.HOST_NORMALIZATION], candidates[repair.STATIC_BATCH1]
+    host, plain = candidates[HOST_NORMALIZATION], candidates[STATIC_BATCH1]
     floated, plain_acc = float_accuracy(fx), accuracy(plain.model, fx)
     host_acc = accuracy(host.model, fx, host.input_transform)
     print(f"input_offset: float {floated:.3f}, static int8 batch 1 {plain_acc:.3f}, host normalization {host_acc:.3f}")
@@ -146,12 +151,12 @@ def test_host_normalization_recovers_float_on_the_input_offset_mlp(built):
     norm = next(layer for layer in keras.models.load_model(fx.keras_path).layers
                 if isinstance(layer, keras.layers.Normalization))
     mean, variance = (np.asarray(keras.ops.convert_to_numpy(w)).ravel() for w in (norm.mean, norm.variance))
-    assert host.input_transform["subtract"] == pytest.approx(mean, rel=1e-5)
-    assert host.input_transform["divide"] == pytest.approx(np.sqrt(variance), rel=1e-4)
+    assert host.input_transform.subtract == pytest.approx(mean, rel=1e-5)
+    assert host.input_transform.divide == pytest.approx(np.sqrt(variance), rel=1e-4)
     from ai_edge_litert.interpreter import Interpreter
 
     names = Interpreter(model_content=fx.float_model).get_signature_list()["serving_default"]["inputs"]
-    assert host.input_transform["input"] == names[0]
+    assert host.input_transform.input == names[0]
     assert "SUB" not in {op["op_name"] for op in Interpreter(model_content=host.model)._get_ops_details()}
 
 
@@ -162,8 +167,8 @@ def test_static_batch1_leaves_no_float_island_where_the_dynamic_batch_does(built
     fx, candidates = built["squeeze_excite"]
     plain = plain_litert_int8(fx.float_model, fx.x_calib)
     assert "float32" in used_types(plain)  # DEQUANTIZE -> SHAPE on the dynamic batch
-    model = candidates[repair.STATIC_BATCH1].model
-    assert model is not None, candidates[repair.STATIC_BATCH1].error
+    model = candidates[STATIC_BATCH1].model
+    assert model is not None, candidates[STATIC_BATCH1].error
     ops = {op["op_name"] for op in Interpreter(model_content=model)._get_ops_details()}
     assert "SHAPE" not in ops and "DEQUANTIZE" not in ops
     assert Interpreter(model_content=model).get_input_details()[0]["shape_signature"][0] == 1
@@ -177,11 +182,11 @@ def test_static_batch1_leaves_no_float_island_where_the_dynamic_batch_does(built
 @pytest.mark.slow
 def test_the_range_method_chosen_beats_litert_default_on_range_decides(built):
     fx, candidates = built["range_decides"]
-    ranged, plain = candidates[repair.RANGES], candidates[repair.STATIC_BATCH1]
+    ranged, plain = candidates[RANGES], candidates[STATIC_BATCH1]
     assert ranged.model is not None, ranged.error
     chosen = ranged.detail.split("range method: ", 1)[1].split(",", 1)[0]
-    assert chosen in repair.METHOD_WORDS.values() and chosen != repair.METHOD_WORDS[repair.MOVING_AVERAGE]
-    assert all(words in ranged.detail for words in repair.METHOD_WORDS.values())
+    assert chosen in ranges.METHOD_WORDS.values() and chosen != ranges.METHOD_WORDS[ranges.MOVING_AVERAGE]
+    assert all(words in ranged.detail for words in ranges.METHOD_WORDS.values())
     floated, plain_acc, ranged_acc = float_accuracy(fx), accuracy(plain.model, fx), accuracy(ranged.model, fx)
     minmax_acc = accuracy(tf_integer_only(fx), fx)  # TF's converter keeps the absolute min/max
     print(f"range_decides: float {floated:.3f}, TF int8 (min-max) {minmax_acc:.3f}, static int8 batch 1 {plain_acc:.3f},"
@@ -198,7 +203,7 @@ def test_bias_correction_changes_only_biases_by_the_expected_shift(built):
     from ai_edge_litert.interpreter import Interpreter
 
     fx, candidates = built["range_decides"]
-    corrected, base = candidates[repair.BIAS_CORRECTION].model, candidates[repair.RANGES].model
+    corrected, base = candidates[BIAS_CORRECTION].model, candidates[RANGES].model
     assert corrected is not None and base is not None
     a, b = Interpreter(model_content=corrected), Interpreter(model_content=base)
     a.allocate_tensors(), b.allocate_tensors()
@@ -237,12 +242,14 @@ def test_bias_correction_changes_only_biases_by_the_expected_shift(built):
 def test_rungs_are_built_lazily_in_order(built, monkeypatch):
     fx, _ = built["squeeze_excite"]
     called = []
-    for rung, builder in list(repair.BUILDERS.items()):
-        monkeypatch.setitem(repair.BUILDERS, rung, lambda ladder, started, b=builder, r=rung: (called.append(r),
-                                                                                               b(ladder, started))[1])
-    ladder = repair.rungs(fx.float_model, fx.x_calib, fx.x_select)
+    for rung in rungs.REGISTRY:
+        for method in ("applies", "build"):
+            real = getattr(type(rung), method)
+            monkeypatch.setattr(type(rung), method, lambda self, model, data, f=real: (called.append(self.code),
+                                                                                       f(self, model, data))[1])
+    ladder = rungs.candidates(fx.float_model, fx.x_calib, fx.x_select)
     first = next(ladder)
-    assert first.rung == repair.STATIC_BATCH1 and called == [repair.STATIC_BATCH1]
-    only = repair.RepairOptions(rungs=(repair.HOST_NORMALIZATION,))
-    (host,) = list(repair.rungs(fx.float_model, fx.x_calib, fx.x_select, only))
+    assert first.rung == STATIC_BATCH1 and set(called) == {STATIC_BATCH1}
+    only = base.RepairOptions(rungs=(HOST_NORMALIZATION,))
+    (host,) = list(rungs.candidates(fx.float_model, fx.x_calib, fx.x_select, only))
     assert host.model is None and not host.applies and host.error

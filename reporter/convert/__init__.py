@@ -1,1 +1,1 @@
-"""Building TFLite variants: TensorFlow's converter, the calibrate-once quantizer, LiteRT Quantizer."""
+"""Building TFLite variants: TensorFlow's converter, the calibrate-once quantizer, LiteRT Quantizer, repair rungs."""

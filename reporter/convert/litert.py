@@ -60,9 +60,9 @@ def _recipe(scheme: str, own: Mapping[str, list] = None) -> list[dict]:
 
 def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, list]:
     """Output tensor name -> its op's scope, and -> its op type; the signature and its input names."""
-    from ai_edge_litert.interpreter import Interpreter
+    from reporter.measure import runtime
 
-    it = Interpreter(model_content=model)
+    it = runtime.load(model)
     tensors = it.get_tensor_details()
     scopes, op_types = {}, {}
     for op in it._get_ops_details():

@@ -114,9 +114,9 @@ def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
     comparison with float: each quantized op output's scale and zero point from the model, and its error
     accumulated from the input as both the local and the propagated column (no per-layer verify exists
     for it, so the search ranks layers by where the accumulated error jumps)."""
-    from ai_edge_litert.interpreter import Interpreter
+    from reporter.measure import runtime
 
-    details = {d["name"]: d for d in Interpreter(model_content=model).get_tensor_details()}
+    details = {d["name"]: d for d in runtime.load(model).get_tensor_details()}
     stats = []
     for e in errors.layers:
         d = details.get(e.tensor_name)

@@ -56,10 +56,11 @@ from __future__ import annotations
 
 import difflib
 import math
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
+
+from reporter.measure import graph, runtime
 
 QDQ_OPS = ("QUANTIZE", "DEQUANTIZE")
 WEIGHT_DTYPES = ("int4", "int8", "uint8", "int16", "float16")
@@ -117,11 +118,7 @@ def _flatbuffer_facts(model: bytes) -> tuple[set | None, set, int]:
     """(constant tensor indices or None when unreadable, variable tensor indices, number of subgraphs)
     of the main subgraph, read from the flatbuffer."""
     try:
-        from ai_edge_litert import schema_py_generated as schema
-    except ImportError:  # pragma: no cover - the LiteRT wheel ships it
-        return None, set(), 1
-    try:
-        m = schema.Model.GetRootAs(model, 0)
+        m = graph.schema().Model.GetRootAs(model, 0)
         sg = m.Subgraphs(0)
         constants, variables = set(), set()
         for i in range(sg.TensorsLength()):
@@ -143,23 +140,10 @@ def _flatbuffer_facts(model: bytes) -> tuple[set | None, set, int]:
         return None, set(), 1
 
 
-def _interpreter(model: bytes):
-    from ai_edge_litert.interpreter import Interpreter
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the "debugging purposes only" warning of preserve_all_tensors
-        try:
-            # Single-op delegate partitions: every op output is a kernel output, so it is kept.
-            it = Interpreter(model_content=model, experimental_preserve_all_tensors=True,
-                             experimental_disable_delegate_node_fusion=True)
-        except TypeError:  # pragma: no cover - an interpreter without that option
-            it = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
-    it.allocate_tensors()
-    return it
-
-
 def _load(model: bytes) -> _Model:
-    it = _interpreter(bytes(model))
+    # Single-op delegate partitions: every op output is a kernel output, so it is kept.
+    it = runtime.load(bytes(model), preserve=True, separate_ops=True)
+    it.allocate_tensors()
     tensors = {}
     for d in it.get_tensor_details():
         tensors[int(d["index"])] = d

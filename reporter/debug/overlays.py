@@ -39,6 +39,7 @@ from pathlib import Path
 
 from reporter.core import variants
 from reporter.core.files import write_atomic
+from reporter.measure import graph
 
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_.-]+")
 
@@ -64,14 +65,6 @@ class _Subgraph:
     ambiguous: frozenset[str]  # op output names that another op output or tensor bears as well
 
 
-def _schema():
-    try:
-        from ai_edge_litert import schema_py_generated as schema
-    except ImportError:  # an ai-edge-litert without the schema module
-        from tensorflow.lite.python import schema_py_generated as schema
-    return schema
-
-
 def _text(raw) -> str:
     if raw is None:
         return ""
@@ -83,7 +76,7 @@ def _subgraphs(model: bytes) -> list[_Subgraph]:
     names of its ops that name one node unambiguously."""
     if len(model) < 8 or bytes(model[4:8]) != b"TFL3":
         raise ValueError("not a TFLite model (no TFL3 flatbuffer identifier)")
-    fb = _schema().Model.GetRootAs(bytearray(model), 0)
+    fb = graph.schema().Model.GetRootAs(bytearray(model), 0)
     signature_keys: dict[int, str] = {}
     for i in range(fb.SignatureDefsLength()):
         sig = fb.SignatureDefs(i)

@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.measure import evaluate
+from reporter.measure import evaluate, runtime
 from reporter.measure.signature import Signature
 from reporter.model.hardware import CpuOp, MicroFigures, VelaFigures
 
@@ -45,7 +45,7 @@ def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.n
     load or run the model (a hybrid DRQ model, an op its resolver lacks, a crash)."""
     x = evaluate.as_inputs(x)
     order_in, order_out = _positions(model, signature)
-    feeds = [evaluate._to_port(x[p.key] if len(signature.inputs) > 1 or len(x.arrays) > 1 else x.single(), p)
+    feeds = [runtime.to_port(x[p.key] if len(signature.inputs) > 1 or len(x.arrays) > 1 else x.single(), p)
              for p in order_in]
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
@@ -61,7 +61,7 @@ def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.n
             raise RuntimeError(f"TFLite Micro did not finish within {MICRO_TIMEOUT_S} s") from None
     if "error" in found:
         raise RuntimeError(found["error"])
-    outputs = {p.key: evaluate._dequantize(np.asarray(arr).reshape(len(arr), -1) if arr.ndim > 1 else arr, p)
+    outputs = {p.key: runtime.from_port(np.asarray(arr).reshape(len(arr), -1) if arr.ndim > 1 else arr, p)
                .reshape((len(arr), *np.asarray(arr).shape[1:]))
                for p, arr in zip(order_out, found["outputs"])}
     return outputs, found["arena_bytes"]
@@ -69,7 +69,7 @@ def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.n
 
 def _positions(model: bytes, signature: Signature) -> tuple[list, list]:
     """The signature's ports in the subgraph's input and output order (the positions TFLite Micro reads)."""
-    it = evaluate._interpreter(model)
+    it = runtime.load(model)
     by_index_in = {p.index: p for p in signature.inputs}
     by_index_out = {p.index: p for p in signature.outputs}
     return ([by_index_in[d["index"]] for d in it.get_input_details()],

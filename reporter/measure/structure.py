@@ -13,6 +13,7 @@ TENSOR_TYPE_KEYS = ("int8", "int16", "int32", "float32", "other", "total")
 # Sub-byte weights (LiteRT Quantizer's int4 and int2 recipes): counted apart, and only in a model that has them (the
 # counts of every other model, and of reports written before, stay as they were).
 from reporter.core.targets import SUB_BYTE_KEYS  # noqa: E402 - beside the keys it adds to
+from reporter.measure import graph  # noqa: E402 - the flatbuffer read and its schema
 
 
 def _model_object(model: bytes):
@@ -23,9 +24,7 @@ def _model_object(model: bytes):
 
 @functools.lru_cache(maxsize=4)
 def _unpacked(model: bytes):
-    from tensorflow.lite.tools import flatbuffer_utils
-
-    return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    return graph.read_model(model)
 
 
 def _enum_names(enum_cls) -> dict[int, str]:
@@ -34,7 +33,7 @@ def _enum_names(enum_cls) -> dict[int, str]:
 
 def tensor_types(model: bytes) -> dict[str, int]:
     """Counts tensors by element type over every subgraph of the model."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    schema = graph.schema()
 
     names = _enum_names(schema.TensorType)
     counts = Counter()
@@ -52,7 +51,7 @@ def op_tensor_types(model: bytes) -> dict[str, int]:
     """Counts by element type of the tensors the model computes with: those its ops read or write and its inputs and
     outputs (an int8 LSTM's empty float32 "intermediate" placeholders are left out). What the int8 specification
     is read from (reporter.core.targets.int8_spec); bool (a comparison's result) is counted apart."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    schema = graph.schema()
 
     names = _enum_names(schema.TensorType)
     counts = Counter()
@@ -90,7 +89,7 @@ def has_variable_tensors(model: bytes) -> bool:
 
 def _op_names(obj) -> list[str]:
     """Each operator code's name (builtin name, or the custom op's code), by opcode index."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    schema = graph.schema()
 
     names = _enum_names(schema.BuiltinOperator)
     op_names = []
@@ -154,7 +153,7 @@ def dataflow(model: bytes) -> list[tuple[list[str], list[str]]]:
 def largest_weight_elements(model: bytes) -> int:
     """Elements of the biggest constant float tensor (a tensor whose buffer holds data): DRQ only
     quantizes weights from a minimum size on, so this tells whether any weight could qualify."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    schema = graph.schema()
 
     obj = _model_object(model)
     buffers = obj.buffers or []
@@ -176,7 +175,7 @@ def largest_weight_elements(model: bytes) -> int:
 def quantized_tensors(model: bytes) -> int:
     """Tensors stored as int8, int16, uint8 or float16, or carrying quantization parameters: zero for
     a float model (int32/int64 index tensors do not count)."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    schema = graph.schema()
 
     low = {schema.TensorType.INT8, schema.TensorType.INT16, schema.TensorType.UINT8, schema.TensorType.FLOAT16}
     count = 0
@@ -191,10 +190,10 @@ def quantized_tensors(model: bytes) -> int:
 def producers(model: bytes) -> dict[int, str]:
     """Tensor index -> the type of the op that produces it (main subgraph): e.g. an output made by LOGISTIC
     is one sigmoid unit's probability, by SOFTMAX class scores."""
-    from ai_edge_litert.interpreter import Interpreter
+    from reporter.measure import runtime
 
     found = {}
-    for op in Interpreter(model_content=model)._get_ops_details():
+    for op in runtime.load(model)._get_ops_details():
         for i in op["outputs"]:
             if i >= 0:
                 found[int(i)] = op["op_name"]
@@ -231,7 +230,7 @@ def weight_coverage(model: bytes) -> dict[str, dict[str, int]]:
     tables; biases and shapes are not weights) and how many of them are stored below float32 (int8, int4, int2,
     int16, float16), with their element counts: {"CONV_2D": {"tensors", "quantized", "elements",
     "quantized_elements"}}. A weight reached through DEQUANTIZE is counted in the type it is stored in."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    schema = graph.schema()
 
     obj = _model_object(model)
     op_names = _op_names(obj)

@@ -1,11 +1,13 @@
 """The integer-only repair ladder as report.json stores it: each rung tried (cheapest first) for an integer-only
 target when no integer-only model met the accuracy target, the model it built, measured like every model, and why
-the ladder stopped (reporter.run.repairs runs it; reporter.convert.repair builds each rung's model)."""
+the ladder stopped (reporter.run.repairs runs it; reporter.convert.rungs builds each rung's model)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Optional
+
+import numpy as np
 
 from reporter.model.variant import VariantResult
 
@@ -22,6 +24,13 @@ class InputTransform:
     input: str
     subtract: list[float] = field(default_factory=list)
     divide: list[float] = field(default_factory=list)
+
+    def apply(self, x: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`x` (input name -> array) as the host feeds the model: the input standardized (computed in float64, given
+        as float32), the others as they are. A one-input `x` is standardized whatever its input is called."""
+        key = self.input if self.input in x else next(iter(x))
+        return {k: ((v - np.asarray(self.subtract)) / np.asarray(self.divide)).astype(np.float32) if k == key else v
+                for k, v in x.items()}
 
 
 @dataclass(frozen=True)

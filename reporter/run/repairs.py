@@ -1,5 +1,5 @@
 """The integer-only repair ladder (issue 45): for an integer-only target (int8, micro, ethos-u*) on which no
-integer-only model meets the accuracy target, each rung reporter.convert.repair builds (cheapest first) is measured
+integer-only model meets the accuracy target, each rung reporter.convert.rungs builds (cheapest first) is measured
 like every model (on the evaluation data, then on the target's kernels and tool: reporter.run.on_target) and
 becomes an option of the decision; the ladder stops at the first rung whose model meets the target (the one rule,
 read from the decision's judged options). Every rung's outcome is kept in `Report.repairs`."""
@@ -9,8 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-
-import numpy as np
 
 from reporter.core import targets, variants
 from reporter.core.errors import one_line
@@ -79,47 +77,21 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
     return dataclasses.replace(report, timings_s={**report.timings_s, "repair": round(seconds, 3)})
 
 
-INT16X8_RUNG = variants.INT16X8  # the rung and the scheme share the registry's name
-INT16X8_LABEL = "16x8: int16 activations, int8 weights (LiteRT Quantizer)"
-
-
 def _plan(report: Report) -> list[tuple[str, str]]:
     """Every rung of the ladder for this run's target, (code, label), in the order they are tried."""
-    from reporter.convert import repair, repair_rewrite
+    from reporter.convert import rungs
 
-    plan = [(name, repair.LABELS[name]) for name in repair.RUNGS]
-    plan += [(name, repair_rewrite.LABELS[name]) for name in repair_rewrite.REWRITES]
-    if targets.of(report.settings.target).int16_activations:
-        plan.append((INT16X8_RUNG, INT16X8_LABEL))
-    return plan
-
+    return [(rung.code, rung.label) for rung in rungs.plan(targets.of(report.settings.target))]
 
 
 def _candidates(ctx: RunContext, report: Report, x_select):
-    """The ladder's rungs, cheapest first: reporter.convert.repair's (static batch 1, range methods, bias correction,
-    the input's normalization on the host), the exact-in-float rewrites (reporter.convert.repair_rewrite: LayerNorm
-    without NEG, SmoothQuant), then 16x8 where the target's tool runs int16 activations."""
-    from reporter.convert import repair, repair_rewrite
+    """The ladder's rungs (reporter.convert.rungs.REGISTRY), cheapest first, each built when asked for; 16x8 builds
+    the run's own variant (where the run measured it already, it says so)."""
+    from reporter.convert import rungs
 
-    yield from repair.rungs(ctx.float_model, ctx.data.x_calib, x_select)
-    yield from repair_rewrite.rewrite_candidates(ctx.float_model, ctx.data.x_calib, x_select)
-    if targets.of(report.settings.target).int16_activations:
-        yield _int16x8(ctx, report, repair.RepairCandidate)
-
-
-def _int16x8(ctx: RunContext, report: Report, make):
-    """The whole model with int16 activations and int8 weights (LiteRT Quantizer), for a target whose tool runs them
-    (TFLite Micro's 16x8 kernels, Vela's 16x8): measured above already when the run built the 16x8 variant."""
-    label = INT16X8_LABEL
-    if report.variant(variants.INT16X8) is not None:
-        return make(INT16X8_RUNG, label, error="measured above as the 16x8 variant (an option of the decision)")
-    started = time.perf_counter()
-    try:
-        model = ctx.litert_models.build(variants.INT16X8)
-    except Exception as exc:  # noqa: BLE001 - the rung's failure is its finding
-        return make(INT16X8_RUNG, label, error=one_line(exc), seconds=time.perf_counter() - started)
-    return make(INT16X8_RUNG, label, detail="LiteRT Quantizer's static_wi8_ai16 from the run's one calibration",
-                model=model, seconds=time.perf_counter() - started)
+    measured = frozenset(v.name for v in report.variants)  # the run's own 16x8 is not built again
+    yield from rungs.candidates(ctx.float_model, ctx.data.x_calib, x_select, target=targets.of(report.settings.target),
+                                measured=measured, build_variant=ctx.litert_models.build)
 
 
 def _option(report: Report, name: str):
@@ -133,7 +105,7 @@ def _measured(ctx: RunContext, m: Measurer, candidate) -> rp.RepairRung:
     if candidate.model is None:
         status = rp.FAILED if candidate.applies else rp.DOES_NOT_APPLY
         return rp.RepairRung(status=status, error=candidate.error, **base)
-    transform = _transform(candidate.input_transform)
+    transform = candidate.input_transform
     name = variants.repair(candidate.rung)
     try:
         measurer = _with_transform(m, transform)
@@ -151,22 +123,10 @@ def _measured(ctx: RunContext, m: Measurer, candidate) -> rp.RepairRung:
     return rp.RepairRung(status=rp.MISSES, model=result, input_transform=transform, **base)
 
 
-def _transform(given) -> "rp.InputTransform | None":
-    if not given:
-        return None
-    return rp.InputTransform(str(given["input"]), [float(v) for v in given["subtract"]],
-                             [float(v) for v in given["divide"]])
-
-
 def _with_transform(m: Measurer, transform) -> Measurer:
     """The measurer reading the evaluation data as the host would feed it: standardized by `transform` (its outputs
     and float's stay shared, so the rung's model is paired with float's run on the same samples)."""
     if transform is None:
         return m
-    data = m.data
-    x = data.x.arrays if hasattr(data.x, "arrays") else {"": data.x}
-    key = transform.input if transform.input in x else next(iter(x))
-    sub, div = np.asarray(transform.subtract, np.float32), np.asarray(transform.divide, np.float32)
-    changed = {k: ((v - sub) / div).astype(np.float32) if k == key else v for k, v in x.items()}
-    new_x = Inputs(changed)
-    return dataclasses.replace(m, data=dataclasses.replace(data, x=new_x))
+    x = m.data.x.arrays if hasattr(m.data.x, "arrays") else {"": m.data.x}
+    return dataclasses.replace(m, data=dataclasses.replace(m.data, x=Inputs(transform.apply(x))))

@@ -57,9 +57,9 @@ def _check(path: str, limit: int) -> str:
     data = Path(path).read_bytes()
     what = "name"
     try:
-        from ai_edge_litert import schema_py_generated as schema
+        from reporter.measure import graph
 
-        model = schema.ModelT.InitFromPackedBuf(bytearray(data), 0)
+        model = graph.schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
         for what, name in _names(model):
             if isinstance(name, bytes):
                 name.decode("utf-8")
@@ -71,9 +71,9 @@ def _check(path: str, limit: int) -> str:
         return f"the flatbuffer is damaged: {type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
     try:
         import numpy as np
-        from ai_edge_litert.interpreter import Interpreter
+        from reporter.measure import runtime
 
-        interpreter = Interpreter(model_content=data)
+        interpreter = runtime.load(data)
         interpreter.allocate_tensors()
         for detail in interpreter.get_input_details():
             shape = [max(1, int(d)) for d in detail["shape_signature"]] if len(detail["shape_signature"]) else []

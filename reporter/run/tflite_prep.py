@@ -37,9 +37,9 @@ class Prepared:
 def prepare(data: bytes) -> Prepared:
     """The model with old op codes normalized, sparse constants made dense, float16 constants widened and a
     signature added, as needed."""
-    from tensorflow.lite.tools import flatbuffer_utils
+    from reporter.measure import graph
 
-    model = flatbuffer_utils.convert_bytearray_to_object(bytearray(data))
+    model = graph.read_model(data)
     changes = []
     codes = normalize_op_codes(model)
     if codes:
@@ -56,7 +56,7 @@ def prepare(data: bytes) -> Prepared:
                        f" ({', '.join(names[0])}) and outputs ({', '.join(names[1])})")
     if not changes and not dense:
         return Prepared(data)
-    result = bytes(flatbuffer_utils.convert_object_to_bytearray(model))
+    result = graph.write_model(model, drop_orphans=False)
     if dense:
         changes.insert(1 if codes else 0, _densified_sentence(dense, data, result))
     return Prepared(result, changes)
@@ -83,7 +83,9 @@ def densify(model) -> list[str]:
     op is removed; a sparse constant an op reads directly is made dense in place. Returns the densified tensors'
     names, in the graph's order."""
     import numpy as np
-    from tensorflow.lite.python import schema_py_generated as schema
+    from reporter.measure import graph
+
+    schema = graph.objects()
 
     codes = model.operatorCodes or []
     densify_ops = {i for i, c in enumerate(codes) if _builtin(c) == schema.BuiltinOperator.DENSIFY}
@@ -130,9 +132,10 @@ def _densify_kernel(model, sg, indices: list[int]) -> dict:
     """The dense values of `sg`'s sparse constants `indices`, computed by LiteRT's DENSIFY kernel: a model of
     one DENSIFY op per constant, no inputs, invoked once (without XNNPACK, which takes DENSIFY of constants as
     its own and has nothing to run in a graph of them alone)."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    from tensorflow.lite.python import schema_py_generated as schema
-    from tensorflow.lite.tools import flatbuffer_utils
+    from reporter.measure import graph as editor
+    from reporter.measure import runtime
+
+    schema = editor.objects()
 
     tiny = schema.ModelT()
     tiny.version = 3
@@ -158,8 +161,7 @@ def _densify_kernel(model, sg, indices: list[int]) -> dict:
     graph = schema.SubGraphT()
     graph.tensors, graph.operators, graph.inputs, graph.outputs = tensors, ops, [], outputs
     tiny.subgraphs = [graph]
-    interpreter = Interpreter(model_content=bytes(flatbuffer_utils.convert_object_to_bytearray(tiny)),
-                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter = runtime.load(editor.write_model(tiny, drop_orphans=False), builtin=True)
     interpreter.allocate_tensors()
     interpreter.invoke()
     return {index: interpreter.get_tensor(out).copy() for index, out in zip(indices, outputs)}
@@ -184,11 +186,12 @@ def output_difference(given: bytes, changed: bytes) -> "float | None":
     by LiteRT on PROOF_SAMPLES seeded random samples (standard normal for float inputs, zeros for integer ones,
     dynamic dimensions as 1); None when an input is neither."""
     import numpy as np
-    from ai_edge_litert.interpreter import Interpreter
+
+    from reporter.measure import runtime
 
     runs = []
     for data in (given, changed):
-        interpreter = Interpreter(model_content=data)
+        interpreter = runtime.load(data)
         rng = np.random.default_rng(PROOF_SEED)
         outputs = []
         for _ in range(PROOF_SAMPLES):
@@ -214,7 +217,9 @@ def widen_float16(model) -> int:
     """Folds every DEQUANTIZE of a float16 constant: its output becomes the float32 constant, the op goes,
     and tensors nothing reads any more are dropped. Returns how many constants were widened."""
     import numpy as np
-    from tensorflow.lite.python import schema_py_generated as schema
+    from reporter.measure import graph
+
+    schema = graph.objects()
 
     codes = model.operatorCodes or []
     dequantize = {i for i, c in enumerate(codes) if _builtin(c) == schema.BuiltinOperator.DEQUANTIZE}
@@ -278,7 +283,9 @@ def _drop_unused_buffers(model) -> None:
 def add_signature(model) -> tuple[list[str], list[str]]:
     """A SignatureDef for subgraph 0 from its inputs and outputs, each named by its tensor (unique, never
     empty). Returns the input and output names."""
-    from tensorflow.lite.python import schema_py_generated as schema
+    from reporter.measure import graph
+
+    schema = graph.objects()
 
     sg = model.subgraphs[0]
     taken: set[str] = set()

@@ -70,12 +70,12 @@ def output_dtypes(model: bytes) -> dict[str, str]:
 
 
 def _output_tensor(model: bytes, key: str) -> Optional[str]:
-    from ai_edge_litert.interpreter import Interpreter
+    from reporter.measure import runtime
 
     port = next((p for p in evaluate.signature(model).outputs if p.key == key), None)
     if port is None:
         return None
-    names = {t["index"]: t["name"] for t in Interpreter(model_content=model).get_tensor_details()}
+    names = {t["index"]: t["name"] for t in runtime.load(model).get_tensor_details()}
     return names.get(port.index)
 
 

@@ -1,0 +1,51 @@
+"""The integer-only repair ladder's rungs (issue 45) as plug-ins: one module per rung, each a
+reporter.convert.rungs.base.Rung, and the one registry below listing them cheapest first (the order they are tried
+and reported). Adding a rung is one module and one line here: `<module>.RUNG,`."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Iterator, Optional
+
+from reporter.convert.rungs import (bias_correction, host_normalization, int16x8, layernorm_without_neg, ranges,
+                                    smoothquant, static_batch1)
+from reporter.convert.rungs.base import RepairCandidate, RepairOptions, Rung, Workspace, timed
+
+REGISTRY: tuple[Rung, ...] = (
+    static_batch1.RUNG,
+    ranges.RUNG,
+    bias_correction.RUNG,
+    host_normalization.RUNG,
+    layernorm_without_neg.RUNG,
+    smoothquant.RUNG,
+    int16x8.RUNG,
+)
+
+
+def plan(target=None, options: RepairOptions = RepairOptions()) -> list[Rung]:
+    """The rungs on the ladder for `target` (a reporter.core.targets.Target), in the order they are tried."""
+    return [rung for rung in REGISTRY if rung.offered(target) and options.wants(rung.code)]
+
+
+def candidates(float_model: bytes, x_calib, x_select, options: RepairOptions = RepairOptions(), target=None,
+               measured: frozenset = frozenset(), build_variant: Optional[Callable[[str], bytes]] = None
+               ) -> Iterator[RepairCandidate]:
+    """The repair candidates of `plan(target, options)`, each built when asked for (stop iterating to build no more).
+
+    `x_calib`, `x_select`: reporter.measure.signature.Inputs, a dict input name -> array, or the one array of a
+    one-input model; `measured`, `build_variant`: see Workspace. A rung that does not apply yields a candidate saying
+    why; one that fails yields its error instead of raising."""
+    data = Workspace(float_model, x_calib, x_select, options, measured, build_variant)
+    for rung in plan(target, options):
+        started = time.perf_counter()
+        try:
+            why = rung.applies(data.float_model, data)
+            if why is None:
+                found = rung.build(data.float_model, data)
+            else:
+                found = RepairCandidate(rung.code, rung.label, detail=rung.measured(data.float_model, data),
+                                        error=why, applies=False)
+        except (ValueError, RuntimeError, KeyError, IndexError) as exc:
+            line = (str(exc).strip().splitlines() or [""])[0]
+            found = RepairCandidate(rung.code, rung.label, error=f"{type(exc).__name__}: {line}")
+        yield timed(found, started)

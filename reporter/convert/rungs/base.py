@@ -1,0 +1,254 @@
+"""What every integer-only repair rung (issue 45) shares: the `Rung` protocol, the candidate it returns, and the
+workspace it reads (the user's float model and data, float's outputs, and the batch-1 form, calibration and plain
+static int8 of a float model, each made once on first use).
+
+Rungs are pure builders: each returns an int8-I/O model whose every tensor an op computes with is int8 or int32
+(checked here from the file), or one line saying why there is none. Nothing is measured against labels and nothing is
+decided; the one measurement is agreement with float's own outputs on the selection samples.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Protocol
+
+import numpy as np
+
+from reporter.convert.rungs.batch import static_batch
+from reporter.core.targets import int8_spec
+from reporter.measure import runtime, structure
+from reporter.model.repair import InputTransform
+
+TOLERANCE = 1e-4  # largest |rewritten - original| float output, relative to the output's largest |value|
+
+
+@dataclass(frozen=True)
+class RepairCandidate:
+    """One rung's model, or why there is none."""
+
+    rung: str  # code: a registered rung's
+    label: str  # words: "LiteRT static int8, static batch of 1"
+    detail: str = ""  # how it was built, in words (the range method and each method's figure, ...)
+    model: Optional[bytes] = None  # an int8-input/int8-output, all-int8 .tflite
+    error: str = ""  # one line when it cannot be built or does not apply
+    applies: bool = True  # False: the model gives the rung nothing to change (`error` says what is missing)
+    input_transform: Optional[InputTransform] = None  # host work before the model reads its input
+    seconds: float = 0.0  # time to build it (shared work counted by the first rung that needed it)
+    rewritten: Optional[bytes] = None  # the float model `model` quantizes, where the rung claims it exact in float
+
+
+@dataclass(frozen=True)
+class RepairOptions:
+    """Which rungs to build (None: every registered one) and which range methods the range rung compares."""
+
+    rungs: Optional[tuple] = None
+    methods: Optional[tuple] = None  # None: every range method
+
+    def wants(self, code: str) -> bool:
+        return self.rungs is None or code in self.rungs
+
+
+class Rung(Protocol):
+    """One repair rung: one module, one entry of reporter.convert.rungs.REGISTRY."""
+
+    code: str  # "static_batch1": the rung's name in report.json and its variant's
+    label: str  # "LiteRT static int8, static batch of 1"
+    exact: bool  # its float rewrite (RepairCandidate.rewritten) computes the float model's function
+
+    def offered(self, target) -> bool:
+        """The rung is on the ladder for `target` (a reporter.core.targets.Target; None: a run without one)."""
+
+    def applies(self, model: bytes, data: "Workspace") -> Optional[str]:
+        """None when the rung has something to change in float `model`, else why not (one line)."""
+
+    def measured(self, model: bytes, data: "Workspace") -> str:
+        """What the rung measured to find it does not apply, in words ("" for nothing)."""
+
+    def build(self, model: bytes, data: "Workspace") -> RepairCandidate:
+        """The rung's candidate (called only when it applies); an error in it when it cannot be built."""
+
+
+class Plain:
+    """Defaults of the protocol: offered everywhere, measured nothing, claims no exactness."""
+
+    exact = False
+
+    def offered(self, target) -> bool:
+        return True
+
+    def measured(self, model: bytes, data: "Workspace") -> str:
+        return ""
+
+
+def integer_only(model: bytes) -> str:
+    """"" when every tensor the model's ops compute with is int8 or int32 (bool allowed) and its inputs and outputs
+    are int8; else what is not."""
+    op_types = structure.op_tensor_types(model)
+    if int8_spec(structure.tensor_types(model), structure.ops(model), op_types):
+        return ""
+    others = {k: v for k, v in op_types.items() if k not in ("int8", "int32", "bool")}
+    kinds = ", ".join(f"{v} {k}" for k, v in others.items())
+    ops = structure.ops(model)
+    islands = f" ({ops['DEQUANTIZE']} DEQUANTIZE op{'s' * (ops['DEQUANTIZE'] != 1)})" if ops.get("DEQUANTIZE") else ""
+    return f"not integer-only: {kinds} tensor{'s' * (sum(others.values()) != 1)} left among the ops{islands}"
+
+
+def candidate(rung: Rung, **fields) -> RepairCandidate:
+    """`rung`'s candidate; a model that is not integer-only or that LiteRT's reference kernels cannot load is
+    replaced by the reason."""
+    model = fields.get("model")
+    if model is not None and not fields.get("error"):
+        bad = integer_only(model) or runtime.loads_on_reference(model)
+        if bad:
+            fields.update(model=None, error=bad)
+    return RepairCandidate(rung.code, rung.label, **fields)
+
+
+# --- float's outputs and agreement with them ----------------------------------------------------------------------
+def class_scores(float_model: bytes) -> dict[str, str]:
+    """Per signature output: "argmax" (class scores: a SOFTMAX's output), "threshold" (one LOGISTIC unit) or "mse"."""
+    made_by = structure.producers(float_model)
+    kinds = {}
+    for name, d in runtime.port_details(float_model)[1].items():
+        op = made_by.get(int(d["index"]), "")
+        units = int(d["shape"][-1]) if len(d["shape"]) else 1
+        kinds[name] = "argmax" if op == "SOFTMAX" and units > 1 else "threshold" if op == "LOGISTIC" and units == 1 \
+            else "mse"
+    return kinds
+
+
+def agreement(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], kinds: dict[str, str]) -> float:
+    """How close `outputs` are to float's (`reference`), higher is better: for class scores the share of samples with
+    float's class (argmax, or p > 0.5 for one sigmoid unit), else minus the output MSE relative to float's variance;
+    averaged over outputs."""
+    figures = []
+    for name, ref in reference.items():
+        got, kind = outputs[name], kinds.get(name, "mse")
+        if kind == "argmax":
+            figures.append(float(np.mean(ref.argmax(-1) == got.argmax(-1))))
+        elif kind == "threshold":
+            figures.append(float(np.mean((ref > 0.5) == (got > 0.5))))
+        else:
+            figures.append(-float(np.mean((ref - got) ** 2) / max(float(np.var(ref)), 1e-12)))
+    return float(np.mean(figures))
+
+
+def figure(value: float, kinds: dict[str, str]) -> str:
+    """An agreement in words: a share of samples, or a relative MSE."""
+    if all(k != "mse" for k in kinds.values()):
+        return f"{100 * value:.1f} %"
+    return f"relative MSE {-value:.4g}"
+
+
+def float_difference(original: bytes, rewritten: bytes, x: dict[str, np.ndarray]) -> float:
+    """Largest |rewritten - original| over the outputs on `x`, relative to the outputs' largest |value| (LiteRT)."""
+    def outputs(model):
+        return np.concatenate([np.concatenate([v.reshape(len(v), -1) for _, v in sorted(o.items())], 1)
+                               for o, _, _ in runtime.chunks(model, x)])
+
+    a, b = outputs(original), outputs(rewritten)
+    return float(np.abs(a - b).max() / max(float(np.abs(a).max()), 1e-12))
+
+
+def exact(original: bytes, rewritten: bytes, x_select: dict, what: str) -> tuple[str, str]:
+    """(error, words): a rewrite checked against the original float model on the selection samples."""
+    difference = float_difference(original, rewritten, x_select)
+    words = f"{what}; largest float difference {difference:.2g} of the output's range on the selection samples"
+    if not difference <= TOLERANCE:
+        return f"the rewrite is not exact in float (largest difference {difference:.2g} of the output's range)", words
+    return "", words
+
+
+# --- the shared work ----------------------------------------------------------------------------------------------
+def static_int8(model: bytes, calibration: dict) -> bytes:
+    """LiteRT Quantizer's static_wi8_ai8 of `model` from a calibration result."""
+    from litert_quantizer import quantizer, recipe
+
+    q = quantizer.Quantizer(model, recipe.static_wi8_ai8())
+    return bytes(q.quantize(calibration, enable_progress_report=False).quantized_model)
+
+
+def samples(x: dict) -> int:
+    return len(next(iter(x.values())))
+
+
+class Base:
+    """One float model the rungs quantize (the user's, or a rewrite of it) with its data: its batch-1 form, LiteRT
+    Quantizer's calibration on that, its plain static int8, and what rungs add (`once`), each made once on first use.
+    `reference`: float's outputs on the selection samples and their kinds, what agreement is measured against."""
+
+    def __init__(self, float_model: bytes, x_calib: dict, x_select: dict, reference: Callable):
+        self.float_model, self.calib, self.select, self.reference = float_model, x_calib, x_select, reference
+        self.key = runtime.signature_names(float_model)[0]
+        self.batched = runtime.takes_batches(float_model)
+        self.cache: dict = {}
+
+    def once(self, name: str, make: Callable):
+        if name not in self.cache:
+            self.cache[name] = make()
+        return self.cache[name]
+
+    def batch1(self) -> tuple[bytes, str]:
+        return self.once("batch1", lambda: static_batch(self.float_model))
+
+    def calibration(self) -> dict:
+        def make():
+            from litert_quantizer import quantizer, recipe
+
+            data = {self.key: [{k: a[i:i + 1] for k, a in self.calib.items()} for i in range(samples(self.calib))]}
+            return quantizer.Quantizer(self.batch1()[0], recipe.static_wi8_ai8()).calibrate(data)
+        return self.once("calibration", make)
+
+    def plain(self) -> bytes:
+        return self.once("plain", lambda: static_int8(self.batch1()[0], self.calibration()))
+
+    def score(self, calibration: dict) -> float:
+        """Agreement with float on the selection samples of the model built from `calibration` (built from the float
+        model as given when it takes batches: the same numbers, one invoke per chunk)."""
+        reference, kinds = self.reference()
+        if self.batched:
+            try:
+                return agreement(reference, runtime.outputs(static_int8(self.float_model, calibration), self.select,
+                                                            True), kinds)
+            except (RuntimeError, ValueError, KeyError):
+                pass  # measured on the batch-1 model, one sample at a time
+        return agreement(reference, runtime.outputs(static_int8(self.batch1()[0], calibration), self.select, False),
+                         kinds)
+
+
+class Workspace:
+    """The user's float model and data as the rungs share them, and the run's own means where a rung needs them:
+    `measured`, the variants the run measured already; `build_variant(name)`, a variant of the run built."""
+
+    def __init__(self, float_model: bytes, x_calib, x_select, options: RepairOptions = RepairOptions(),
+                 measured: frozenset = frozenset(), build_variant: Optional[Callable[[str], bytes]] = None):
+        self.float_model, self.options = bytes(float_model), options
+        self.measured, self.build_variant = measured, build_variant
+        self.inputs = runtime.signature_names(self.float_model)[1]
+        calib = runtime.keyed(x_calib, self.inputs)
+        self.select = runtime.keyed(x_select, self.inputs)
+        self._reference = None
+        self.base = Base(self.float_model, calib, self.select, self.reference)
+        self.cache: dict = {}
+
+    def reference(self) -> tuple[dict, dict]:
+        if self._reference is None:
+            self._reference = (runtime.outputs(self.float_model, self.select), class_scores(self.float_model))
+        return self._reference
+
+    def once(self, name: str, make: Callable):
+        """What `make` returns, made once for every rung that asks for `name`."""
+        if name not in self.cache:
+            self.cache[name] = make()
+        return self.cache[name]
+
+    def rewrite(self, float_model: bytes, x_calib: Optional[dict] = None, x_select: Optional[dict] = None) -> Base:
+        """A Base for a rewrite of the float model (on the same data, or on the data given)."""
+        return Base(float_model, self.base.calib if x_calib is None else x_calib,
+                    self.select if x_select is None else x_select, self.reference)
+
+
+def timed(candidate_: RepairCandidate, started: float) -> RepairCandidate:
+    """The candidate with the seconds since `started`."""
+    return replace(candidate_, seconds=time.perf_counter() - started)

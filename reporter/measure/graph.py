@@ -1,0 +1,221 @@
+"""The one flatbuffer graph editor: a .tflite read into objects, its ops, tensors and buffers found, constants
+replaced, tensors no op uses dropped, and the model written back (tensorflow.lite.tools.flatbuffer_utils)."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+
+def schema():
+    """The generated TFLite flatbuffer schema: its enums (TensorType, BuiltinOperator, BuiltinOptions) and its read
+    API (`Model.GetRootAs`). LiteRT's copy, TensorFlow's where the LiteRT wheel lacks it."""
+    try:
+        from ai_edge_litert import schema_py_generated as found
+    except ImportError:  # pragma: no cover - an ai-edge-litert without the schema module
+        from tensorflow.lite.python import schema_py_generated as found
+    return found
+
+
+def objects():
+    """The object-API classes (ModelT, BufferT, TensorT ...) of the schema flatbuffer_utils reads and writes with: new
+    objects must be of the classes it packs."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    return flatbuffer_utils.schema_fb
+
+
+def read_model(model: bytes):
+    """The model as a mutable object tree (ModelT)."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+
+
+def write_model(obj, drop_orphans: bool = True) -> bytes:
+    """The model object as .tflite bytes; with `drop_orphans`, the buffers of constants an edit replaced emptied
+    first."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    if drop_orphans:
+        drop_orphan_buffers(obj)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
+
+
+def tensor_name(t) -> str:
+    return t.name.decode() if isinstance(t.name, bytes) else str(t.name)
+
+
+def op_names(obj) -> list[str]:
+    """Each operator code's builtin name ("" for a custom op), by opcode index."""
+    names = {v: k for k, v in vars(schema().BuiltinOperator).items() if not k.startswith("_")}
+    return [names.get(max(c.builtinCode, c.deprecatedBuiltinCode), "") for c in obj.operatorCodes]
+
+
+def op_name(obj, op) -> str:
+    """The builtin name of `op` ("FULLY_CONNECTED", ...)."""
+    return op_names(obj)[op.opcodeIndex]
+
+
+def has_data(obj, t) -> bool:
+    """Tensor `t` holds constant data in a buffer of its own."""
+    data = obj.buffers[t.buffer].data if 0 < t.buffer < len(obj.buffers) else None
+    return data is not None and len(data) > 0
+
+
+def constant(obj, index: int) -> Optional[np.ndarray]:
+    """The float32 constant at tensor `index` of the main subgraph (a copy), or None when it is not one."""
+    t = obj.subgraphs[0].tensors[index]
+    if not has_data(obj, t) or t.type != schema().TensorType.FLOAT32:
+        return None
+    data = obj.buffers[t.buffer].data
+    return np.frombuffer(bytes(np.asarray(data, np.uint8)), np.float32).reshape([int(d) for d in t.shape]).copy()
+
+
+def integers(obj, index: int) -> Optional[np.ndarray]:
+    """The int32 constant at tensor `index` of the main subgraph (flat), or None when it is not one."""
+    t = obj.subgraphs[0].tensors[index]
+    if not has_data(obj, t) or t.type != schema().TensorType.INT32:
+        return None
+    return np.frombuffer(bytes(np.asarray(obj.buffers[t.buffer].data, np.uint8)), np.int32)
+
+
+def add_buffer(obj, array: np.ndarray) -> int:
+    """A new buffer holding `array`'s bytes; its number."""
+    buffer = objects().BufferT()
+    buffer.data = np.frombuffer(np.ascontiguousarray(array).tobytes(), np.uint8)
+    obj.buffers.append(buffer)
+    return len(obj.buffers) - 1
+
+
+def buffer_view(raw: bytearray, obj, index: int) -> Optional[np.ndarray]:
+    """A writable uint8 view of buffer `index`'s bytes inside `raw` (the model file `obj` was read from): inline, or
+    appended after the flatbuffer at an offset (as LiteRT Quantizer writes them); None when the buffer holds nothing.
+    Writing into the view patches the file in place, its layout kept."""
+    buffer = obj.buffers[index]
+    if (getattr(buffer, "offset", 0) or 0) > 1:
+        return np.frombuffer(raw, np.uint8, count=int(buffer.size), offset=int(buffer.offset))
+    view = objects().Model.GetRootAs(raw, 0).Buffers(index).DataAsNumpy()
+    return view if isinstance(view, np.ndarray) and view.size else None
+
+
+def consumers(sg, index: int) -> list:
+    """The ops of subgraph `sg` that read tensor `index`."""
+    return [op for op in sg.operators if index in [int(i) for i in op.inputs]]
+
+
+def compact(obj) -> None:
+    """Drops the main subgraph's tensors no op, input or output uses, renumbering every reference."""
+    sg = obj.subgraphs[0]
+    used = set(sg.inputs) | set(sg.outputs)
+    for op in sg.operators:
+        used |= {int(i) for i in list(op.inputs) + list(op.outputs) if i >= 0}
+    keep = sorted(used)
+    new = {old: n for n, old in enumerate(keep)}
+    sg.tensors = [sg.tensors[i] for i in keep]
+    for op in sg.operators:
+        op.inputs = np.array([new[int(i)] if i >= 0 else -1 for i in op.inputs], np.int32)
+        op.outputs = np.array([new[int(i)] for i in op.outputs], np.int32)
+    sg.inputs = np.array([new[int(i)] for i in sg.inputs], np.int32)
+    sg.outputs = np.array([new[int(i)] for i in sg.outputs], np.int32)
+    for sig in obj.signatureDefs or []:
+        if sig.subgraphIndex == 0:
+            for port in list(sig.inputs or []) + list(sig.outputs or []):
+                port.tensorIndex = new[int(port.tensorIndex)]
+
+
+def drop_orphan_buffers(obj) -> int:
+    """Empties every buffer no tensor of any subgraph refers to (a constant an edit replaced: the file would carry
+    the old weights as dead bytes, and the quantizers keep them); returns how many. Buffer numbers stay as they are."""
+    used = {int(t.buffer) for sg in obj.subgraphs for t in sg.tensors or []}
+    dropped = 0
+    for n, buffer in enumerate(obj.buffers):
+        if n and n not in used and buffer.data is not None and len(buffer.data):
+            buffer.data, dropped = None, dropped + 1
+    return dropped
+
+
+class Graph:
+    """The main subgraph of a model object with its producers and consumers, and edits on it."""
+
+    def __init__(self, model: bytes):
+        self.obj = read_model(model)
+        self.sg = self.obj.subgraphs[0]
+        self.kinds = op_names(self.obj)
+        self.index()
+
+    def index(self):
+        """Finds each tensor's producer and consumers again (after an edit)."""
+        self.producer, self.consumers = {}, {}
+        for n, op in enumerate(self.sg.operators):
+            for i in op.outputs:
+                self.producer[int(i)] = n
+            for pos, i in enumerate(op.inputs):
+                if i >= 0:
+                    self.consumers.setdefault(int(i), []).append((n, pos))
+
+    def kind(self, n: int) -> str:
+        return self.kinds[self.sg.operators[n].opcodeIndex]
+
+    def ins(self, n: int) -> list[int]:
+        return [int(i) for i in self.sg.operators[n].inputs]
+
+    def out(self, n: int) -> int:
+        return int(self.sg.operators[n].outputs[0])
+
+    def shape(self, t: int) -> list[int]:
+        return [int(d) for d in self.sg.tensors[t].shape] if self.sg.tensors[t].shape is not None else []
+
+    def last(self, t: int) -> int:
+        shape = self.shape(t)
+        return shape[-1] if shape else 1
+
+    def constant(self, t: int) -> Optional[np.ndarray]:
+        return constant(self.obj, t)
+
+    def integers(self, t: int) -> Optional[np.ndarray]:
+        return integers(self.obj, t)
+
+    def is_constant(self, t: int) -> bool:
+        return has_data(self.obj, self.sg.tensors[t])
+
+    def activation(self, n: int) -> int:
+        return int(getattr(self.sg.operators[n].builtinOptions, "fusedActivationFunction", 0) or 0)
+
+    def replace_input(self, n: int, pos: int, array: np.ndarray, suffix: str) -> None:
+        """Op `n` reads a new float32 constant tensor `array` at input `pos` (the old tensor stays for other ops)."""
+        old = self.sg.tensors[self.ins(n)[pos]]
+        tensor = objects().TensorT()
+        tensor.shape = np.array(array.shape, np.int32)
+        tensor.type = schema().TensorType.FLOAT32
+        tensor.buffer = add_buffer(self.obj, np.ascontiguousarray(array, np.float32))
+        tensor.name = (tensor_name(old) + suffix).encode()
+        self.sg.tensors.append(tensor)
+        self.sg.operators[n].inputs[pos] = len(self.sg.tensors) - 1
+
+    def opcode(self, kind: str) -> int:
+        """The operator code index of builtin `kind`, added when the model has none."""
+        code = getattr(schema().BuiltinOperator, kind)
+        for n, c in enumerate(self.obj.operatorCodes):
+            if max(c.builtinCode, c.deprecatedBuiltinCode) == code:
+                return n
+        new = objects().OperatorCodeT()
+        new.builtinCode, new.deprecatedBuiltinCode, new.version = code, min(code, 127), 1
+        self.obj.operatorCodes.append(new)
+        self.kinds.append(kind)
+        return len(self.obj.operatorCodes) - 1
+
+    def set_op(self, n: int, kind: str, options_name: str, inputs: list[int]) -> None:
+        """Op `n` becomes builtin `kind` with fresh options of type `options_name` ("SubOptions") reading `inputs`."""
+        op = self.sg.operators[n]
+        op.opcodeIndex = self.opcode(kind)
+        op.builtinOptionsType = getattr(schema().BuiltinOptions, options_name)
+        op.builtinOptions = getattr(objects(), f"{options_name}T")()
+        op.inputs = np.array(inputs, np.int32)
+
+    def bytes(self) -> bytes:
+        """The edited model: tensors no op uses dropped, and the buffers of the constants an edit replaced emptied."""
+        compact(self.obj)
+        self.index()
+        return write_model(self.obj)
