@@ -61,6 +61,8 @@ NOISE = "noise"  # worse within noise (the paired test), no --max-accuracy-drop 
 CLOSE = "close"  # no main metric (unlabelled regression): output within 1 - DEFAULT_TARGET_R2 of float's variance
 LOSES = "loses"  # worse beyond noise, beyond the allowed drop, or beyond the output-error target
 MEETING = frozenset({NOT_WORSE, ALLOWED, NOISE, CLOSE})
+# The rule's functions: only reporter.findings calls them (tests/test_architecture.py); every other stage measures.
+TARGET_RULE = ("standing", "meets_target")
 
 
 @dataclass(frozen=True)

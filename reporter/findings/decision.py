@@ -39,6 +39,11 @@ from reporter.model.findings import (MEETS, NO_CANDIDATE, NONE_MEETS, NOT_QUANTI
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Report, VariantResult
 
+# The questions the run may ask while it measures, before the report exists (tests/test_architecture.py): whether a
+# model meets the accuracy target against float (the search, the blame), and whether a repair rung's model meets it on
+# the target (the ladder). Every other public function here decides the report's findings (reporter.run.conclude).
+ASKED_WHILE_MEASURING = ("meets_target", "meets_on_target")
+
 
 def target_of(report: "Report") -> str:
     """The run's --target (reports written before it were judged for a CPU)."""
