@@ -208,23 +208,22 @@ def test_render_reads_only_the_judgements_constants():
     assert not functions, functions
 
 
-def _deciding() -> tuple[set[tuple[str, str]], set[str]]:
-    """What decides the findings: every public function of reporter.findings but the questions the run may ask while
-    it measures (reporter.findings.decision.ASKED_WHILE_MEASURING), and judgement's one rule of the accuracy target
-    (reporter.core.judgement.TARGET_RULE)."""
+def _deciding() -> set[tuple[str, str]]:
+    """What decides: every public function of reporter.findings (the accuracy target's one rule,
+    reporter.findings.rule, among them) but the questions the run may ask while it measures
+    (reporter.findings.decision.ASKED_WHILE_MEASURING)."""
     asked = set(_constant(PACKAGE / "findings" / "decision.py", "ASKED_WHILE_MEASURING"))
-    findings = {(module, name) for module, name in _findings_functions()
-                if not name.startswith("_") and not (module == "reporter.findings.decision" and name in asked)}
-    rule = set(_constant(PACKAGE / "core" / "judgement.py", "TARGET_RULE"))
-    return findings, rule
+    return {(module, name) for module, name in _findings_functions()
+            if not name.startswith("_") and not (module == "reporter.findings.decision" and name in asked)}
 
 
 def test_measuring_stages_decide_nothing():
     """run/, search/, measure/ and debug/ measure and build: whether a model meets the accuracy target, and every
     finding, is decided in reporter.findings alone. They ask findings only the questions it offers them while they
-    measure; reporter.run.conclude is the one module of the run that asks for the findings (and words them)."""
-    findings, rule = _deciding()
-    assert ("reporter.findings.derive", "decide") in findings and "meets_target" in rule  # the lists were read
+    measure; reporter.run.conclude is the one module of the run that asks for the findings (and words them). Of
+    reporter.core.judgement they read the thresholds and tests the measuring needs: the rule is findings'."""
+    findings = _deciding()
+    assert {("reporter.findings.derive", "decide"), ("reporter.findings.rule", "meets_target")} <= findings
     modules = {module for module, _ in findings}
     found = []
     for stage in ("run", "search", "measure", "debug"):
@@ -235,5 +234,4 @@ def test_measuring_stages_decide_nothing():
             where = path.relative_to(PACKAGE)
             found += [f"{where}:{line} {module}.{name}" for module in modules
                       for line, name in _used_names(tree, module) if (module, name) in findings]
-            found += [f"{where}:{line} judgement.{name}" for line, name in _used_names(tree, JUDGEMENT) if name in rule]
     assert not found, found

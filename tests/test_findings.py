@@ -264,21 +264,23 @@ def test_a_search_that_keeps_nothing_says_why(base, target_met, words):
 
 
 def test_one_rule_decides_whether_a_model_meets_the_accuracy_target():
-    """reporter.core.judgement.standing / meets_target: the one rule the decision, the gap, the blame fix and every
+    """reporter.findings.rule.standing / meets_target: the one rule the decision, the gap, the blame fix and every
     gate read. With --max-accuracy-drop the limit decides whatever the noise; without, the paired test does; an
     untested loss, and nothing measured, never meet; every labelled output must."""
-    S = judgement.Standing
-    assert judgement.standing(S(-0.01, 0.001), None) == "not_worse"
-    assert judgement.standing(S(0.005, 0.001), 0.01) == "allowed"
-    assert judgement.standing(S(0.05, 0.2), 0.02) == "loses"  # beyond the limit, though within noise
-    assert judgement.standing(S(0.05, 0.3), None) == "noise"
-    assert judgement.standing(S(0.05, 0.001), None) == "loses"
-    assert judgement.standing(S(0.05, None), None) == "loses"  # a drop whose significance was not recorded
-    assert judgement.standing(S(), None) == "not_measured"
-    assert judgement.standing(S(r2=0.995), None) == "close" and judgement.standing(S(r2=0.9), None) == "loses"
-    assert judgement.meets_target([S(0.0, 1.0), S(0.004, 0.5)], 0.01)
-    assert not judgement.meets_target([S(0.0, 1.0), S(0.02, 0.5)], 0.01)  # one labelled output misses
-    assert not judgement.meets_target([], None)
+    from reporter.findings import rule
+
+    S = rule.Standing
+    assert rule.standing(S(-0.01, 0.001), None) == "not_worse"
+    assert rule.standing(S(0.005, 0.001), 0.01) == "allowed"
+    assert rule.standing(S(0.05, 0.2), 0.02) == "loses"  # beyond the limit, though within noise
+    assert rule.standing(S(0.05, 0.3), None) == "noise"
+    assert rule.standing(S(0.05, 0.001), None) == "loses"
+    assert rule.standing(S(0.05, None), None) == "loses"  # a drop whose significance was not recorded
+    assert rule.standing(S(), None) == "not_measured"
+    assert rule.standing(S(r2=0.995), None) == "close" and rule.standing(S(r2=0.9), None) == "loses"
+    assert rule.meets_target([S(0.0, 1.0), S(0.004, 0.5)], 0.01)
+    assert not rule.meets_target([S(0.0, 1.0), S(0.02, 0.5)], 0.01)  # one labelled output misses
+    assert not rule.meets_target([], None)
 
 
 def test_size_words_read_the_judgement_ratios(monkeypatch):

@@ -29,8 +29,8 @@ def needed(report: Report) -> bool:
     target = targets.of(report.settings.target)
     if target.check == targets.NO_CHECK:
         return False
-    decision = choice.decide(report)
-    return decision is not None and not decision.meets_target
+    found = choice.meets_on_target(report)
+    return found is not None and not found.meets
 
 
 def climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
@@ -123,8 +123,7 @@ def _int16x8(ctx: RunContext, report: Report, make):
 
 
 def _option(report: Report, name: str):
-    decision = choice.decide(report)
-    return decision.option(name) if decision is not None else None
+    return choice.meets_on_target(report, name)
 
 
 def _measured(ctx: RunContext, m: Measurer, candidate) -> rp.RepairRung:
