@@ -337,3 +337,19 @@ def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(ba
     assert not next(t for t in found.tradeoff if t.name == "fiq").meets_target
     without = changed(base, recommendation=rec).findings  # DRQ quantized nothing and FIQ loses: float is kept
     assert without.decision.variant == "float" and not without.decision.meets_target
+
+
+def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_once_worded_it():
+    """The search keeps its gap's figures (Recommendation.gap), not a sentence: the words are written from them, and
+    say what the search's own words said when it still wrote them (the fixture's stored reason, from that code)."""
+    import json
+
+    data = json.loads(FIXTURE.read_text())
+    said = data["recommendation"]["gap"]["reason"]
+    assert said == "the recommended model is as good as float"  # the words the search wrote, kept in the file
+    data["recommendation"]["gap"]["reason"] = ""
+    data.pop("findings")
+    found = with_findings(Report.from_dict(data)).findings
+    stored = base().findings
+    assert found.gap.reason == said == stored.gap.reason
+    assert found.recommendation == stored.recommendation and found.headline == stored.headline

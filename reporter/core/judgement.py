@@ -1,8 +1,11 @@
 """Judgement: when a difference is real, what counts as a gap, what the search aims at, how a change reads.
 
 Every threshold, tolerance and statistical test the pipeline, the search, the findings, `diff` and the
-rendered reports use lives here, typed and tested, so that no other module decides what a number means.
-The reports' legend and sentences that state a threshold are written from these constants.
+rendered reports use lives here, typed and tested. It computes (numbers, booleans, the names of a model's
+standings) and writes no sentence: the one rule whether a model meets the accuracy target is
+reporter.findings.rule's, the findings decide what a report's numbers mean, and reporter.render reads only the
+constants here (its legend and the sentences that state a threshold are written from them; its arrows'
+steps are reporter.render.steps').
 """
 
 from __future__ import annotations

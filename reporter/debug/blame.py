@@ -137,11 +137,11 @@ def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
 
 
 def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
-                   meets: Callable[[VariantResult, VariantResult], bool]) -> None:
+                   target_rule: Callable[[VariantResult, VariantResult], bool]) -> None:
     """Per-layer error of every quantized variant in `results` against float (written beside it as
-    layer_errors_<name>.csv), and for a variant that does not meet the accuracy target (`meets(model, float)`: the
-    findings' rule, which the run hands down) and that the registry calls `fixable`, the model with the blamed layers
-    kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
+    layer_errors_<name>.csv), and for a variant that does not meet the accuracy target (`target_rule(model, float)`:
+    the findings' rule, which the run hands down) and that the registry calls `fixable`, the model with the blamed
+    layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
     import dataclasses
 
     quantized = [name for name, v in results.items() if name != variants.FLOAT and v.ok]
@@ -160,7 +160,7 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
         return  # no metric to lose: the per-layer error is the evidence
 
     def loses(v: VariantResult) -> bool:  # its main metric measured against float's, and short of the target
-        return m.drop(v.name) is not None and not meets(v, results[variants.FLOAT])
+        return m.drop(v.name) is not None and not target_rule(v, results[variants.FLOAT])
 
     def in_float(layers: list[str]) -> dict[str, str]:
         return {n: variants.FLOAT for n in layers}

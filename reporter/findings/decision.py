@@ -87,7 +87,8 @@ def judge(report: "Report") -> list[Option]:
             latency_ms=m.latency_ms.median if m.latency_ms else None,
             latency_p90_ms=jd.timing_spread(m.latency_ms.p90, m.latency_ms.runs) if m.latency_ms else None,
             latency_vs_float=latency_step(m, flt) if m.name != variants.FLOAT else None,
-            loses=cmp is not None and jd.worse_beyond_noise(cmp.significant, cmp.delta), vs_float=cmp, higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
+            loses=cmp is not None and jd.worse_beyond_noise(cmp.significant, cmp.delta), vs_float=cmp,
+            higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
             output_variance=seen.output_error.float_variance if seen.output_error else None,
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
             npu_share=vela.npu_share if vela is not None else None,
@@ -311,9 +312,7 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
     model = report.variant(name) if name else None
     if model is None and name:
         model = next((m for m in models(report) if m.name == name), None)
-    options = [dataclasses.replace(o, why=_why_not(o, ship, runner), latency_vs_ship=None if ship is None else
-                                   jd.latency_step(o.latency_ms, o.latency_p90_ms, ship.latency_ms, ship.latency_p90_ms))
-               for o in found]
+    options = [dataclasses.replace(o, why=_why_not(o, ship, runner), latency_vs_ship=_latency_vs(o, ship)) for o in found]
     return Decision(
         target=target, variant=name, label=ship.label if ship else "",
         meets_target=why in (MEETS, mf.FLOAT_CHEAPER), why=why, runner_up=runner.name if runner else "",
@@ -323,6 +322,13 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
         hardware=model.on_target if model is not None and tg.of(target).check != tg.NO_CHECK else None,
         input_transform=next((r.input_transform for r in report.repairs if r.model is not None
                               and r.model.name == name), None))
+
+
+def _latency_vs(o: Option, ship: Optional[Option]) -> Optional[int]:
+    """`o`'s latency against the shipped model's (judgement.latency_step); None when either was not timed."""
+    if ship is None:
+        return None
+    return jd.latency_step(o.latency_ms, o.latency_p90_ms, ship.latency_ms, ship.latency_p90_ms)
 
 
 def _why_not(o: Option, ship: Optional[Option], runner: Optional[Option]) -> str:

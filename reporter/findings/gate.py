@@ -5,8 +5,8 @@ reporter.findings.derive; the report keeps it as `Findings.gate`, which the CLI 
 applied to each saved report by reporter.render.words.gate.check, which calls `decide`) and `quant-report
 diff`'s against BASE (reporter.findings.diff). Each hands it the losses it reads (`Loss`); a loss beyond the
 limit fails, and so does one that a run could not measure. The rule is the accuracy
-target's one rule, reporter.findings.rule.meets_target; the words are reporter.render.words.gate's; reporter.core.exit_codes maps
-the results to the exit code.
+target's one rule, reporter.findings.rule.meets_target; the words are reporter.render.words.gate's;
+reporter.core.exit_codes maps the results to the exit code.
 """
 
 from __future__ import annotations

@@ -25,17 +25,17 @@ from reporter.search import recommend
 from reporter.search.options import SearchOptions
 from reporter.core.variants import SEARCH_METHOD
 
-Meets = Callable[[VariantResult, VariantResult], bool]  # meets(model, float): the accuracy target's rule
+TargetRule = Callable[[VariantResult, VariantResult], bool]  # (model, float) -> it meets the accuracy target
 
 
 def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quantizer, layers: list[LayerStat],
                   results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
-                  meets: Meets) -> tuple[list, Recommendation]:
+                  target_rule: TargetRule) -> tuple[list, Recommendation]:
     """The layers (with the rule's suspects marked) and the measured recommendation: `options` are what it reads
     of the run's settings (the rule's threshold, the search's budget and samples, forced layers and ops),
-    `quantizer` builds FIQ with chosen layers in float from the run's float model, and `meets(model, float)` says
-    whether a measured model meets the accuracy target (the findings' one rule, which the run hands down: the search
-    measures, it never decides that itself)."""
+    `quantizer` builds FIQ with chosen layers in float from the run's float model, and `target_rule(model, float)`
+    says whether a measured model meets the accuracy target (the findings' one rule, which the run hands down: the
+    search measures, it never decides that itself)."""
     data, task, progress = m.data, m.task, m.progress
     float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
@@ -52,7 +52,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
                 denylisted_ops=list(options.keep_float_ops), forced_nodes=list(options.keep_float),
                 quantizer=quantizer.method, quantizer_note=quantizer.note)
     rule = RuleResult(options.suspect_threshold, options.first_layers, rule_nodes) if local_view else None
-    gap_status = _gap(m, variants.FIQ, meets(results[variants.FIQ], flt))
+    gap_status = _gap(m, variants.FIQ, target_rule(results[variants.FIQ], flt))
     if gap_status.status == "no_gap":
         return layers, Recommendation(denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
                                       summary="", **base)
@@ -96,7 +96,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
     if selective is not None and selective.ok and gap_status.status == "gap":
-        fixed = _gap(m, variants.SELECTIVE, meets(selective, flt))
+        fixed = _gap(m, variants.SELECTIVE, target_rule(selective, flt))
         if fixed.status != "not_measurable":
             gap_status = dataclasses.replace(fixed, status="recovered" if fixed.status == "no_gap" else "open",
                                              fiq_drop=gap_status.fiq_drop)
@@ -115,7 +115,9 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     if options.method == SEARCH_METHOD and rule_nodes:
         rule = _measure_rule(m, rule, set(rule_nodes) | forced, all_nodes, candidates, results)
     if gap_status.status in ("gap", "open") and variants.INT16X8 not in results \
-            and not _a_variant_meets(results, meets):
+            and not any(target_rule(v, flt) for v in _other_quantized(results)):
+        # the whole model in 16x8 (slow int16 kernels on a CPU, no integer-only model) only when no other quantized
+        # variant already meets the accuracy target
         whole = _whole_model_16x8(m, litert_models, results)
         if whole is not None:
             # a measured trade-off the report states when no float layer closes the gap
@@ -151,8 +153,8 @@ def _sized(m: Measurer, options: SearchOptions, candidates: recommend.Candidates
 
 def _gap(m: Measurer, name: str, meets: bool) -> GapStatus:
     """Model `name`'s drop from float on the main metric and its paired test, as measured, with whether it meets the
-    accuracy target (`meets`, the findings' rule): a gap when it does not; not measurable without the main metric.
-    The reporter.render.words word it from these figures."""
+    accuracy target (`meets`: the findings' rule said so): a gap when it does not; not measurable without the main
+    metric. reporter.render.words word it from these figures."""
     found = m.drop(name)
     if found is None:
         return GapStatus("not_measurable")
@@ -160,15 +162,10 @@ def _gap(m: Measurer, name: str, meets: bool) -> GapStatus:
     return GapStatus("no_gap" if meets else "gap", drop, p, drop)
 
 
-def _a_variant_meets(results: dict, meets: Meets) -> bool:
-    """A quantized variant other than FIQ already meets the accuracy target against float (`meets`: the findings'
-    rule, every labelled output): the whole model in 16x8 (slow int16 kernels on a CPU, no integer-only model) is
-    then not measured."""
-    flt = results.get(variants.FLOAT)
-    if flt is None or not flt.ok:
-        return False
-    return any(meets(v, flt) for name, v in results.items() if name not in (variants.FLOAT, variants.FIQ) and v.ok
-               and targets.quantized(v.tensor_types, v.weight_coverage))
+def _other_quantized(results: dict) -> list[VariantResult]:
+    """The built variants other than float and FIQ that store anything below float32."""
+    return [v for name, v in results.items() if name not in (variants.FLOAT, variants.FIQ) and v.ok
+            and targets.quantized(v.tensor_types, v.weight_coverage)]
 
 
 def _whole_model_16x8(m: Measurer, litert_models, results) -> VariantResult:

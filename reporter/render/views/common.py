@@ -19,7 +19,7 @@ from reporter.model.settings import Settings
 from reporter.render import steps
 from reporter.render.words.verdicts import speed_words
 
-ARROWS = {0: "~", 1: "↑", 2: "↑↑", -1: "↓", -2: "↓↓"}  # a step (reporter.render.steps, a findings' latency), drawn
+ARROWS = {0: "~", 1: "↑", 2: "↑↑", -1: "↓", -2: "↓↓"}  # a step (reporter.render.steps, a finding's latency)
 DIRECTION_TONES = {"worse": "bad", "better": "good"}  # a variant's accuracy against float, beyond noise
 
 

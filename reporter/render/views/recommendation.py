@@ -170,7 +170,8 @@ class RecommendationView:
                 against = ((found.latency_vs_fiq, fiq), (found.latency_vs_float, flt)) if found is not None else \
                     ((None, fiq), (None, flt))
                 rows.append(Row(label, [Cell(or_missing(x, fmt)) for x in lat] + [
-                    Cell(latency_cell_words(step, sel, other) or "–", "", step_tone(step)) for step, other in against]))
+                    Cell(latency_cell_words(step, sel, other) or "–", "", step_tone(step))
+                    for step, other in against]))
                 continue
             values = [get(v) for v in (flt, fiq, sel)]
             cells = [Cell(or_missing(x, fmt)) for x in values]
