@@ -2,10 +2,11 @@
 
 Every threshold, tolerance and statistical test the pipeline, the search, the findings, `diff` and the
 rendered reports use lives here, typed and tested. It computes (numbers, booleans, the names of a model's
-standings) and writes no sentence: the one rule whether a model meets the accuracy target is
-reporter.findings.rule's, the findings decide what a report's numbers mean, and reporter.render reads only the
-constants here (its legend and the sentences that state a threshold are written from them; its arrows'
-steps are reporter.render.steps').
+standings) and writes no sentence of the report (the one left, the search target's description in
+`selection_target`, is kept in report.json as the search's `target_text`). The one rule whether a model meets
+the accuracy target is reporter.findings.rule's, the findings decide what a report's numbers mean, and
+reporter.render reads only the constants here (its legend and the sentences that state a threshold are written
+from them; its arrows' steps are reporter.render.steps').
 """
 
 from __future__ import annotations

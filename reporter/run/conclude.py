@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def target_rule(settings: "RunSettings", m: "Measurer") -> Callable[[VariantResult, VariantResult], bool]:
-    """`meets(model, float)`: whether a model meets the run's accuracy target against float, by the decision's one
+    """`(model, float) -> bool`: whether a model meets the run's accuracy target against float, by the decision's one
     rule (reporter.findings.decision.meets_target), for the stages that measure before the report exists; read on
     the report's scale (Report.measurable: class scores or a main metric, else the output error)."""
     measurable = m.task.num_classes is not None or m.score is not None
