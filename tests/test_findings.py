@@ -339,17 +339,38 @@ def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(ba
     assert without.decision.variant == "float" and not without.decision.meets_target
 
 
-def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_once_worded_it():
+@pytest.mark.parametrize("sample", ["breast_cancer_mlp", "digits_cnn"])
+def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_once_worded_it(sample):
     """The search keeps its gap's figures (Recommendation.gap), not a sentence: the words are written from them, and
-    say what the search's own words said when it still wrote them (the fixture's stored reason, from that code)."""
+    say what the search's own words said when it still wrote them (a sample report's stored reason, written by that
+    code: the gap recovered, and no gap)."""
     import json
 
-    data = json.loads(FIXTURE.read_text())
+    path = Path(__file__).parents[1] / "sample_reports" / sample / "report.json"
+    data = json.loads(path.read_text())
     said = data["recommendation"]["gap"]["reason"]
-    assert said == "the recommended model is as good as float"  # the words the search wrote, kept in the file
+    assert said in ("the recommended model is as good as float", "FIQ is at least as good as float")
+    stored = report_from_json(path.read_text()).findings
     data["recommendation"]["gap"]["reason"] = ""
     data.pop("findings")
     found = with_findings(Report.from_dict(data)).findings
-    stored = base().findings
     assert found.gap.reason == said == stored.gap.reason
     assert found.recommendation == stored.recommendation and found.headline == stored.headline
+
+
+def test_the_gap_words_say_each_standing_as_the_search_said_it():
+    """Every way the search's gap stood, worded from its figures as the search worded it (its sentences, copied)."""
+    from reporter.core import judgement as jd
+    from reporter.render.words.recommendation import searched_words
+
+    def said(status, standing, drop=0.043, p=0.3, limit=None):
+        return searched_words(status, standing, drop, p, limit, "accuracy", True, "McNemar")
+
+    assert said("no_gap", jd.NOT_WORSE, -0.01) == "FIQ is at least as good as float"
+    assert said("no_gap", jd.ALLOWED, limit=0.05) == "the drop is within --max-accuracy-drop 0.05"
+    assert said("no_gap", jd.NOISE) == "the drop is within noise (McNemar p = 0.3)"
+    assert said("gap", jd.LOSES, p=None) == "FIQ loses 4.3 points (McNemar not tested)"
+    assert said("recovered", jd.NOT_WORSE, 0.0) == "the recommended model is as good as float"
+    assert said("recovered", jd.NOISE) == "4.3 points below float, within noise: McNemar p = 0.3"
+    assert said("recovered", jd.ALLOWED, limit=0.05) == "4.3 points below float: within --max-accuracy-drop 0.05"
+    assert said("open", jd.LOSES, p=0.001) == "the recommended model still loses 4.3 points, McNemar p = 0.001"

@@ -312,7 +312,8 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
     model = report.variant(name) if name else None
     if model is None and name:
         model = next((m for m in models(report) if m.name == name), None)
-    options = [dataclasses.replace(o, why=_why_not(o, ship, runner), latency_vs_ship=_latency_vs(o, ship)) for o in found]
+    options = [dataclasses.replace(o, why=_why_not(o, ship, runner), latency_vs_ship=_latency_vs(o, ship))
+               for o in found]
     return Decision(
         target=target, variant=name, label=ship.label if ship else "",
         meets_target=why in (MEETS, mf.FLOAT_CHEAPER), why=why, runner_up=runner.name if runner else "",

@@ -25,8 +25,8 @@ def count_step(value: Optional[float], ref: Optional[float], same_ratio: float =
 
 
 def metric_step(value: Optional[float], ref: Optional[float]) -> Optional[int]:
-    """A metric (0..1) against float's: 0 within judgement.METRIC_SAME_POINTS, +1 / -1 up to judgement.METRIC_BIG_POINTS
-    higher / lower, +2 / -2 beyond; None when either is missing."""
+    """A metric (0..1) against float's: 0 within judgement.METRIC_SAME_POINTS, +1 / -1 up to
+    judgement.METRIC_BIG_POINTS higher / lower, +2 / -2 beyond; None when either is missing."""
     if value is None or ref is None:
         return None
     points = (value - ref) * 100.0
