@@ -282,7 +282,8 @@ def _blame(v: "VariantResult", ref, judged: dict[str, mf.Option]) -> Optional[Bl
 def _gap(report: "Report", fiq_found: Optional[VariantFinding], judged: dict[str, mf.Option]) -> GapFinding:
     """Whether FIQ meets the accuracy target (a gap when it does not), and once a recommended model was measured,
     whether it does (recovered) or not (open): read from the decision's judged options, the one rule on every
-    labelled output; the search's own record (`recommendation.gap`) says only that it searched."""
+    labelled output. When the search measured the same (`recommendation.gap`: its status, drop and paired test),
+    its figures are what the words say, with how they stand against the target (`GapFinding.standing`)."""
     rec = report.recommendation
     fiq = report.variant(variants.FIQ)
     if fiq is None or not fiq.ok:

@@ -13,7 +13,7 @@ from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import fmt_percent
 from reporter.core.variants import LITERT, LONG_NAMES, short
-from reporter.model.findings import Findings, VariantFinding
+from reporter.model.findings import Findings
 from reporter.model.report import Report, VariantResult
 from reporter.model.settings import Settings
 from reporter.render import steps
@@ -176,10 +176,6 @@ class Basis:
         """The float model ran but its accuracy (or output) could not be measured: nothing compares with it."""
         flt = self.float
         return flt is not None and bool(flt.not_measured("metrics"))
-
-    def finding(self, name: str) -> Optional[VariantFinding]:
-        """The findings' record of the variant called `name` (None: not judged)."""
-        return next((f for f in self.findings.variants if f.name == name), None)
 
     def long(self, name: str) -> str:
         """The variant's description, and which converter built it when that is not TensorFlow's."""

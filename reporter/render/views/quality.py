@@ -219,7 +219,7 @@ class QualityView:
                 beyond = self._beyond_noise(v.name)
                 if c.accuracy is not None:  # multi-label: the label's accuracy, ROC AUC, and its own paired test
                     text += f" · {c.accuracy:.2f} · " + ("–" if c.roc_auc is None else f"{c.roc_auc:.2f}")
-                    found = basis.finding(v.name)
+                    found = basis.findings.variant(v.name)
                     beyond = found is not None and i in found.labels_beyond_noise
                     arrow = "" if v is basis.float or flt is None else metric_arrow(c.accuracy, flt[i].accuracy)
                 cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if beyond else "neutral"))

@@ -166,7 +166,7 @@ class RecommendationView:
              lambda n: f"{n:,}", False),
         ):
             if get is None:  # latency: against FIQ and float by the timing-noise rule the decision reads
-                found = basis.finding(sel.name)
+                found = basis.findings.variant(sel.name)
                 against = ((found.latency_vs_fiq, fiq), (found.latency_vs_float, flt)) if found is not None else \
                     ((None, fiq), (None, flt))
                 rows.append(Row(label, [Cell(or_missing(x, fmt)) for x in lat] + [

@@ -50,7 +50,7 @@ class StructureView:
             return out
 
         def latency_arrow(v):  # the timing-noise rule (the findings'): medians further apart than either's spread
-            found = self.basis.finding(v.name)
+            found = self.basis.findings.variant(v.name)
             step = found.latency_vs_float if found is not None else None
             return "" if step is None else ARROWS[step]
 
