@@ -155,3 +155,83 @@ def test_render_reads_decisions_and_calls_no_deciding_function():
                     and (modules[f.value.id], f.attr) in deciding:
                 calls.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {modules[f.value.id]}.{f.attr}")
     assert deciding and not calls, calls
+
+
+def _constant(path: Path, name: str):
+    """A module-level constant of the module at `path`, read from its source (a literal)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path.relative_to(ROOT)} defines no {name}")
+
+
+def _used_names(tree: ast.AST, module: str) -> list[tuple[int, str]]:
+    """(line, name) of every name of `module` a module's syntax tree uses: imported by name (`from module import
+    name`, inside functions too), or read through the module (`from package import module as m` or `import module
+    as m`, then `m.name`)."""
+    package, _, leaf = module.rpartition(".")
+    aliases, found = set(), []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == module:
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module == package:
+            aliases |= {alias.asname or alias.name for alias in node.names if alias.name == leaf}
+        elif isinstance(node, ast.Import):
+            aliases |= {alias.asname for alias in node.names if alias.name == module and alias.asname}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def test_the_name_finder_finds_names_however_imported():
+    """The checks below would pass if the finder saw nothing: it sees each way a module's names are read."""
+    tree = ast.parse("from a.b import c\nfrom a.b.c import d, E\nimport a.b.c as k\n"
+                     "def f():\n    from a.b import c as j\n    return c.g(), j.h, k.i\n")
+    assert sorted(_used_names(tree, "a.b.c")) == [(2, "E"), (2, "d"), (6, "g"), (6, "h"), (6, "i")]
+
+
+JUDGEMENT = "reporter.core.judgement"
+
+
+def test_render_reads_only_the_judgements_constants():
+    """reporter.render draws and words what reporter.findings decided: of reporter.core.judgement it reads the
+    thresholds (UPPER_CASE constants, for the legend and the sentences that state them), never a function (a
+    predicate, a step, a test): a yes/no a view shows is a field of a findings record."""
+    used, functions = [], []
+    for path in sorted((PACKAGE / "render").rglob("*.py")):
+        for line, name in _used_names(ast.parse(path.read_text(encoding="utf-8")), JUDGEMENT):
+            used.append(name)
+            if not name.isupper():
+                functions.append(f"{path.relative_to(PACKAGE)}:{line} {name}")
+    assert "ALPHA" in used  # the constants are found: the check reads render's imports
+    assert not functions, functions
+
+
+def _deciding() -> set[tuple[str, str]]:
+    """What decides: every public function of reporter.findings (the accuracy target's one rule,
+    reporter.findings.rule, among them) but the questions the run may ask while it measures
+    (reporter.findings.decision.ASKED_WHILE_MEASURING)."""
+    asked = set(_constant(PACKAGE / "findings" / "decision.py", "ASKED_WHILE_MEASURING"))
+    return {(module, name) for module, name in _findings_functions()
+            if not name.startswith("_") and not (module == "reporter.findings.decision" and name in asked)}
+
+
+def test_measuring_stages_decide_nothing():
+    """run/, search/, measure/ and debug/ measure and build: whether a model meets the accuracy target, and every
+    finding, is decided in reporter.findings alone. They ask findings only the questions it offers them while they
+    measure; reporter.run.conclude is the one module of the run that asks for the findings (and words them). Of
+    reporter.core.judgement they read the thresholds and tests the measuring needs: the rule is findings'."""
+    findings = _deciding()
+    assert {("reporter.findings.derive", "decide"), ("reporter.findings.rule", "meets_target")} <= findings
+    modules = {module for module, _ in findings}
+    found = []
+    for stage in ("run", "search", "measure", "debug"):
+        for path in sorted((PACKAGE / stage).rglob("*.py")):
+            if path == PACKAGE / "run" / "conclude.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            where = path.relative_to(PACKAGE)
+            found += [f"{where}:{line} {module}.{name}" for module in modules
+                      for line, name in _used_names(tree, module) if (module, name) in findings]
+    assert not found, found

@@ -264,21 +264,23 @@ def test_a_search_that_keeps_nothing_says_why(base, target_met, words):
 
 
 def test_one_rule_decides_whether_a_model_meets_the_accuracy_target():
-    """reporter.core.judgement.standing / meets_target: the one rule the decision, the gap, the blame fix and every
+    """reporter.findings.rule.standing / meets_target: the one rule the decision, the gap, the blame fix and every
     gate read. With --max-accuracy-drop the limit decides whatever the noise; without, the paired test does; an
     untested loss, and nothing measured, never meet; every labelled output must."""
-    S = judgement.Standing
-    assert judgement.standing(S(-0.01, 0.001), None) == "not_worse"
-    assert judgement.standing(S(0.005, 0.001), 0.01) == "allowed"
-    assert judgement.standing(S(0.05, 0.2), 0.02) == "loses"  # beyond the limit, though within noise
-    assert judgement.standing(S(0.05, 0.3), None) == "noise"
-    assert judgement.standing(S(0.05, 0.001), None) == "loses"
-    assert judgement.standing(S(0.05, None), None) == "loses"  # a drop whose significance was not recorded
-    assert judgement.standing(S(), None) == "not_measured"
-    assert judgement.standing(S(r2=0.995), None) == "close" and judgement.standing(S(r2=0.9), None) == "loses"
-    assert judgement.meets_target([S(0.0, 1.0), S(0.004, 0.5)], 0.01)
-    assert not judgement.meets_target([S(0.0, 1.0), S(0.02, 0.5)], 0.01)  # one labelled output misses
-    assert not judgement.meets_target([], None)
+    from reporter.findings import rule
+
+    S = rule.Standing
+    assert rule.standing(S(-0.01, 0.001), None) == "not_worse"
+    assert rule.standing(S(0.005, 0.001), 0.01) == "allowed"
+    assert rule.standing(S(0.05, 0.2), 0.02) == "loses"  # beyond the limit, though within noise
+    assert rule.standing(S(0.05, 0.3), None) == "noise"
+    assert rule.standing(S(0.05, 0.001), None) == "loses"
+    assert rule.standing(S(0.05, None), None) == "loses"  # a drop whose significance was not recorded
+    assert rule.standing(S(), None) == "not_measured"
+    assert rule.standing(S(r2=0.995), None) == "close" and rule.standing(S(r2=0.9), None) == "loses"
+    assert rule.meets_target([S(0.0, 1.0), S(0.004, 0.5)], 0.01)
+    assert not rule.meets_target([S(0.0, 1.0), S(0.02, 0.5)], 0.01)  # one labelled output misses
+    assert not rule.meets_target([], None)
 
 
 def test_size_words_read_the_judgement_ratios(monkeypatch):
@@ -335,3 +337,40 @@ def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(ba
     assert not next(t for t in found.tradeoff if t.name == "fiq").meets_target
     without = changed(base, recommendation=rec).findings  # DRQ quantized nothing and FIQ loses: float is kept
     assert without.decision.variant == "float" and not without.decision.meets_target
+
+
+@pytest.mark.parametrize("sample", ["breast_cancer_mlp", "digits_cnn"])
+def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_once_worded_it(sample):
+    """The search keeps its gap's figures (Recommendation.gap), not a sentence: the words are written from them, and
+    say what the search's own words said when it still wrote them (a sample report's stored reason, written by that
+    code: the gap recovered, and no gap)."""
+    import json
+
+    path = Path(__file__).parents[1] / "sample_reports" / sample / "report.json"
+    data = json.loads(path.read_text())
+    said = data["recommendation"]["gap"]["reason"]
+    assert said in ("the recommended model is as good as float", "FIQ is at least as good as float")
+    stored = report_from_json(path.read_text()).findings
+    data["recommendation"]["gap"]["reason"] = ""
+    data.pop("findings")
+    found = with_findings(Report.from_dict(data)).findings
+    assert found.gap.reason == said == stored.gap.reason
+    assert found.recommendation == stored.recommendation and found.headline == stored.headline
+
+
+def test_the_gap_words_say_each_standing_as_the_search_said_it():
+    """Every way the search's gap stood, worded from its figures as the search worded it (its sentences, copied)."""
+    from reporter.core import judgement as jd
+    from reporter.render.words.recommendation import searched_words
+
+    def said(status, standing, drop=0.043, p=0.3, limit=None):
+        return searched_words(status, standing, drop, p, limit, "accuracy", True, "McNemar")
+
+    assert said("no_gap", jd.NOT_WORSE, -0.01) == "FIQ is at least as good as float"
+    assert said("no_gap", jd.ALLOWED, limit=0.05) == "the drop is within --max-accuracy-drop 0.05"
+    assert said("no_gap", jd.NOISE) == "the drop is within noise (McNemar p = 0.3)"
+    assert said("gap", jd.LOSES, p=None) == "FIQ loses 4.3 points (McNemar not tested)"
+    assert said("recovered", jd.NOT_WORSE, 0.0) == "the recommended model is as good as float"
+    assert said("recovered", jd.NOISE) == "4.3 points below float, within noise: McNemar p = 0.3"
+    assert said("recovered", jd.ALLOWED, limit=0.05) == "4.3 points below float: within --max-accuracy-drop 0.05"
+    assert said("open", jd.LOSES, p=0.001) == "the recommended model still loses 4.3 points, McNemar p = 0.001"

@@ -233,40 +233,42 @@ def test_a_metric_asking_for_a_missing_meta_array_is_one_line(tmp_path):
 # --- point 7: the p-value small print ---------------------------------------------------------------------
 
 def test_p_values_show_the_digits_that_decide_significance():
+    from reporter.core import formatting as fmt
     from reporter.core import judgement as jd
 
-    assert jd.significant(0.0498) and jd.p_text(0.0498) == "p = 0.0498"
-    assert not jd.significant(0.0502) and jd.p_text(0.0502) == "p = 0.0502"
-    assert jd.p_text(0.05) == "p = 0.05" and not jd.significant(0.05)
-    assert jd.p_text(0.62) == "p = 0.62" and jd.p_text(0.013) == "p = 0.013"
-    assert jd.p_text(0.04996) == "p = 0.04996"
-    assert jd.p_text(0.0004) == "p < 0.001"
+    assert jd.significant(0.0498) and fmt.p_text(0.0498) == "p = 0.0498"
+    assert not jd.significant(0.0502) and fmt.p_text(0.0502) == "p = 0.0502"
+    assert fmt.p_text(0.05) == "p = 0.05" and not jd.significant(0.05)
+    assert fmt.p_text(0.62) == "p = 0.62" and fmt.p_text(0.013) == "p = 0.013"
+    assert fmt.p_text(0.04996) == "p = 0.04996"
+    assert fmt.p_text(0.0004) == "p < 0.001"
     for p in (0.0498, 0.0502, 0.04999, 0.05001, 0.049, 0.051):  # the shown number decides as p does
-        shown = float(jd.p_text(p).split("= ")[1])
+        shown = float(fmt.p_text(p).split("= ")[1])
         assert (shown < jd.ALPHA) == jd.significant(p)
 
 
 def test_a_resampling_floor_reads_p_below_one_over_b_plus_one():
+    from reporter.core import formatting as fmt
     from reporter.core import judgement as jd
 
     all_worse = -np.linspace(0.1, 1.0, jd.BOOTSTRAP_USER)  # no resample on the far side of zero
     p = jd.bootstrap_p(all_worse)
     assert p == pytest.approx(1 / 201) and jd.significant(p)
-    assert jd.p_text(p) == "p < 0.005"
-    assert jd.p_text(jd.bootstrap_p(-np.ones(jd.BOOTSTRAP_DENSE))) == "p < 0.001"
+    assert fmt.p_text(p) == "p < 0.005"
+    assert fmt.p_text(jd.bootstrap_p(-np.ones(jd.BOOTSTRAP_DENSE))) == "p < 0.001"
     some = np.r_[np.ones(5), -np.ones(jd.BOOTSTRAP_USER - 5)]
-    assert jd.bootstrap_p(some) == pytest.approx(2 * 6 / 201) and jd.p_text(jd.bootstrap_p(some)) == "p = 0.06"
+    assert jd.bootstrap_p(some) == pytest.approx(2 * 6 / 201) and fmt.p_text(jd.bootstrap_p(some)) == "p = 0.06"
 
 
 def test_gap_words_for_a_lower_is_better_metric_say_worse_by():
     from reporter.core import judgement as jd
-    from reporter.core.formatting import fmt_amount
+    from reporter.render.words.recommendation import searched_words
 
-    gap = jd.gap_of(0.2433, 0.0498, None, "FIQ", lambda d: fmt_amount(d, False, "recon_mse"), "paired t")
-    assert gap.reason == "FIQ is worse by 0.2433 of recon_mse (paired t p = 0.0498)"
-    assert "loses" not in gap.reason
-    acc = jd.gap_of(0.043, 1 / 201, None, "FIQ")
-    assert acc.reason == "FIQ loses 4.3 points (McNemar p < 0.005)"
+    said = searched_words("gap", jd.LOSES, 0.2433, 0.0498, None, "recon_mse", False, "paired t-test")
+    assert said == "FIQ is worse by 0.2433 of recon_mse (paired t-test p = 0.0498)"
+    assert "loses" not in said
+    acc = searched_words("gap", jd.LOSES, 0.043, 1 / 201, None, "accuracy", True, "McNemar")
+    assert acc == "FIQ loses 4.3 points (McNemar p < 0.005)"
 
 
 # --- point 6: the batch index, a column per main metric ---------------------------------------------------

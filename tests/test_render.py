@@ -278,6 +278,24 @@ def test_a_version_2_report_still_renders():
     assert 'id="headline"' in html and render.render(old, "pdf").startswith(b"%PDF")
 
 
+def test_a_report_whose_findings_predate_the_views_fields_renders_as_before(report):
+    """A version-5 report.json written before every yes/no a view shows was a findings' field (the latency steps,
+    the labels beyond noise) gets its findings derived again when read: its tables show what they showed, FIQ's
+    latency against float's by the timing-noise rule (medians further apart than either model's p90 - median)."""
+    data = json.loads(FIXTURE.read_text())
+    for v in data["findings"]["variants"]:
+        for name in ("latency_vs_float", "latency_vs_fiq", "labels_beyond_noise"):
+            v.pop(name)
+    old = report_from_json(json.dumps(data))
+    lat = {v["name"]: v["latency_ms"] for v in data["variants"]}
+    flt, fiq = lat["float"], lat["fiq"]
+    spread = max(flt["p90"] - flt["median"], fiq["p90"] - fiq["median"])
+    assert fiq["median"] - flt["median"] > spread and fiq["median"] / flt["median"] > 2  # slower, beyond 2x
+    assert old.findings.variant("fiq").latency_vs_float == 2
+    for fmt, gold in (("html", "report.html"), ("md", "summary.md")):
+        assert _scrub(render.render(old, fmt).decode("utf-8")) == (GOLD / gold).read_text(encoding="utf-8")
+
+
 def test_render_command_works_without_tensorflow(tmp_path):
     """`quant-report render` in a process where importing TensorFlow fails; Markdown loads neither
     matplotlib nor WeasyPrint."""

@@ -154,8 +154,10 @@ def test_mcnemar_matches_scipy_binomial_and_noise_is_not_a_change():
 
 
 def test_gap_status():
-    """The gap on the main metric, from the paired test of float's and FIQ's correctness (McNemar)."""
+    """The gap on the main metric, from the paired test of float's and FIQ's correctness (McNemar), as the findings'
+    one rule judges the figures the search measures."""
     from reporter.core import tasks
+    from reporter.findings import rule
     from reporter.measure.scoring import Score
     from reporter.measure.task import Task
 
@@ -163,21 +165,24 @@ def test_gap_status():
     score = Score(Task(tasks.of("classification"), 2), y)
     onehot = lambda pred: np.eye(2)[pred]  # noqa: E731 - raw outputs whose top score is `pred`
 
-    def gap(pred, ref, limit=None):
+    def drop(pred, ref):
         delta, p = score.compare(score.measure(onehot(pred)), score.measure(onehot(ref)))
-        return judgement.gap_of(-delta, p, limit, "FIQ")
+        return rule.Standing(-delta, p)
+
+    def meets(found, limit=None):
+        return rule.meets_target([found], limit)
 
     float_pred = y.copy()
     fiq_pred = y.copy()
     fiq_pred[:1] = 1 - fiq_pred[:1]
-    assert gap(fiq_pred, float_pred).status == "no_gap"  # one sample: noise
+    assert meets(drop(fiq_pred, float_pred))  # one sample: noise, no gap
     fiq_pred[:40] = 0
-    found = gap(fiq_pred, float_pred)
-    assert found.status == "gap" and found.drop == pytest.approx(0.2)
-    assert gap(fiq_pred, float_pred, 0.25).status == "no_gap"  # within the user's limit
-    assert judgement.gap_of(None, None, None, "FIQ").status == "not_measurable"
-    assert judgement.after_fix(found, 0.0, 1.0, None).status == "recovered"
-    assert judgement.after_fix(found, found.drop, found.p_value, None).status == "open"
+    found = drop(fiq_pred, float_pred)
+    assert not meets(found) and found.drop == pytest.approx(0.2)  # a gap
+    assert meets(found, 0.25)  # within the user's limit
+    assert rule.standing(rule.Standing(), None) == judgement.NOT_MEASURED
+    assert meets(rule.Standing(0.0, 1.0))  # the recommended model as good as float: recovered
+    assert not meets(rule.Standing(found.drop, found.p_value))  # still losing as much: open
 
 
 def test_candidate_models_are_built_once_within_a_memory_bound(monkeypatch):

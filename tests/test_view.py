@@ -6,7 +6,7 @@ import pytest
 
 from reporter.core import formatting as fmt
 from reporter.core import judgement
-from reporter.run.conclude import report_from_json
+from reporter.run.conclude import attach, report_from_json
 from reporter.render import view
 from reporter.render.views import common
 
@@ -35,9 +35,9 @@ def test_latency_cells_follow_the_timing_noise_rule_the_sentences_read(fiq_media
     report = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())
     flt_latency = Latency(median=1.0, p90=1.02, runs=runs)
     fiq_latency = Latency(median=fiq_median, p90=fiq_p90, runs=runs)
-    report = dataclasses.replace(report, variants=[
+    report = attach(dataclasses.replace(report, findings=None, variants=[
         dataclasses.replace(v, latency_ms=flt_latency if v.name == "float" else fiq_latency if v.name == "fiq"
-                            else v.latency_ms) for v in report.variants])
+                            else v.latency_ms) for v in report.variants]))  # the findings decide them again
     spread = max(flt_latency.p90 - flt_latency.median, fiq_latency.p90 - fiq_latency.median)
     told = runs >= 10 and abs(fiq_median - 1.0) > spread  # computed here, not by the code under test
     ratio = fiq_median / 1.0
@@ -118,10 +118,13 @@ def test_tiny_errors_and_near_equal_sizes_are_worded_so_that_they_read_right():
 
 
 def test_arrows_are_judgement_steps_drawn():
-    """The views only draw what reporter.core.judgement decides: 0 the same, 1 changed, 2 a big change."""
-    assert judgement.count_step(11, 5) == 2 and judgement.count_step(4, 5) == -1 and judgement.count_step(5, 5) == 0
-    assert judgement.count_step(None, 5) is None
-    assert judgement.metric_step(0.951, 0.900) == 2 and judgement.metric_step(0.896, 0.900) == 0
+    """The views draw the steps reporter.render.steps reads from judgement's thresholds: 0 the same, 1 changed, 2 a
+    big change."""
+    from reporter.render import steps
+
+    assert steps.count_step(11, 5) == 2 and steps.count_step(4, 5) == -1 and steps.count_step(5, 5) == 0
+    assert steps.count_step(None, 5) is None
+    assert steps.metric_step(0.951, 0.900) == 2 and steps.metric_step(0.896, 0.900) == 0
     assert [common.ARROWS[step] for step in (-2, -1, 0, 1, 2)] == ["↓↓", "↓", "~", "↑", "↑↑"]
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from reporter.core import judgement as jd
+
 # A value a built model should have but does not (its measurement failed, or latency was skipped): never a
 # blank or a zero, which would read as a measured value.
 NOT_MEASURED = "not measured"
@@ -113,3 +115,24 @@ def shorten(name: str, limit: int = 60) -> str:
         return name
     head = (limit - 1) * 2 // 5
     return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
+
+
+def p_text(p_value: float) -> str:
+    """"p = 0.62": two significant digits, or as many more as it takes for the shown value to be on the same
+    side of judgement.ALPHA as the value itself ("p = 0.0498", never "p = 0.05" for a significant p); "p < 0.005"
+    for a resampling test's floor 1/(B+1); "p < 0.001" below that."""
+    if jd.is_resample_floor(p_value):
+        return f"p < {p_value:.2g}"
+    if p_value < 0.001:
+        return "p < 0.001"
+    return f"p = {p_digits(p_value)}"
+
+
+def p_digits(p_value: float) -> str:
+    """`p_value` with two significant digits, or more until the shown number decides significance as the value
+    does (shown < ALPHA exactly when p < ALPHA)."""
+    for digits in range(2, 8):
+        shown = f"{p_value:.{digits}g}"
+        if (float(shown) < jd.ALPHA) == jd.significant(p_value) and float(shown) != jd.ALPHA:
+            return shown
+    return repr(p_value)

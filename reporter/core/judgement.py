@@ -1,14 +1,17 @@
 """Judgement: when a difference is real, what counts as a gap, what the search aims at, how a change reads.
 
 Every threshold, tolerance and statistical test the pipeline, the search, the findings, `diff` and the
-rendered reports use lives here, typed and tested, so that no other module decides what a number means.
-The reports' legend and sentences that state a threshold are written from these constants.
+rendered reports use lives here, typed and tested. It computes (numbers, booleans, the names of a model's
+standings) and writes no sentence of the report (the one left, the search target's description in
+`selection_target`, is kept in report.json as the search's `target_text`). The one rule whether a model meets
+the accuracy target is reporter.findings.rule's, the findings decide what a report's numbers mean, and
+reporter.render reads only the constants here (its legend and the sentences that state a threshold are written
+from them; its arrows' steps are reporter.render.steps').
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -50,10 +53,9 @@ def positive_floor(value: float) -> float:
     return max(value, TOLERANCE)
 
 
-# --- the accuracy target: one rule ---------------------------------------------------------------------
-# How a model stands against float (or a diff's BASE) on one output, on the report's one scale. The decision, the
-# search's gap, the blamed variant's fix, the gap's status and every gate read `standing` / `meets_target`, and
-# nothing else decides whether a model meets the accuracy target.
+# --- the accuracy target: how a model can stand --------------------------------------------------------
+# How a model stands against float (or a diff's BASE) on one output, on the report's one scale: the one rule that
+# decides it is reporter.findings.rule's (`standing`, `meets_target`), which nothing outside reporter.findings calls.
 NOT_MEASURED = "not_measured"  # the scale's figure was not measured: never judged on another scale
 NOT_WORSE = "not_worse"  # at least as good
 ALLOWED = "allowed"  # worse by at most --max-accuracy-drop
@@ -61,40 +63,6 @@ NOISE = "noise"  # worse within noise (the paired test), no --max-accuracy-drop 
 CLOSE = "close"  # no main metric (unlabelled regression): output within 1 - DEFAULT_TARGET_R2 of float's variance
 LOSES = "loses"  # worse beyond noise, beyond the allowed drop, or beyond the output-error target
 MEETING = frozenset({NOT_WORSE, ALLOWED, NOISE, CLOSE})
-
-
-@dataclass(frozen=True)
-class Standing:
-    """A model against its reference on one output, on the report's scale: the main metric's drop with its paired
-    test, or, in a report without a main metric, its output's R² against float's output."""
-
-    drop: Optional[float] = None  # reference minus the model on the main metric, oriented: positive is worse
-    p_value: Optional[float] = None  # the paired test of that drop; None: not tested
-    r2: Optional[float] = None  # 1 - output MSE / float's output variance (only where there is no main metric)
-
-
-def standing(s: Standing, limit: Optional[float]) -> str:
-    """How `s` stands against the accuracy target. With --max-accuracy-drop (`limit`, 0..1 of the main metric) a
-    drop of at most the limit meets it and a larger one does not, whatever the noise (the user named the loss they
-    accept); without, a drop within noise meets it and one beyond noise, or untested, does not."""
-    if s.drop is None:
-        if s.r2 is None:
-            return NOT_MEASURED
-        return CLOSE if within(DEFAULT_TARGET_R2, s.r2) else LOSES
-    if s.drop <= 0:
-        return NOT_WORSE
-    if limit is not None:
-        return ALLOWED if within(s.drop, limit) else LOSES
-    if s.p_value is not None and not significant(s.p_value):
-        return NOISE
-    return LOSES
-
-
-def meets_target(standings: Iterable[Standing], limit: Optional[float]) -> bool:
-    """The one rule: a model meets the accuracy target when it stands within it on every labelled output (the main
-    metric's first); nothing measured meets nothing."""
-    found = list(standings)
-    return bool(found) and all(standing(s, limit) in MEETING for s in found)
 
 
 def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
@@ -170,54 +138,6 @@ def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better:
 
 def paired_better(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> bool:
     return paired_worse(reference, candidate, higher_is_better)
-
-
-@dataclass(frozen=True)
-class Gap:
-    """Whether FIQ lost accuracy against float on the evaluation data, beyond noise."""
-
-    status: str  # "gap", "no_gap" or "not_measurable" (before the fix); "recovered" / "open" after
-    drop: Optional[float] = None  # float accuracy - FIQ accuracy
-    p_value: Optional[float] = None  # exact McNemar, float vs FIQ correctness
-    reason: str = ""
-
-
-def gap_of(drop: Optional[float], p_value: Optional[float], max_accuracy_drop: Optional[float], name: str,
-           unit: Callable[[float], str] = lambda d: f"{d * 100:.1f} points", test: str = "McNemar") -> Gap:
-    """`gap` when the variant called `name` does not meet the accuracy target against float (`meets_target`) by
-    `drop` (of the main metric, positive: worse; `unit` words it); `no_gap` otherwise, with the reason. None:
-    the metric was not measured."""
-    if drop is None:
-        return Gap("not_measurable", reason="the model's output is not class scores, so there is no accuracy")
-    why = standing(Standing(drop, p_value), max_accuracy_drop)
-    if why == NOT_WORSE:
-        return Gap("no_gap", drop, p_value, f"{name} is at least as good as float")
-    if why == ALLOWED:
-        return Gap("no_gap", drop, p_value, f"the drop is within --max-accuracy-drop {max_accuracy_drop:g}")
-    if why == NOISE:
-        return Gap("no_gap", drop, p_value, f"the drop is within noise ({test} {p_text(p_value)})")
-    return Gap("gap", drop, p_value, f"{name} {worse_words(unit(drop))} ({test} {_p_or_untested(p_value)})")
-
-
-def _p_or_untested(p_value: Optional[float]) -> str:
-    return p_text(p_value) if p_value is not None else "not tested"
-
-
-def after_fix(gap: Gap, drop: Optional[float], p: Optional[float], max_accuracy_drop: Optional[float],
-              unit: Callable[[float], str] = lambda d: f"{d * 100:.1f} points", test: str = "McNemar") -> Gap:
-    """The gap's status once the recommended model is measured (`drop`: float's main metric minus its, oriented;
-    `p`: their paired test): `recovered` when it meets the accuracy target (`standing`), else `open`."""
-    if gap.status != "gap" or drop is None:
-        return gap
-    why = standing(Standing(drop, p), max_accuracy_drop)
-    if why == NOT_WORSE:
-        return Gap("recovered", drop, p, "the recommended model is as good as float")
-    if why == NOISE:
-        return Gap("recovered", drop, p, f"{unit(drop)} below float, within noise: {test} {p_text(p)}")
-    if why == ALLOWED:
-        return Gap("recovered", drop, p, f"{unit(drop)} below float: within --max-accuracy-drop"
-                                         f" {max_accuracy_drop:g}")
-    return Gap("open", drop, p, f"the recommended model still {worse_words(unit(drop))}, {test} {_p_or_untested(p)}")
 
 
 def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
@@ -330,77 +250,13 @@ def latency_changed(base_ms: float, new_ms: float) -> bool:
         and abs(new_ms - base_ms) >= LATENCY_CHANGE_MIN_MS
 
 
-# --- how a variant's change against float reads in the report's tables ---------------------------
+# --- how a variant's change against float reads in the report's tables (reporter.render.steps) ---------
 METRIC_SAME_POINTS = 0.5  # a metric within this many points (of 100) of float's reads as the same: "~"
 METRIC_BIG_POINTS = 5.0  # a metric more than this many points from float's: a big change (double arrow)
 COUNT_BIG_RATIO = 2.0  # a count, size or latency more than this many times float's (or less than 1/this): big
 SAME_RATIO = 0.005  # a size or latency ratio within this of 1 reads as the same ("1.0x" would show no change)
 PERCENT_RATIO = 0.05  # a size ratio within this of 1 is worded as a percentage: "1.0x smaller" reads as no change
 SUSPECT_THRESHOLD = 0.7  # the rmse/scale rule's default: a layer above this RMSE/scale is flagged
-
-
-def count_step(value: Optional[float], ref: Optional[float], same_ratio: float = 0.0) -> Optional[int]:
-    """A count, size or latency against float's: 0 the same (or within `same_ratio` of it), +1 / -1
-    higher / lower, +2 / -2 more than COUNT_BIG_RATIO times higher / lower (or from / to zero); None
-    when either is missing."""
-    if value is None or ref is None:
-        return None
-    if value == ref or (ref and abs(value - ref) <= same_ratio * abs(ref)):
-        return 0
-    up = value > ref
-    lo, hi = (ref, value) if up else (value, ref)
-    step = 2 if lo <= 0 or hi / lo > COUNT_BIG_RATIO else 1
-    return step if up else -step
-
-
-def metric_step(value: Optional[float], ref: Optional[float]) -> Optional[int]:
-    """A metric (0..1) against float's: 0 within METRIC_SAME_POINTS, +1 / -1 up to METRIC_BIG_POINTS
-    higher / lower, +2 / -2 beyond; None when either is missing."""
-    if value is None or ref is None:
-        return None
-    points = (value - ref) * 100.0
-    if abs(points) <= METRIC_SAME_POINTS:
-        return 0
-    step = 2 if abs(points) > METRIC_BIG_POINTS else 1
-    return step if points > 0 else -step
-
-
-def same_ratio(ratio: float, tolerance: float = 0.0) -> bool:
-    """A ratio against float that reads as no change: within `tolerance` of 1, and never finer than
-    SAME_RATIO."""
-    return abs(ratio - 1) <= max(tolerance, SAME_RATIO)
-
-
-def ratio_in_percent(ratio: float) -> bool:
-    """A size ratio close enough to 1 to be worded as a percentage rather than "1.0x"."""
-    return abs(ratio - 1) < PERCENT_RATIO
-
-
-def p_text(p_value: float) -> str:
-    """"p = 0.62": two significant digits, or as many more as it takes for the shown value to be on the same
-    side of ALPHA as the value itself ("p = 0.0498", never "p = 0.05" for a significant p); "p < 0.005" for a
-    resampling test's floor 1/(B+1); "p < 0.001" below that."""
-    if is_resample_floor(p_value):
-        return f"p < {p_value:.2g}"
-    if p_value < 0.001:
-        return "p < 0.001"
-    return f"p = {p_digits(p_value)}"
-
-
-def worse_words(amount: str) -> str:
-    """How a worse model is said: "loses 4.3 points" for a share (accuracy, mean IoU), "is worse by 0.2433 of
-    recon_mse" for any other metric, which may point either way (never "loses" an error)."""
-    return f"loses {amount}" if "points" in amount else f"is worse by {amount}"
-
-
-def p_digits(p_value: float) -> str:
-    """`p_value` with two significant digits, or more until the shown number decides significance as the value
-    does (shown < ALPHA exactly when p < ALPHA)."""
-    for digits in range(2, 8):
-        shown = f"{p_value:.{digits}g}"
-        if (float(shown) < ALPHA) == significant(p_value) and float(shown) != ALPHA:
-            return shown
-    return repr(p_value)
 
 
 def detectable_share(n: int) -> Optional[float]:

@@ -137,10 +137,11 @@ def layer_stats(errors: LayerErrors, model: bytes) -> list[LayerStat]:
 
 
 def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
-                   max_accuracy_drop: Optional[float]) -> None:
+                   target_rule: Callable[[VariantResult, VariantResult], bool]) -> None:
     """Per-layer error of every quantized variant in `results` against float (written beside it as
-    layer_errors_<name>.csv), and for a variant that loses accuracy and that the registry calls `fixable`, the
-    model with the blamed layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
+    layer_errors_<name>.csv), and for a variant that does not meet the accuracy target (`target_rule(model, float)`:
+    the findings' rule, which the run hands down) and that the registry calls `fixable`, the model with the blamed
+    layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
     import dataclasses
 
     quantized = [name for name, v in results.items() if name != variants.FLOAT and v.ok]
@@ -158,15 +159,15 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
     if m.score is None:
         return  # no metric to lose: the per-layer error is the evidence
 
-    def loses(name: str) -> bool:
-        return m.gap(name, max_accuracy_drop, variants.short(name)).status == "gap"
+    def loses(v: VariantResult) -> bool:  # its main metric measured against float's, and short of the target
+        return m.drop(v.name) is not None and not target_rule(v, results[variants.FLOAT])
 
     def in_float(layers: list[str]) -> dict[str, str]:
         return {n: variants.FLOAT for n in layers}
 
     for name in quantized:
         v = results[name]
-        if not variants.get(name).fixable or v.layer_errors is None or not loses(name):
+        if not variants.get(name).fixable or v.layer_errors is None or not loses(v):
             continue
         fixed_name = variants.fix(name)
 
@@ -178,6 +179,6 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
                 name, to_blame[name],
                 build=lambda layers, name=name: litert_models.build(name, in_float(layers)),
                 measure=measure,
-                still_loses=lambda r: r.name in m.outputs and loses(r.name),
+                still_loses=lambda r: r.name in m.outputs and loses(r),
                 code=lambda layers, name=name: litert.reproduction_code(name, in_float(layers), (), len(x_calib)))
         results[name] = dataclasses.replace(v, fix=found)

@@ -5,7 +5,7 @@ Every model measured is an option: the variants, the recommended model (FIQ with
 a lighter scheme, and each variant's own fix. Each is judged once (`judge`): its score on the report's one scale
 (its main metric; an output's R² against float only in a report without one; a model whose scale was not
 measured is "not measured", never judged on another), whether it meets the accuracy target by the one rule
-(reporter.core.judgement.meets_target, on every labelled output), whether it runs on the target (read from its
+(reporter.findings.rule.meets_target, on every labelled output), whether it runs on the target (read from its
 tensor types by the target's registry entry, reporter.core.targets), and its cost there. Of the options that run
 on the target and meet the accuracy target, the cheapest ships; a tie in cost (targets.COST_SAME) goes to the more
 accurate beyond noise (the paired comparison), then to the smaller. A model the converter quantized nothing of is
@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from reporter.core import judgement as jd
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.findings import picks as pk
+from reporter.findings import rule as rl
 from reporter.findings.basis import compare, measurable, metric_of
 from reporter.measure.metrics import unpack_correct
 from reporter.model import findings as mf
@@ -38,6 +39,11 @@ from reporter.model.findings import (MEETS, NO_CANDIDATE, NONE_MEETS, NOT_QUANTI
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Report, VariantResult
+
+# The questions the run may ask while it measures, before the report exists (tests/test_architecture.py): whether a
+# model meets the accuracy target against float (the search, the blame), and whether a repair rung's model meets it on
+# the target (the ladder). Every other public function here decides the report's findings (reporter.run.conclude).
+ASKED_WHILE_MEASURING = ("meets_target", "meets_on_target")
 
 
 def target_of(report: "Report") -> str:
@@ -71,25 +77,74 @@ def judge(report: "Report") -> list[Option]:
     scale_is_metric = measurable(report)
     out = []
     for m in models(report):
-        seen = _as_target_sees(m, target)
-        cmp, score, standings = _standings(seen, flt, scale_is_metric)
-        worst = _worst(standings, limit) if m.name != variants.FLOAT else jd.NOT_WORSE
+        seen, cmp, score, worst, meets = _stands(m, flt, target, limit, scale_is_metric)
         hib = bool(seen.metrics.higher_is_better) if scale_is_metric and seen.metrics is not None else True
         on = m.on_target
         vela = on.vela if on is not None else None
         out.append(Option(
-            name=m.name, label=label(report, m.name), score=score, standing=worst,
-            meets=m.name == variants.FLOAT or jd.meets_target(standings, limit), runs=_runs(m, target),
+            name=m.name, label=label(report, m.name), score=score, standing=worst, meets=meets, runs=_runs(m, target),
             quantized=tg.quantized(m.tensor_types, m.weight_coverage), size_bytes=m.size_bytes,
             latency_ms=m.latency_ms.median if m.latency_ms else None,
             latency_p90_ms=jd.timing_spread(m.latency_ms.p90, m.latency_ms.runs) if m.latency_ms else None,
-            vs_float=cmp, higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
+            latency_vs_float=latency_step(m, flt) if m.name != variants.FLOAT else None,
+            loses=cmp is not None and jd.worse_beyond_noise(cmp.significant, cmp.delta), vs_float=cmp,
+            higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
             output_variance=seen.output_error.float_variance if seen.output_error else None,
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
             npu_share=vela.npu_share if vela is not None else None,
             estimate_ms=vela.inference_ms if vela is not None and on.runs else None,
             one_class=one_class(seen.metrics)))
     return out
+
+
+def _stands(m: "VariantResult", flt: "VariantResult", target: tg.Target, limit: Optional[float],
+            scale_is_metric: bool) -> tuple["VariantResult", Optional[Comparison], Optional[float], str, bool]:
+    """Model `m` as the target sees it, against float: (the model on the target's kernels, its comparison with float,
+    its score on the report's scale, the standing that decides, whether it meets the accuracy target)."""
+    seen = _as_target_sees(m, target)
+    cmp, score, standings = _standings(seen, flt, scale_is_metric)
+    if m.name == variants.FLOAT:
+        return seen, cmp, score, jd.NOT_WORSE, True
+    return seen, cmp, score, _worst(standings, limit), rl.meets_target(standings, limit)
+
+
+def meets_target(m: "VariantResult", flt: "VariantResult", target: str, limit: Optional[float],
+                 scale_is_metric: bool) -> bool:
+    """Whether model `m` meets the accuracy target against float: the decision's one rule (`judge`), for the stages
+    that measure before the report exists (whether the search runs, whether its model closed the gap, whether the
+    whole model in 16x8 is worth measuring, which variants the blame fixes; reporter.run.conclude.target_rule hands
+    it to them). `scale_is_metric`: the report has a main metric (Report.measurable). Float not measured: False."""
+    if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
+        return False
+    return _stands(m, flt, tg.of(target), limit, scale_is_metric)[-1]
+
+
+class OnTarget(NamedTuple):
+    """A model as the decision judges it for the run's target."""
+
+    meets: bool  # it meets the accuracy target (for the whole decision: the model shipped meets it)
+    runs: bool  # it runs on the target (for the whole decision: a model is shipped)
+
+
+def meets_on_target(report: "Report", name: str = "") -> Optional[OnTarget]:
+    """The repair ladder's one question (reporter.run.repairs), asked of the report measured so far: whether model
+    `name` meets the accuracy target and runs on the run's target, as the decision judges it; without `name`,
+    whether the decision ships a model that meets it there. None when nothing can be judged (or `name` was not
+    measured)."""
+    if not name:
+        decision = decide(report)
+        return OnTarget(decision.meets_target, bool(decision.variant)) if decision is not None else None
+    found = next((o for o in judge(report) if o.name == name), None)
+    return OnTarget(found.meets, found.runs) if found is not None else None
+
+
+def latency_step(m: "VariantResult", ref: Optional["VariantResult"]) -> Optional[int]:
+    """`m`'s latency against `ref`'s by the timing-noise rule the decision's cost reads (judgement.latency_step, each
+    model's spread told only from enough timed runs); None when either was not timed."""
+    a, b = m.latency_ms, ref.latency_ms if ref is not None else None
+    if a is None or b is None:
+        return None
+    return jd.latency_step(a.median, jd.timing_spread(a.p90, a.runs), b.median, jd.timing_spread(b.p90, b.runs))
 
 
 def one_class(metrics) -> Optional[int]:
@@ -142,28 +197,28 @@ def _runs(m: "VariantResult", target: tg.Target) -> bool:
 
 
 def _standings(m: "VariantResult", flt: "VariantResult",
-               scale_is_metric: bool) -> tuple[Optional[Comparison], Optional[float], list[jd.Standing]]:
+               scale_is_metric: bool) -> tuple[Optional[Comparison], Optional[float], list[rl.Standing]]:
     """The model's comparison with float on the main metric, its score on the report's scale, and how it stands on
     every labelled output (none when its scale was not measured)."""
     if scale_is_metric:
         if m.not_measured("metrics") or m.metrics is None or m.metrics.score is None or flt.metrics is None:
             return None, None, []
         if m.name == variants.FLOAT:
-            return None, m.metrics.score, [jd.Standing(0.0)]
+            return None, m.metrics.score, [rl.Standing(0.0)]
         cmp = compare(m.metrics, flt.metrics, variants.FLOAT)
         if cmp.measure == mf.OTHER_METRICS:  # judged by another metric than float: not on this report's scale
             return None, None, []
-        return cmp, m.metrics.score, [jd.Standing(-cmp.delta, cmp.p_value)] + _head_standings(m, flt)
+        return cmp, m.metrics.score, [rl.Standing(-cmp.delta, cmp.p_value)] + _head_standings(m, flt)
     if m.name == variants.FLOAT:
-        return None, 1.0, [jd.Standing(r2=1.0)]
+        return None, 1.0, [rl.Standing(r2=1.0)]
     error = m.output_error
     if m.not_measured("output_error") or error is None or not error.float_variance:
         return None, None, []
     r2 = 1.0 - error.mse / error.float_variance
-    return None, r2, [jd.Standing(r2=r2)]
+    return None, r2, [rl.Standing(r2=r2)]
 
 
-def _head_standings(m: "VariantResult", flt: "VariantResult") -> list[jd.Standing]:
+def _head_standings(m: "VariantResult", flt: "VariantResult") -> list[rl.Standing]:
     """Every other labelled output of a model with several, against float's."""
     out = []
     for name, head in m.heads.items():
@@ -171,13 +226,13 @@ def _head_standings(m: "VariantResult", flt: "VariantResult") -> list[jd.Standin
         if head.metrics is None or ref is None or ref.metrics is None:
             continue
         cmp = compare(head.metrics, ref.metrics, variants.FLOAT)
-        out.append(jd.Standing(-cmp.delta, cmp.p_value))
+        out.append(rl.Standing(-cmp.delta, cmp.p_value))
     return out
 
 
-def _worst(standings: list[jd.Standing], limit: Optional[float]) -> str:
+def _worst(standings: list[rl.Standing], limit: Optional[float]) -> str:
     """The standing that decides: the first that misses the target, else the main metric's."""
-    found = [jd.standing(s, limit) for s in standings]
+    found = [rl.standing(s, limit) for s in standings]
     if not found:
         return jd.NOT_MEASURED
     return next((w for w in found if w not in jd.MEETING), found[0])
@@ -257,7 +312,8 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
     model = report.variant(name) if name else None
     if model is None and name:
         model = next((m for m in models(report) if m.name == name), None)
-    options = [dataclasses.replace(o, why=_why_not(o, ship, runner)) for o in found]
+    options = [dataclasses.replace(o, why=_why_not(o, ship, runner), latency_vs_ship=_latency_vs(o, ship))
+               for o in found]
     return Decision(
         target=target, variant=name, label=ship.label if ship else "",
         meets_target=why in (MEETS, mf.FLOAT_CHEAPER), why=why, runner_up=runner.name if runner else "",
@@ -267,6 +323,13 @@ def _decision(report: "Report", found: list[Option], target: str, ship: Optional
         hardware=model.on_target if model is not None and tg.of(target).checked else None,
         input_transform=next((r.input_transform for r in report.repairs if r.model is not None
                               and r.model.name == name), None))
+
+
+def _latency_vs(o: Option, ship: Optional[Option]) -> Optional[int]:
+    """`o`'s latency against the shipped model's (judgement.latency_step); None when either was not timed."""
+    if ship is None:
+        return None
+    return jd.latency_step(o.latency_ms, o.latency_p90_ms, ship.latency_ms, ship.latency_p90_ms)
 
 
 def _why_not(o: Option, ship: Optional[Option], runner: Optional[Option]) -> str:
@@ -346,7 +409,7 @@ def _better(report: "Report", a: Option, b: Option) -> bool:
     """`a` is more accurate than `b` beyond noise: `b` loses to float beyond noise and `a` does not; or, both on
     the same side, the paired test between the two (exact McNemar on the samples each got right, where stored)
     says so. Without a paired test between them, within noise of each other is a tie."""
-    la, lb = _loses(a), _loses(b)
+    la, lb = a.loses, b.loses
     if la != lb:
         return lb
     ma, mb = _model(report, a.name), _model(report, b.name)
@@ -373,17 +436,13 @@ def _runner_up(report: "Report", target: str, ship: Option, pool: list[Option]) 
             return True
         if timed and jd.faster(o.latency_ms, o.latency_p90_ms, ship.latency_ms, ship.latency_p90_ms):
             return True
-        return _loses(ship) and not _loses(o)
+        return ship.loses and not o.loses
 
     others = [o for o in pool if o is not ship and o.one_class is None and differs(o)]
     if not others:
         return None
     costs = _costs(target, pool)
     return min(others, key=lambda o: (costs[o.name], o.size_bytes))
-
-
-def _loses(o: Option) -> bool:
-    return o.vs_float is not None and jd.worse_beyond_noise(o.vs_float.significant, o.vs_float.delta)
 
 
 def table(report: "Report", decision: Optional[Decision]) -> list[TradeoffPoint]:

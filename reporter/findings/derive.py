@@ -24,6 +24,7 @@ from reporter.core import variants
 from reporter.core.variants import short
 from reporter.findings import gate as gt
 from reporter.findings import notices
+from reporter.findings import rule as rl
 from reporter.findings import decision as choice
 from reporter.findings.basis import columns, compare, layer_of, measurable, metric_of
 from reporter.model import findings as mf
@@ -188,7 +189,9 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
                   and jd.faster(ref_lat, jd.timing_spread(ref.latency_ms.p90, ref.latency_ms.runs), lat,
                                 jd.timing_spread(v.latency_ms.p90, v.latency_ms.runs)))
     base = dict(size_bytes=v.size_bytes, size_ratio=size_ratio, latency_ms=lat, latency_ratio=lat_ratio,
-                slower=slower, not_measured=dict(v.measurement_errors))
+                slower=slower, not_measured=dict(v.measurement_errors),
+                latency_vs_float=choice.latency_step(v, ref) if v.name != variants.FLOAT else None,
+                latency_vs_fiq=choice.latency_step(v, fiq) if v.name in (variants.SELECTIVE, variants.RULE) else None)
     if v.not_measured("metrics") or v.not_measured("output_error"):
         finding = dict(direction="not_measured")
     elif v.metrics is not None:
@@ -213,8 +216,11 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
             direction = "same"
         else:
             direction = "worse" if vs_float.delta < 0 else "better"
+        beyond = [i for i, c in enumerate(m.per_class) if c.p_vs_float is not None and jd.significant(c.p_vs_float)] \
+            if v.name != variants.FLOAT else []
         finding = dict(direction=direction, accuracy=m.score, accuracy_low=low, accuracy_high=high,
                        main_metric=main, main_value=main_value, vs_float=vs_float, vs_fiq=vs_fiq,
+                       labels_beyond_noise=beyond,
                        degenerate=degenerate, score_name="" if metric == "accuracy" else metric, score_share=share)
     else:
         finding = dict(direction="reference" if v.name == variants.FLOAT else "not_measurable",
@@ -276,7 +282,8 @@ def _blame(v: "VariantResult", ref, judged: dict[str, mf.Option]) -> Optional[Bl
 def _gap(report: "Report", fiq_found: Optional[VariantFinding], judged: dict[str, mf.Option]) -> GapFinding:
     """Whether FIQ meets the accuracy target (a gap when it does not), and once a recommended model was measured,
     whether it does (recovered) or not (open): read from the decision's judged options, the one rule on every
-    labelled output; the search's own record (`recommendation.gap`) says only that it searched."""
+    labelled output. When the search measured the same (`recommendation.gap`: its status, drop and paired test),
+    its figures are what the words say, with how they stand against the target (`GapFinding.standing`)."""
     rec = report.recommendation
     fiq = report.variant(variants.FIQ)
     if fiq is None or not fiq.ok:
@@ -292,14 +299,17 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding], judged: dict[str
             or mine.vs_float is None:
         return GapFinding("not_measurable", "", why=mf.FLOAT_NOT_MEASURED)
     drop, p = -mine.vs_float.delta, mine.vs_float.p_value
-    searched = rec is not None and rec.gap is not None
     if mine.meets:
-        why = {jd.NOT_WORSE: mf.NOT_WORSE, jd.NOISE: mf.NOISE}.get(mine.standing, mf.ALLOWED)
-        return GapFinding("no_gap", "", drop, p, why=mf.SEARCHED if searched and rec.gap.status == "no_gap" else why)
-    fixed = judged.get(variants.SELECTIVE) if rec is not None and rec.selective is not None else None
-    status = "gap" if fixed is None else ("recovered" if fixed.meets else "open")
-    why = mf.LOSES if fixed is None else (mf.FIX_MEETS if fixed.meets else mf.FIX_MISSES)
-    return GapFinding(status, "", drop, p, why=mf.SEARCHED if searched and rec.gap.status == status else why)
+        status, why = "no_gap", {jd.NOT_WORSE: mf.NOT_WORSE, jd.NOISE: mf.NOISE}.get(mine.standing, mf.ALLOWED)
+    else:
+        fixed = judged.get(variants.SELECTIVE) if rec is not None and rec.selective is not None else None
+        status = "gap" if fixed is None else ("recovered" if fixed.meets else "open")
+        why = mf.LOSES if fixed is None else (mf.FIX_MEETS if fixed.meets else mf.FIX_MISSES)
+    if rec is not None and rec.gap is not None and rec.gap.status == status:
+        # the search measured the same: its figures are said, as they stand against the target
+        searched = rl.standing(rl.Standing(rec.gap.drop, rec.gap.p_value), report.settings.max_accuracy_drop)
+        return GapFinding(status, "", drop, p, why=mf.SEARCHED, standing=searched)
+    return GapFinding(status, "", drop, p, why=why)
 
 
 def _culprits(report: "Report", gap: GapFinding) -> list[Culprit]:

@@ -5,8 +5,8 @@ reporter.findings.derive; the report keeps it as `Findings.gate`, which the CLI 
 applied to each saved report by reporter.render.words.gate.check, which calls `decide`) and `quant-report
 diff`'s against BASE (reporter.findings.diff). Each hands it the losses it reads (`Loss`); a loss beyond the
 limit fails, and so does one that a run could not measure. The rule is the accuracy
-target's one rule, reporter.core.judgement.meets_target; the words are reporter.render.words.gate's; reporter.core.exit_codes maps
-the results to the exit code.
+target's one rule, reporter.findings.rule.meets_target; the words are reporter.render.words.gate's;
+reporter.core.exit_codes maps the results to the exit code.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from reporter.core import judgement as jd
 from reporter.core import variants
+from reporter.findings import rule as rl
 from reporter.model.findings import Comparison, Decision, HeadFinding, VariantFinding
 
 # Why a run's loss could not be measured (`Loss.unmeasured`).
@@ -47,7 +47,7 @@ class Loss:
 def failing(losses: Iterable[Loss], limit: float) -> list[Loss]:
     """The losses the gate fails on, in order: more than `limit`, or not measured. The gate passes when there
     are none."""
-    return [loss for loss in losses if not jd.meets_target([jd.Standing(loss.drop, loss.p_value)], limit)]
+    return [loss for loss in losses if not rl.meets_target([rl.Standing(loss.drop, loss.p_value)], limit)]
 
 
 @dataclass(frozen=True)

@@ -126,25 +126,6 @@ class Measurer:
         delta, p = self.score.compare(self.scored[name], self.scored[reference])
         return -delta, p
 
-    def words(self) -> tuple:
-        """How a drop of the main metric reads ("4.3 points", "0.012 of top2") and its paired test's name."""
-        from reporter.core.formatting import fmt_amount
-
-        score = self.score
-        if score is None:
-            return ()
-        return (lambda d: fmt_amount(d, score.share, score.name)), \
-            ("paired t-test" if getattr(score, "paired_t", False) else
-             "paired bootstrap" if score.bootstrapped else "McNemar")
-
-    def gap(self, name: str, max_drop: Optional[float], label: str):
-        """judgement.Gap of model `name` against float on the main metric."""
-        from reporter.core import judgement
-
-        found = self.drop(name)
-        return judgement.gap_of(found[0] if found else None, found[1] if found else None, max_drop, label,
-                                *self.words())
-
     def classes(self, name: str) -> np.ndarray:
         """The classes the model called `name` predicted on the evaluation data."""
         return self.task.classes(self.outputs[name])

@@ -25,7 +25,7 @@ OTHER_METRICS = "other_metrics"  # the two were measured by different metrics: n
 FIQ_NOT_BUILT, FIQ_FAILED = "fiq_not_built", "fiq_failed"
 NOT_CLASS_SCORES = "not_class_scores"  # no accuracy: the report compares output error instead
 METRIC_NOT_MEASURED = "metric_not_measured"  # FIQ's or float's main metric was not measured (`GapFinding.variant`)
-SEARCHED = "searched"  # the search decided it (its reason is Recommendation.gap.reason)
+SEARCHED = "searched"  # the search measured it (Recommendation.gap's figures; `GapFinding.standing`)
 FLOAT_NOT_MEASURED = "float_not_measured"
 NOT_WORSE = "not_worse"  # FIQ at least as good as float
 NOISE = "noise"  # FIQ's drop within noise
@@ -112,6 +112,13 @@ class VariantFinding:
     drq_nothing: bool = False  # DRQ as large as float with no int8 tensor: the converter quantized no weight
     quantized_little: bool = False  # under judgement.ALMOST_NOTHING_SHARE of the weight values below float32
     weights_share: Optional[float] = None  # the share of the weight values stored below float32
+    # Its latency against float's, and (the recommended model, the rule's pick) against FIQ's, by the timing-noise rule
+    # (judgement.latency_step): 0 neither is faster, -1 / +1 faster / slower, -2 / +2 beyond judgement.COUNT_BIG_RATIO
+    # times; None: either was not timed (float itself: None)
+    latency_vs_float: Optional[int] = None
+    latency_vs_fiq: Optional[int] = None
+    # Multi-label: the labels (their place in metrics.per_class) whose correctness differs from float's beyond noise
+    labels_beyond_noise: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,9 @@ class GapFinding:
     p_value: Optional[float] = None
     why: str = unstored("")  # FIQ_NOT_BUILT, ..., LOSES
     variant: str = unstored("")  # METRIC_NOT_MEASURED: the variant whose main metric was not measured
+    # SEARCHED: how the figures the search measured (Recommendation.gap: FIQ's drop, or the recommended model's once
+    # built) stand against the accuracy target (reporter.core.judgement.NOT_WORSE ... LOSES)
+    standing: str = unstored("")
 
 
 @dataclass(frozen=True)
@@ -279,14 +289,14 @@ OPT_RUNNER_UP = "runner_up"  # meets the target and trades differently: named as
 @dataclass(frozen=True)
 class Option:
     """One model measured, judged once against float and the target by reporter.findings.decision (the one
-    acceptance rule, reporter.core.judgement.meets_target, on the report's one scale); report.json keeps every
+    acceptance rule, reporter.findings.rule.meets_target, on the report's one scale); report.json keeps every
     option, and every sentence and table about the decision reads these records."""
 
     name: str
     label: str
     score: Optional[float]  # the report's scale: its main metric as measured, or (no main metric) output R² against
     # float; None: not measured on that scale (never judged on another)
-    standing: str  # reporter.core.judgement.standing of its worst output: not_worse, allowed, noise, close, loses,
+    standing: str  # reporter.findings.rule.standing of its worst output: not_worse, allowed, noise, close, loses,
     # not_measured
     meets: bool  # the accuracy target, on every labelled output
     runs: bool  # on the target, as built (read from its tensor types)
@@ -307,6 +317,10 @@ class Option:
     npu_share: Optional[float] = None  # an Ethos-U target: the share of its ops Vela puts on the NPU
     estimate_ms: Optional[float] = None  # an Ethos-U target: Vela's estimated inference time
     one_class: Optional[int] = None  # it predicts this class for (nearly) every sample (judgement.DEGENERATE_SHARE)
+    loses: bool = unstored(False)  # worse than float beyond noise (`vs_float`'s paired test)
+    # Its latency against float's and the shipped model's, as VariantFinding.latency_vs_float (None: not timed)
+    latency_vs_float: Optional[int] = unstored(None)
+    latency_vs_ship: Optional[int] = unstored(None)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,8 @@ Format history (SCHEMA_VERSION):
      order measured before a loss is called spread), `.selection_data.grown_from`; `variants[].weight_coverage` (weight tensors
      stored below float32, per op type) and `engines` (one scheme from both engines, against each other).
      Standard JSON: a non-finite number is written as null (`to_json`); `layer_errors.layers[].cosine` may be null.
+     `findings.variants[].latency_vs_float`, `.latency_vs_fiq`, `.labels_beyond_noise` (every yes/no a view shows is
+     a findings' field): findings stored without them are derived again when read.
 """
 
 from __future__ import annotations
@@ -462,6 +464,10 @@ def migrate(data: dict) -> dict:
         model = data.get("model")
         if isinstance(model, dict) and "inputs" not in model and isinstance(model.get("input_shape"), list):
             model["inputs"] = [{"name": "x", "shape": model["input_shape"], "dtype": "float32"}]
+    found = data.get("findings")
+    if isinstance(found, dict) and isinstance(found.get("variants"), list) \
+            and any(isinstance(v, dict) and "latency_vs_float" not in v for v in found["variants"]):
+        data = {k: v for k, v in data.items() if k != "findings"}  # derived again when read (see the history above)
     return data
 
 

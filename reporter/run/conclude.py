@@ -2,23 +2,39 @@
 as report.json keeps them; and the readers of saved reports that need findings (render, batch index, diff).
 
 This is the one place that both decides and words: reporter.render only reads the records decided here, and calls
-no deciding function (tests/test_architecture.py checks it).
+no deciding function (tests/test_architecture.py checks it). The stages that measure before the report exists (the
+search, the blame) are handed the one rule of the accuracy target from here (`target_rule`): they measure, it decides.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
+from reporter.findings import decision as choice
 from reporter.findings import diff as decided_diff
 from reporter.findings import gate as gt
 from reporter.findings.derive import decide
 from reporter.model.findings import Findings, GateFinding
-from reporter.model.report import Report
+from reporter.model.report import Report, VariantResult
 from reporter.render import words
 from reporter.render.words import diff as diff_words
 from reporter.render.words import gate as gate_words
+
+if TYPE_CHECKING:  # pragma: no cover
+    from reporter.measure.measurer import Measurer
+    from reporter.run.settings import RunSettings
+
+
+def target_rule(settings: "RunSettings", m: "Measurer") -> Callable[[VariantResult, VariantResult], bool]:
+    """`(model, float) -> bool`: whether a model meets the run's accuracy target against float, by the decision's one
+    rule (reporter.findings.decision.meets_target), for the stages that measure before the report exists; read on
+    the report's scale (Report.measurable: class scores or a main metric, else the output error)."""
+    measurable = m.task.num_classes is not None or m.score is not None
+    return functools.partial(choice.meets_target, target=settings.target, limit=settings.max_accuracy_drop,
+                             scale_is_metric=measurable)
 
 
 def findings_of(report: Report) -> Findings:

@@ -318,7 +318,7 @@ def _measure(ctx: RunContext,
 
     if s.base_model:  # a QAT model's float base: post-training quantization measured beside QAT, on the same data
         results.update(_base_models(ctx, m))
-    blame.blame_variants(m, ctx.float_model, results, ctx.litert_models, s.max_accuracy_drop)
+    blame.blame_variants(m, ctx.float_model, results, ctx.litert_models, conclude.target_rule(s, m))
     fiq = results.get(variants.FIQ)
     if ctx.quantizer is not None and fiq is not None and fiq.ok:  # an output whose int8 range clips: its own fix
         fixed = output_range.output_float_fix(m, ctx.quantizer, fiq, (ctx.folder / f"{fiq.name}.tflite").read_bytes())
@@ -380,7 +380,7 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
             layers, recommendation = recommend_for(m, _search_options(ctx.settings), ctx.quantizer, layers, results,
-                                                   ctx.litert_models)
+                                                   ctx.litert_models, conclude.target_rule(ctx.settings, m))
     return _Debugged(layers, recommendation, debugger_error)
 
 

@@ -27,8 +27,8 @@ def needed(report: Report) -> bool:
     target = targets.of(report.settings.target)
     if not target.integer_hardware:
         return False
-    decision = choice.decide(report)
-    return decision is not None and not decision.meets_target
+    found = choice.meets_on_target(report)
+    return found is not None and not found.meets
 
 
 def climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
@@ -95,8 +95,7 @@ def _candidates(ctx: RunContext, report: Report, x_select):
 
 
 def _option(report: Report, name: str):
-    decision = choice.decide(report)
-    return decision.option(name) if decision is not None else None
+    return choice.meets_on_target(report, name)
 
 
 def _measured(ctx: RunContext, m: Measurer, candidate) -> rp.RepairRung:

@@ -8,11 +8,13 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from typing import Callable
+
 import numpy as np
 
 from reporter.convert import converter as conv
 from reporter.convert import litert
-from reporter.core import judgement, targets, variants
+from reporter.core import targets, variants
 from reporter.core.errors import one_line
 from reporter.debug.debugger import check_not_everything
 from reporter.measure import evaluate, structure
@@ -23,12 +25,17 @@ from reporter.search import recommend
 from reporter.search.options import SearchOptions
 from reporter.core.variants import SEARCH_METHOD
 
+TargetRule = Callable[[VariantResult, VariantResult], bool]  # (model, float) -> it meets the accuracy target
+
 
 def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quantizer, layers: list[LayerStat],
-                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels) -> tuple[list, Recommendation]:
+                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
+                  target_rule: TargetRule) -> tuple[list, Recommendation]:
     """The layers (with the rule's suspects marked) and the measured recommendation: `options` are what it reads
-    of the run's settings (the rule's threshold, the search's budget and samples, forced layers and ops), and
-    `quantizer` builds FIQ with chosen layers in float from the run's float model."""
+    of the run's settings (the rule's threshold, the search's budget and samples, forced layers and ops),
+    `quantizer` builds FIQ with chosen layers in float from the run's float model, and `target_rule(model, float)`
+    says whether a measured model meets the accuracy target (the findings' one rule, which the run hands down: the
+    search measures, it never decides that itself)."""
     data, task, progress = m.data, m.task, m.progress
     float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
@@ -39,14 +46,14 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     rule_nodes = recommend.denylist(layers)
     classification = task.classification
     y = data.y if classification else None
-    gap = m.gap(variants.FIQ, options.max_accuracy_drop, "FIQ")
+    flt = results.get(variants.FLOAT)
     all_nodes = [layer.tensor_name for layer in layers]
     base = dict(threshold=options.suspect_threshold, first_layers=options.first_layers, method=options.method,
                 denylisted_ops=list(options.keep_float_ops), forced_nodes=list(options.keep_float),
                 quantizer=quantizer.method, quantizer_note=quantizer.note)
     rule = RuleResult(options.suspect_threshold, options.first_layers, rule_nodes) if local_view else None
-    gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap.drop, gap.reason)
-    if gap.status == "no_gap":
+    gap_status = _gap(m, variants.FIQ, target_rule(results[variants.FIQ], flt))
+    if gap_status.status == "no_gap":
         return layers, Recommendation(denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
                                       summary="", **base)
 
@@ -88,10 +95,11 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
         selective = _build_measured(m, variants.SELECTIVE, chosen, all_nodes, candidates, results)
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
-    if selective is not None and selective.ok and m.score is not None:
-        found = m.drop(variants.SELECTIVE)
-        gap = judgement.after_fix(gap, *(found or (None, None)), options.max_accuracy_drop, *m.words())
-        gap_status = GapStatus(gap.status, gap.drop, gap.p_value, gap_status.fiq_drop, gap.reason)
+    if selective is not None and selective.ok and gap_status.status == "gap":
+        fixed = _gap(m, variants.SELECTIVE, target_rule(selective, flt))
+        if fixed.status != "not_measurable":
+            gap_status = dataclasses.replace(fixed, status="recovered" if fixed.status == "no_gap" else "open",
+                                             fiq_drop=gap_status.fiq_drop)
     if search_result is not None and sel.heldout is not None and classification and task.kind.sample_correct \
             and selective is not None and selective.ok:
         held = {k: float(np.mean(m.classes(k)[sel.heldout] == y[sel.heldout]))
@@ -107,7 +115,9 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     if options.method == SEARCH_METHOD and rule_nodes:
         rule = _measure_rule(m, rule, set(rule_nodes) | forced, all_nodes, candidates, results)
     if gap_status.status in ("gap", "open") and variants.INT16X8 not in results \
-            and not _a_variant_meets(results, options.max_accuracy_drop):
+            and not any(target_rule(v, flt) for v in _other_quantized(results)):
+        # the whole model in 16x8 (slow int16 kernels on a CPU, no integer-only model) only when no other quantized
+        # variant already meets the accuracy target
         whole = _whole_model_16x8(m, litert_models, results)
         if whole is not None:
             # a measured trade-off the report states when no float layer closes the gap
@@ -141,33 +151,21 @@ def _sized(m: Measurer, options: SearchOptions, candidates: recommend.Candidates
     return candidates.on(dataclasses.replace(more, float_out=float_out))
 
 
-def _a_variant_meets(results: dict, max_accuracy_drop) -> bool:
-    """A quantized variant other than FIQ already meets the accuracy target against float (paired, as the findings
-    judge it): the whole model in 16x8 (slow int16 kernels on a CPU, no integer-only model) is then not measured."""
-    flt = results.get(variants.FLOAT)
-    if flt is None or not flt.ok:
-        return False
-    for name, v in results.items():
-        if name in (variants.FLOAT, variants.FIQ) or not v.ok or not targets.quantized(v.tensor_types, v.weight_coverage):
-            continue
-        if v.metrics is not None and flt.metrics is not None:
-            main, ref = v.metrics.main, flt.metrics.main
-            if main is not None and ref is not None and variants.FLOAT in main.paired:
-                paired = main.paired[variants.FLOAT]
-                delta, p = paired.delta, paired.p_value
-            elif main is None and variants.FLOAT in v.metrics.paired:
-                counts = v.metrics.paired[variants.FLOAT]
-                delta = v.metrics.accuracy - flt.metrics.accuracy
-                p = judgement.mcnemar_p_counts(counts.reference_only, counts.variant_only)
-            else:
-                continue
-            if judgement.meets_target([judgement.Standing(-delta, p)], max_accuracy_drop):
-                return True
-        elif v.output_error is not None and v.output_error.float_variance:
-            r2 = 1 - v.output_error.mse / v.output_error.float_variance
-            if judgement.meets_target([judgement.Standing(r2=r2)], max_accuracy_drop):
-                return True
-    return False
+def _gap(m: Measurer, name: str, meets: bool) -> GapStatus:
+    """Model `name`'s drop from float on the main metric and its paired test, as measured, with whether it meets the
+    accuracy target (`meets`: the findings' rule said so): a gap when it does not; not measurable without the main
+    metric. reporter.render.words word it from these figures."""
+    found = m.drop(name)
+    if found is None:
+        return GapStatus("not_measurable")
+    drop, p = found
+    return GapStatus("no_gap" if meets else "gap", drop, p, drop)
+
+
+def _other_quantized(results: dict) -> list[VariantResult]:
+    """The built variants other than float and FIQ that store anything below float32."""
+    return [v for name, v in results.items() if name not in (variants.FLOAT, variants.FIQ) and v.ok
+            and targets.quantized(v.tensor_types, v.weight_coverage)]
 
 
 def _whole_model_16x8(m: Measurer, litert_models, results) -> VariantResult:

@@ -1,6 +1,7 @@
 """What every section's view stands on: the basis (the report, its findings, the variants shown side by
 side, float, names), the table cell and row, and how a change against float is drawn: arrows, ratio
-words, tones. The thresholds behind them are reporter.core.judgement's; `threshold_words` states them."""
+words, tones. The steps are reporter.render.steps' (from reporter.core.judgement's thresholds, which
+`threshold_words` states); a latency's step, whether it is beyond timing noise, is a findings' field."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from reporter.core.variants import LITERT, LONG_NAMES, short
 from reporter.model.findings import Findings
 from reporter.model.report import Report, VariantResult
 from reporter.model.settings import Settings
+from reporter.render import steps
 from reporter.render.words.verdicts import speed_words
 
-ARROWS = {0: "~", 1: "↑", 2: "↑↑", -1: "↓", -2: "↓↓"}  # a judgement.count_step / metric_step, drawn
+ARROWS = {0: "~", 1: "↑", 2: "↑↑", -1: "↓", -2: "↓↓"}  # a step (reporter.render.steps, a finding's latency)
 DIRECTION_TONES = {"worse": "bad", "better": "good"}  # a variant's accuracy against float, beyond noise
 
 
@@ -42,14 +44,14 @@ class Row:
 def count_arrow(value: Optional[float], ref: Optional[float], same_ratio: float = 0.0) -> str:
     """~ equal (or within `same_ratio` of ref), ↑/↓ changed, ↑↑/↓↓ changed by more than
     judgement.COUNT_BIG_RATIO times (or from/to zero); empty when either is missing."""
-    step = jd.count_step(value, ref, same_ratio)
+    step = steps.count_step(value, ref, same_ratio)
     return "" if step is None else ARROWS[step]
 
 
 def metric_arrow(value: Optional[float], ref: Optional[float]) -> str:
     """~ within judgement.METRIC_SAME_POINTS, ↑/↓ up to judgement.METRIC_BIG_POINTS, ↑↑/↓↓ beyond
     (values are 0..1); empty when either is missing."""
-    step = jd.metric_step(value, ref)
+    step = steps.metric_step(value, ref)
     return "" if step is None else ARROWS[step]
 
 
@@ -64,24 +66,14 @@ def ratio_words(ratio: Optional[float], down: str, up: str, same: float = 0.0) -
     """"1.4x smaller", "2.5x slower", "same" for a ratio against float ("~ same" within a `same` tolerance)."""
     if ratio is None:
         return ""
-    if jd.same_ratio(ratio, same):
+    if steps.same_ratio(ratio, same):
         return "same" if same == 0 else "~ same"
     return f"{1 / ratio:.1f}x {down}" if ratio < 1 else f"{ratio:.1f}x {up}"
 
 
-def latency_step(v: Optional[VariantResult], ref: Optional[VariantResult]) -> Optional[int]:
-    """`v`'s latency against `ref`'s by the timing-noise rule the decision and the sentences read
-    (judgement.latency_step); None when either was not timed."""
-    a = v.latency_ms if v is not None else None
-    b = ref.latency_ms if ref is not None else None
-    if a is None or b is None:
-        return None
-    return jd.latency_step(a.median, jd.timing_spread(a.p90, a.runs), b.median, jd.timing_spread(b.p90, b.runs))
-
-
-def latency_cell_words(v: Optional[VariantResult], ref: Optional[VariantResult]) -> str:
-    """"1.8x faster", "4 % slower", "~ same" (neither faster beyond timing noise); "" when either was not timed."""
-    step = latency_step(v, ref)
+def latency_cell_words(step: Optional[int], v: Optional[VariantResult], ref: Optional[VariantResult]) -> str:
+    """"1.8x faster", "4 % slower", "~ same" (`step` 0: neither faster beyond timing noise, as the findings decided
+    it: VariantFinding.latency_vs_float / latency_vs_fiq); "" when either was not timed (`step` None)."""
     if step is None:
         return ""
     return "~ same" if step == 0 else speed_words(v.latency_ms.median / ref.latency_ms.median)
@@ -94,7 +86,7 @@ def step_tone(step: Optional[int]) -> str:
 
 def ratio_tone(ratio: Optional[float], same: float) -> str:
     """A size or latency ratio against float: "good" when lower, "bad" when higher, "neutral" when the same."""
-    if ratio is None or jd.same_ratio(ratio, same):
+    if ratio is None or steps.same_ratio(ratio, same):
         return "neutral"
     return "good" if ratio < 1 else "bad"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from reporter.core import judgement as jd
 from reporter.core import tasks, variants
 from reporter.core.formatting import NOT_MEASURED, fmt_metric, fmt_number
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
@@ -220,7 +219,8 @@ class QualityView:
                 beyond = self._beyond_noise(v.name)
                 if c.accuracy is not None:  # multi-label: the label's accuracy, ROC AUC, and its own paired test
                     text += f" · {c.accuracy:.2f} · " + ("–" if c.roc_auc is None else f"{c.roc_auc:.2f}")
-                    beyond = c.p_vs_float is not None and v is not basis.float and jd.significant(c.p_vs_float)
+                    found = basis.findings.variant(v.name)
+                    beyond = found is not None and i in found.labels_beyond_noise
                     arrow = "" if v is basis.float or flt is None else metric_arrow(c.accuracy, flt[i].accuracy)
                 cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if beyond else "neutral"))
             rows.append(Row(str(base.label), cells))

@@ -12,8 +12,7 @@ from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_m
 from reporter.core import targets, variants
 from reporter.core.variants import SEARCH_METHOD
 from reporter.model.report import SearchStep, VariantResult
-from reporter.render.views.common import (Basis, Cell, Row, latency_cell_words, latency_step, ratio_tone,
-                                          ratio_words, step_tone)
+from reporter.render.views.common import Basis, Cell, Row, latency_cell_words, ratio_tone, ratio_words, step_tone
 from reporter.render.words.recommendation import SCHEME_NAMES
 from reporter.render.words.decision import why_not
 from reporter.render.words.verdicts import size_change
@@ -167,9 +166,12 @@ class RecommendationView:
              lambda n: f"{n:,}", False),
         ):
             if get is None:  # latency: against FIQ and float by the timing-noise rule the decision reads
+                found = basis.findings.variant(sel.name)
+                against = ((found.latency_vs_fiq, fiq), (found.latency_vs_float, flt)) if found is not None else \
+                    ((None, fiq), (None, flt))
                 rows.append(Row(label, [Cell(or_missing(x, fmt)) for x in lat] + [
-                    Cell(latency_cell_words(sel, other) or "–", "", step_tone(latency_step(sel, other)))
-                    for other in (fiq, flt)]))
+                    Cell(latency_cell_words(step, sel, other) or "–", "", step_tone(step))
+                    for step, other in against]))
                 continue
             values = [get(v) for v in (flt, fiq, sel)]
             cells = [Cell(or_missing(x, fmt)) for x in values]

@@ -11,7 +11,7 @@ from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_m
                                       fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
 from reporter.render.words.verdicts import size_change
-from reporter.render.views.common import (DIRECTION_TONES, Basis, Cell, latency_cell_words, latency_step, ratio_tone,
+from reporter.render.views.common import (DIRECTION_TONES, Basis, Cell, latency_cell_words, ratio_tone,
                                           step_tone, threshold_words)
 
 
@@ -136,8 +136,8 @@ class StoryView:
                 interval = f"{fmt_number(f.accuracy_low)}–{fmt_number(f.accuracy_high)}"
             size_note = "" if f.size_ratio is None or f.name == variants.FLOAT else size_change(f.size_ratio)
             measured = self.basis.report.variant(f.name)
-            step = None if f.name == variants.FLOAT else latency_step(measured, self.basis.float)
-            lat_note = "" if f.name == variants.FLOAT else latency_cell_words(measured, self.basis.float)
+            step = f.latency_vs_float
+            lat_note = "" if f.name == variants.FLOAT else latency_cell_words(step, measured, self.basis.float)
             missing = quality_error and f.accuracy is None
             rows.append(PanelRow(
                 f.label, long, Cell(NOT_MEASURED if missing else fmt_score(f.accuracy, f.score_share)), interval, vs,

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_percent, or_missing
 from reporter.core.targets import SUB_BYTE_KEYS
-from reporter.render.views.common import ARROWS, Basis, Cell, Row, count_arrow, latency_step, tone
+from reporter.render.views.common import ARROWS, Basis, Cell, Row, count_arrow, tone
 
 TENSOR_TYPES = (("int8", "Int8"), ("int16", "Int16"), ("int32", "Int32"), ("float32", "Float32"),
                 ("other", "Other"), ("total", "Total"))
@@ -49,8 +49,9 @@ class StructureView:
                 out.append(Cell(or_missing(get(v), fmt), arrow, tone(arrow, higher_is_better=False)))
             return out
 
-        def latency_arrow(v):  # the timing-noise rule: medians further apart than either model's spread
-            step = latency_step(v, ref)
+        def latency_arrow(v):  # the timing-noise rule (the findings'): medians further apart than either's spread
+            found = self.basis.findings.variant(v.name)
+            step = found.latency_vs_float if found is not None else None
             return "" if step is None else ARROWS[step]
 
         size = lambda v: v.size_bytes  # noqa: E731

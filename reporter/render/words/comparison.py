@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from reporter.core import judgement as jd
-from reporter.core.formatting import fmt_change, fmt_points
+from reporter.core.formatting import fmt_change, fmt_points, p_text
 from reporter.model.findings import OTHER_METRICS, SCORE, Comparison
 
 
@@ -22,16 +21,22 @@ def text(c: Comparison) -> str:
         if c.same:
             return f"{change}: the same value"
         if not c.significant:
-            return f"within noise: {change}, {jd.p_text(c.p_value)}"
-        return f"{change}, {jd.p_text(c.p_value)}"
+            return f"within noise: {change}, {p_text(c.p_value)}"
+        return f"{change}, {p_text(c.p_value)}"
     points = f"{fmt_points(c.delta)} points"
     if c.p_value is None:
         return f"{points}, significance not recorded"
     if c.same:
         return "±0.0 points: right on exactly the same samples"
     if not c.significant:
-        return f"within noise: {points}, {jd.p_text(c.p_value)}"
-    return f"{points}, {jd.p_text(c.p_value)}"
+        return f"within noise: {points}, {p_text(c.p_value)}"
+    return f"{points}, {p_text(c.p_value)}"
+
+
+def worse_words(amount: str) -> str:
+    """How a worse model is said: "loses 4.3 points" for a share (accuracy, mean IoU), "is worse by 0.2433 of
+    recon_mse" for any other metric, which may point either way (never "loses" an error)."""
+    return f"loses {amount}" if "points" in amount else f"is worse by {amount}"
 
 
 def worded(value):

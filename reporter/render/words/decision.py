@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Optional
 
-from reporter.core import judgement as jd
 from reporter.core import targets as tg
 from reporter.core import variants
-from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score
+from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score, p_text
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
 from reporter.model.variant import OnTarget
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
-from reporter.render.words.comparison import text as comparison_text
+from reporter.render import steps
+from reporter.render.words.comparison import text as comparison_text, worse_words
 from reporter.render.words.verdicts import size_words, speed_words
 
 
@@ -194,9 +194,9 @@ def _quality(report: Report, o: Option, flt: Optional[Option]) -> str:
 def _loss(report: Report, o: Option) -> str:
     if o.vs_float is not None:
         metric, share = report.metric()
-        p = f", {jd.p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
+        p = f", {p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
         where = f" on {o.kernels}" if o.kernels else ""
-        return f"{jd.worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}"
+        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}"
     if o.output_mse is not None:
         return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}"
     return "falls short"
@@ -216,7 +216,7 @@ def _speed(o: Option, other: Option, other_name: str) -> str:
     """"1.8x faster than float", "2.3x slower than float", or "as fast as float" when neither is faster beyond
     timing noise (judgement.faster: the rule the decision's cost reads)."""
     than = f" than {other_name}" if other_name else ""
-    if jd.latency_step(o.latency_ms, o.latency_p90_ms, other.latency_ms, other.latency_p90_ms):
+    if o.latency_vs_float if other.name == variants.FLOAT else o.latency_vs_ship:
         return speed_words(o.latency_ms / other.latency_ms) + than
     return f"as fast as {other_name}" if other_name else "as fast"
 
@@ -226,17 +226,13 @@ def _trade(o: Option, ship: Option, target: tg.Target, accuracy: bool = True) ->
     shipped model loses beyond noise (within the allowed drop) and `o` does not, that `o` is within noise."""
     parts = []
     ratio = o.size_bytes / ship.size_bytes
-    if not jd.same_ratio(ratio):
+    if not steps.same_ratio(ratio):
         parts.append(size_words(ratio).removesuffix(" than float"))
     if target.timed and o.latency_ms and ship.latency_ms:
         speed = _speed(o, ship, "")
         if not speed.startswith("as fast"):
             parts.append(speed)
     text = " but ".join(parts) if parts else "as cheap"
-    if accuracy and _loses(ship) and not _loses(o):
+    if accuracy and ship.loses and not o.loses:
         text += f"; not worse than float beyond noise ({comparison_text(o.vs_float)})"
     return text
-
-
-def _loses(o: Option) -> bool:
-    return o.vs_float is not None and jd.worse_beyond_noise(o.vs_float.significant, o.vs_float.delta)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (fmt_bytes, fmt_change, fmt_ms, fmt_percent, fmt_score, fmt_signed_bytes,
-                                      fmt_signed_points)
+                                      fmt_signed_points, p_text)
 from reporter.findings import diff as df
 from reporter.findings.diff import Change, Diff, GateFailure, ModelDiff, Run, Task, VariantDiff
 
@@ -76,7 +75,7 @@ def _points(c: Change) -> str:
     points = f"{fmt_percent(c.base)} → {fmt_percent(c.new)} ({fmt_signed_points(c.delta)} points"
     if c.p_value is None:
         return f"{points}, not tested)"
-    return f"{points}, {jd.p_text(c.p_value)})" + ("" if c.significant else ", within noise")
+    return f"{points}, {p_text(c.p_value)})" + ("" if c.significant else ", within noise")
 
 
 def _score(value: Optional[float], share: bool) -> str:

@@ -3,9 +3,8 @@ report is applied by reporter.run.conclude.check_gate)."""
 
 from __future__ import annotations
 
-from reporter.core import judgement as jd
 from reporter.core import targets, variants
-from reporter.core.formatting import fmt_number
+from reporter.core.formatting import fmt_number, p_text
 from reporter.findings import gate as gt
 from reporter.model import findings as mf
 from reporter.model.findings import Findings, GateFinding
@@ -38,7 +37,7 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
     if loss.unmeasured == gt.NOT_APPLICABLE:
         return ("the model's output is not class scores and no --metric was given: the accuracy gate does not"
                 " apply")
-    noise = f", {jd.p_text(loss.p_value)}" if loss.p_value is not None else ""
+    noise = f", {p_text(loss.p_value)}" if loss.p_value is not None else ""
     metric, share = report.metric()
     if metric == "accuracy":
         lim = f"{limit * 100:.1f}"

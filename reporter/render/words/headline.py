@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Optional
 
-from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_score,
-                                      fmt_signed_bytes)
+                                      fmt_signed_bytes, p_text)
 from reporter.findings.notices import Fact
 from reporter.model.findings import Culprit, Findings, FixFinding, VariantFinding
 from reporter.model.report import Report
+from reporter.render.words.comparison import worse_words
 from reporter.render.words.notices import nonfinite_text
 from reporter.render.words.verdicts import size_words
 
@@ -70,11 +70,11 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
                 f" {fmt_score(flt.accuracy, share)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
         if fiq.vs_float is not None and fiq.vs_float.delta < 0 and _lost(-fiq.vs_float.delta, metric, share) != \
                 _lost(0.0, metric, share):
-            what = (f"FIQ is {size} and {jd.worse_words(_lost(-fiq.vs_float.delta, metric, share))}"
+            what = (f"FIQ is {size} and {worse_words(_lost(-fiq.vs_float.delta, metric, share))}"
                     f" ({fmt_score(flt.accuracy, share)} → {fmt_score(fiq.accuracy, share)}), {gap.reason}")
         return what + ": no layer needs to stay in float."
-    p = jd.p_text(gap.p_value) if gap.p_value is not None else "p not recorded"
-    text = (f"FIQ {jd.worse_words(_lost(gap.fiq_drop, metric, share))} against float ({fmt_score(flt.accuracy, share)} →"
+    p = p_text(gap.p_value) if gap.p_value is not None else "p not recorded"
+    text = (f"FIQ {worse_words(_lost(gap.fiq_drop, metric, share))} against float ({fmt_score(flt.accuracy, share)} →"
             f" {fmt_score(fiq.accuracy, share)}, {p})")
     if fiq.degenerate is not None:
         unit = report.model.task_kind.unit

@@ -9,14 +9,14 @@ from typing import Optional
 from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import (fmt_amount, fmt_number, fmt_percent, fmt_points, fmt_score,
-                                      fmt_signed_bytes)
+                                      fmt_signed_bytes, p_text)
 from reporter.model import findings as mf
 from reporter.model.findings import (AlternativeFinding, Decision, Findings, FixFinding, GapFinding, Reason,
                                      TradeoffPoint)
 from reporter.model.report import Alternative, Recommendation, Report, SearchResult
 from reporter.core.variants import SEARCH_METHOD
 from reporter.render.words import search as search_words
-from reporter.render.words.comparison import text as comparison_text
+from reporter.render.words.comparison import text as comparison_text, worse_words
 
 # A scheme in a sentence (float is called by its name).
 SCHEME_NAMES = variants.SCHEME_WORDS  # a scheme in a sentence: "dynamic range"
@@ -32,8 +32,8 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
     if why == mf.NOT_CLASS_SCORES:
         return ("the model's output is not class scores, so there is no accuracy; the report compares output error"
                 " instead")
-    if why == mf.SEARCHED:
-        return report.recommendation.gap.reason  # the search's own words, kept with its measurements
+    if why == mf.SEARCHED:  # a report written before the search stopped wording its figures kept its words
+        return report.recommendation.gap.reason or _searched(report, gap)
     if why == mf.FLOAT_NOT_MEASURED:
         return "float was not measured"
     metric, share = report.metric()
@@ -43,9 +43,9 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
     if why == mf.NOT_WORSE:
         return f"FIQ is at least as good as float on {metric}"
     if why == mf.NOISE:
-        return f"the drop is within noise ({jd.p_text(gap.p_value)})"
+        return f"the drop is within noise ({p_text(gap.p_value)})"
     if why == mf.LOSES:
-        return f"FIQ {jd.worse_words(fmt_amount(gap.fiq_drop, share, metric))}"
+        return f"FIQ {worse_words(fmt_amount(gap.fiq_drop, share, metric))}"
     limit = report.settings.max_accuracy_drop
     if why == mf.ALLOWED:
         return f"the drop is within --max-accuracy-drop {limit:g}"
@@ -57,6 +57,49 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
             return f"the recommended model meets the accuracy target{said}"
         return f"the recommended model does not meet the accuracy target{said}"
     raise ValueError(f"a gap for an unknown reason {why!r}")
+
+
+def _searched(report: Report, gap: GapFinding) -> str:
+    """The gap as the search measured it (Recommendation.gap: FIQ's drop and its paired test, or the recommended
+    model's once built), said by how those figures stand against the accuracy target (`GapFinding.standing`)."""
+    found = report.recommendation.gap
+    metric, share = report.metric()
+    return searched_words(gap.status, gap.standing, found.drop, found.p_value, report.settings.max_accuracy_drop,
+                          metric, share, _test_name(report))
+
+
+def searched_words(status: str, standing: str, drop: Optional[float], p_value: Optional[float],
+                   limit: Optional[float], metric: str, share: bool, test: str) -> str:
+    """A gap (`status` "no_gap" or "gap": FIQ's; "recovered" or "open": the recommended model's) from its drop on
+    the main metric and its paired test (`test`: "McNemar" ...), by how they stand against the accuracy target
+    (`standing`: reporter.core.judgement.NOT_WORSE ... LOSES): "FIQ loses 4.3 points (McNemar p < 0.005)"."""
+    amount = fmt_amount(drop, share, metric) if drop is not None else ""
+    tested = f"{test} {p_text(p_value) if p_value is not None else 'not tested'}"
+    if status in ("no_gap", "gap"):
+        if standing == jd.NOT_WORSE:
+            return "FIQ is at least as good as float"
+        if standing == jd.ALLOWED:
+            return f"the drop is within --max-accuracy-drop {limit:g}"
+        if standing == jd.NOISE:
+            return f"the drop is within noise ({tested})"
+        return f"FIQ {worse_words(amount)} ({tested})"
+    if standing == jd.NOT_WORSE:
+        return "the recommended model is as good as float"
+    if standing == jd.NOISE:
+        return f"{amount} below float, within noise: {tested}"
+    if standing == jd.ALLOWED:
+        return f"{amount} below float: within --max-accuracy-drop {limit:g}"
+    return f"the recommended model still {worse_words(amount)}, {tested}"
+
+
+def _test_name(report: Report) -> str:
+    """The paired test of the main metric: McNemar on the samples right (accuracy), a paired t-test for a user's
+    metric with one value per sample, else the paired bootstrap (mean IoU, a user's metric)."""
+    flt = report.variant(variants.FLOAT)
+    main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+    if main is None:
+        return "McNemar"
+    return "paired t-test" if main.per_sample else "paired bootstrap"
 
 
 def score_text(point: TradeoffPoint) -> str:

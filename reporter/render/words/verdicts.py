@@ -8,6 +8,7 @@ from typing import Optional
 from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.core.formatting import fmt_ms, fmt_mse, fmt_percent, fmt_score, fmt_signed_bytes
+from reporter.render import steps
 from reporter.model.report import layer_of
 from reporter.model.findings import BlameFinding, HeadFinding, VariantFinding
 from reporter.model.report import Report, VariantResult
@@ -105,9 +106,9 @@ def head_cell(h: HeadFinding) -> str:
 def size_change(ratio: float) -> str:
     """A size ratio against another model's: "2.0x smaller", "3 % larger" (close to 1, where "1.0x" would read as no
     change), "same size"."""
-    if jd.same_ratio(ratio):
+    if steps.same_ratio(ratio):
         return "same size"
-    if jd.ratio_in_percent(ratio):
+    if steps.ratio_in_percent(ratio):
         return f"{abs(1 - ratio) * 100:.0f} % {'smaller' if ratio < 1 else 'larger'}"
     return f"{1 / ratio:.1f}x smaller" if ratio < 1 else f"{ratio:.1f}x larger"
 
@@ -121,7 +122,7 @@ def size_words(ratio: float) -> str:
 def speed_words(ratio: float) -> str:
     """A latency ratio against another model's that `judgement.faster` has found beyond timing noise: "1.8x
     faster", "4 % slower" (close to 1: a percentage, since "1.0x" reads as no change)."""
-    if jd.ratio_in_percent(ratio):
+    if steps.ratio_in_percent(ratio):
         return f"{abs(1 - ratio) * 100:.0f} % {'faster' if ratio < 1 else 'slower'}"
     return f"{1 / ratio:.1f}x faster" if ratio < 1 else f"{ratio:.1f}x slower"
 
