@@ -235,3 +235,13 @@ def test_measuring_stages_decide_nothing():
             found += [f"{where}:{line} {module}.{name}" for module in modules
                       for line, name in _used_names(tree, module) if (module, name) in findings]
     assert not found, found
+
+
+def test_every_subpackage_is_in_the_wheel():
+    """A subpackage missing from pyproject.toml's package list installs nowhere: the wheel imports fail (a new
+    plug-in folder, say). Read from the folders, compared with the list setuptools is given."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found - listed == set(), f"subpackages missing from pyproject.toml: {sorted(found - listed)}"

@@ -361,10 +361,10 @@ def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_on
 def test_the_gap_words_say_each_standing_as_the_search_said_it():
     """Every way the search's gap stood, worded from its figures as the search worded it (its sentences, copied)."""
     from reporter.core import judgement as jd
-    from reporter.render.words.recommendation import searched_words
+    from reporter.render.words.recommendation import Scale, searched_words
 
     def said(status, standing, drop=0.043, p=0.3, limit=None):
-        return searched_words(status, standing, drop, p, limit, "accuracy", True, "McNemar")
+        return searched_words(status, standing, drop, p, limit, Scale("accuracy", True, "McNemar"))
 
     assert said("no_gap", jd.NOT_WORSE, -0.01) == "FIQ is at least as good as float"
     assert said("no_gap", jd.ALLOWED, limit=0.05) == "the drop is within --max-accuracy-drop 0.05"

@@ -262,12 +262,12 @@ def test_a_resampling_floor_reads_p_below_one_over_b_plus_one():
 
 def test_gap_words_for_a_lower_is_better_metric_say_worse_by():
     from reporter.core import judgement as jd
-    from reporter.render.words.recommendation import searched_words
+    from reporter.render.words.recommendation import Scale, searched_words
 
-    said = searched_words("gap", jd.LOSES, 0.2433, 0.0498, None, "recon_mse", False, "paired t-test")
+    said = searched_words("gap", jd.LOSES, 0.2433, 0.0498, None, Scale("recon_mse", False, "paired t-test"))
     assert said == "FIQ is worse by 0.2433 of recon_mse (paired t-test p = 0.0498)"
     assert "loses" not in said
-    acc = searched_words("gap", jd.LOSES, 0.043, 1 / 201, None, "accuracy", True, "McNemar")
+    acc = searched_words("gap", jd.LOSES, 0.043, 1 / 201, None, Scale("accuracy", True, "McNemar"))
     assert acc == "FIQ loses 4.3 points (McNemar p < 0.005)"
 
 

@@ -143,7 +143,7 @@ def test_a_rung_builds_on_its_fixture_a_model_the_reference_kernels_load(code, d
     fx = own_fixture(code, demo_cache)
     built = (lambda name: litert_16x8(fx.float_model, fx.x_calib)) if code == "int16x8" else None
     (candidate,) = rungs.candidates(fx.float_model, fx.x_calib, fx.x_select, RepairOptions(rungs=(code,)),
-                                    target=targets.of("micro"), build_variant=built)
+                                    target=targets.of("micro"), run=rungs.RunVariants(build=built))
     assert candidate.model is not None and candidate.applies, candidate.error
     assert loads_on_reference_kernels(candidate.model)
     rung = next(r for r in rungs.REGISTRY if r.code == code)
@@ -162,6 +162,6 @@ def test_16x8_measured_by_the_run_already_is_not_built_again():
 
     built = []
     (candidate,) = rungs.candidates(mlp(), X, X, RepairOptions(rungs=("int16x8",)), target=targets.of("micro"),
-                                    measured=frozenset({"int16x8"}), build_variant=built.append)
+                                    run=rungs.RunVariants(frozenset({"int16x8"}), built.append))
     assert candidate.model is None and candidate.applies and not built
     assert candidate.error == "measured above as the 16x8 variant (an option of the decision)"

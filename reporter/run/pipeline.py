@@ -379,8 +379,9 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
-            layers, recommendation = recommend_for(m, _search_options(ctx.settings), ctx.quantizer, layers, results,
-                                                   ctx.litert_models, conclude.target_rule(ctx.settings, m))
+            options = dataclasses.replace(_search_options(ctx.settings),
+                                          target_rule=conclude.target_rule(ctx.settings, m))
+            layers, recommendation = recommend_for(m, options, ctx.quantizer, layers, results, ctx.litert_models)
     return _Debugged(layers, recommendation, debugger_error)
 
 

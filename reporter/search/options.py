@@ -4,7 +4,7 @@ RunSettings, so that the search is typed without knowing the run."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -19,3 +19,6 @@ class SearchOptions:
     keep_float: tuple = ()  # tensor names always kept in float (--keep-float)
     keep_float_ops: tuple = ()  # op types always kept in float (--keep-float-ops)
     primary_output: Optional[str] = None  # several outputs: the target holds for this one (None: every labelled one)
+    # (model, float) -> the model meets the accuracy target: the findings' one rule, which the run hands down (the
+    # search measures, it never decides that itself); None: no model is taken to meet it
+    target_rule: Optional[Callable] = None

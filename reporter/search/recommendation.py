@@ -29,14 +29,15 @@ TargetRule = Callable[[VariantResult, VariantResult], bool]  # (model, float) ->
 
 
 def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quantizer, layers: list[LayerStat],
-                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels,
-                  target_rule: TargetRule) -> tuple[list, Recommendation]:
+                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels
+                  ) -> tuple[list, Recommendation]:
     """The layers (with the rule's suspects marked) and the measured recommendation: `options` are what it reads
     of the run's settings (the rule's threshold, the search's budget and samples, forced layers and ops),
-    `quantizer` builds FIQ with chosen layers in float from the run's float model, and `target_rule(model, float)`
-    says whether a measured model meets the accuracy target (the findings' one rule, which the run hands down: the
+    `quantizer` builds FIQ with chosen layers in float from the run's float model, and
+    `options.target_rule(model, float)` says whether a measured model meets the accuracy target (the findings' one rule, which the run hands down: the
     search measures, it never decides that itself)."""
     data, task, progress = m.data, m.task, m.progress
+    target_rule: TargetRule = options.target_rule or (lambda model, flt: False)
     float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
     # accumulated from the input, which would flag every layer after the first bad one: no rule then.

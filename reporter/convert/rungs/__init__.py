@@ -5,11 +5,11 @@ and reported). Adding a rung is one module and one line here: `<module>.RUNG,`."
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterator, Optional
+from typing import Iterator
 
 from reporter.convert.rungs import (bias_correction, host_normalization, int16x8, layernorm_without_neg, ranges,
                                     smoothquant, static_batch1)
-from reporter.convert.rungs.base import RepairCandidate, RepairOptions, Rung, Workspace, timed
+from reporter.convert.rungs.base import RepairCandidate, RepairOptions, Rung, RunVariants, Workspace, timed
 
 REGISTRY: tuple[Rung, ...] = (
     static_batch1.RUNG,
@@ -28,14 +28,13 @@ def plan(target=None, options: RepairOptions = RepairOptions()) -> list[Rung]:
 
 
 def candidates(float_model: bytes, x_calib, x_select, options: RepairOptions = RepairOptions(), target=None,
-               measured: frozenset = frozenset(), build_variant: Optional[Callable[[str], bytes]] = None
-               ) -> Iterator[RepairCandidate]:
+               run: RunVariants = RunVariants()) -> Iterator[RepairCandidate]:
     """The repair candidates of `plan(target, options)`, each built when asked for (stop iterating to build no more).
 
     `x_calib`, `x_select`: reporter.measure.signature.Inputs, a dict input name -> array, or the one array of a
-    one-input model; `measured`, `build_variant`: see Workspace. A rung that does not apply yields a candidate saying
+    one-input model; `run`: the run's own variants (RunVariants). A rung that does not apply yields a candidate saying
     why; one that fails yields its error instead of raising."""
-    data = Workspace(float_model, x_calib, x_select, options, measured, build_variant)
+    data = Workspace(float_model, x_calib, x_select, options, run)
     for rung in plan(target, options):
         started = time.perf_counter()
         try:

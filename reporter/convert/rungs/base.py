@@ -217,14 +217,23 @@ class Base:
                          kinds)
 
 
+@dataclass(frozen=True)
+class RunVariants:
+    """The run's own variants, where a rung needs them: `measured`, those the run measured already; `build(name)`,
+    a variant of the run built (None: the run builds none here)."""
+
+    measured: frozenset = frozenset()
+    build: Optional[Callable[[str], bytes]] = None
+
+
 class Workspace:
-    """The user's float model and data as the rungs share them, and the run's own means where a rung needs them:
-    `measured`, the variants the run measured already; `build_variant(name)`, a variant of the run built."""
+    """The user's float model and data as the rungs share them, and the run's own variants (`run`) where a rung
+    needs them."""
 
     def __init__(self, float_model: bytes, x_calib, x_select, options: RepairOptions = RepairOptions(),
-                 measured: frozenset = frozenset(), build_variant: Optional[Callable[[str], bytes]] = None):
+                 run: RunVariants = RunVariants()):
         self.float_model, self.options = bytes(float_model), options
-        self.measured, self.build_variant = measured, build_variant
+        self.measured, self.build_variant = run.measured, run.build
         self.inputs = runtime.signature_names(self.float_model)[1]
         calib = runtime.keyed(x_calib, self.inputs)
         self.select = runtime.keyed(x_select, self.inputs)

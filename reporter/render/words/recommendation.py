@@ -4,7 +4,7 @@ and the trade-off points' scores (reporter.findings.derive decides all of them).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
@@ -65,14 +65,23 @@ def _searched(report: Report, gap: GapFinding) -> str:
     found = report.recommendation.gap
     metric, share = report.metric()
     return searched_words(gap.status, gap.standing, found.drop, found.p_value, report.settings.max_accuracy_drop,
-                          metric, share, _test_name(report))
+                          Scale(metric, share, _test_name(report)))
+
+
+class Scale(NamedTuple):
+    """The main metric a gap is said on: its name, whether it is a share (points), its paired test ("McNemar" ...)."""
+
+    metric: str
+    share: bool
+    test: str
 
 
 def searched_words(status: str, standing: str, drop: Optional[float], p_value: Optional[float],
-                   limit: Optional[float], metric: str, share: bool, test: str) -> str:
+                   limit: Optional[float], scale: Scale) -> str:
     """A gap (`status` "no_gap" or "gap": FIQ's; "recovered" or "open": the recommended model's) from its drop on
-    the main metric and its paired test (`test`: "McNemar" ...), by how they stand against the accuracy target
-    (`standing`: reporter.core.judgement.NOT_WORSE ... LOSES): "FIQ loses 4.3 points (McNemar p < 0.005)"."""
+    the main metric and its paired test, by how they stand against the accuracy target (`standing`:
+    reporter.core.judgement.NOT_WORSE ... LOSES): "FIQ loses 4.3 points (McNemar p < 0.005)"."""
+    metric, share, test = scale
     amount = fmt_amount(drop, share, metric) if drop is not None else ""
     tested = f"{test} {p_text(p_value) if p_value is not None else 'not tested'}"
     if status in ("no_gap", "gap"):
