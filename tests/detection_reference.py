@@ -87,6 +87,33 @@ def raw_outputs(model: bytes, x: np.ndarray, reference: bool = False) -> dict:
     return {name: np.stack(v) for name, v in rows.items()}
 
 
+def micro_raw_outputs(model: bytes, x: np.ndarray) -> dict:
+    """raw_outputs, run by TFLite Micro's interpreter (reset between images). TFLite Micro sizes outputs by the
+    file's shapes: on a file whose postprocess outputs have shape [] (as the converter writes them) it returns
+    one value per output, which shows here as arrays with one value per image."""
+    from tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(bytes(model))
+    roles = {index: name for name, index in output_roles(model).items()}
+    order = [roles[d["index"]] for d in _interpreter(model).get_output_details()]  # graph output order
+    q = it.get_input_details(0)["quantization_parameters"]
+    inp = {"dtype": it.get_input_details(0)["dtype"], "quantization": (q["scales"][0], q["zero_points"][0])
+           if len(q["scales"]) else (0.0, 0)}
+    rows = {name: [] for name in OUTPUTS}
+    for sample in x:
+        it.set_input(_feed(sample[None], inp), 0)
+        it.invoke()
+        for i, name in enumerate(order):
+            value = np.array(it.get_output(i))
+            oq = it.get_output_details(i)["quantization_parameters"]
+            if np.issubdtype(value.dtype, np.integer) and len(oq["scales"]):
+                value = (value.astype(np.float64) - oq["zero_points"][0]) * oq["scales"][0]
+            value = value.astype(np.float64)
+            rows[name].append(value.reshape(-1)[0] if name == "num" or value.ndim == 0 else value[0])
+        it.reset()
+    return {name: np.stack(v) for name, v in rows.items()}
+
+
 def detections(raw: dict) -> list[dict]:
     """Per image: its first num_detections boxes, class ids (rounded) and scores."""
     out = []
