@@ -1,10 +1,12 @@
-"""Independent detection scores of a .tflite ending in TFLite_Detection_PostProcess: a LiteRT run, scored by pycocotools.
+"""Independent detection scores of a .tflite ending in TFLite_Detection_PostProcess: LiteRT runs, pycocotools.
 
-None of quant-report's code: the tests compare the tool's detection figures against these. The four outputs
-are told apart by the op's output index (0 boxes [1, K, 4], 1 classes [1, K], 2 scores [1, K], 3 num_detections
-[1]), following a graph output back through QUANTIZE/DEQUANTIZE ops to the op, and their shapes are read from
-the interpreter after allocate_tensors(): the converter writes them as [] in the file. An int8 output is
-dequantized with its own scale and zero point, and class ids are rounded (class 1 dequantizes to 0.996).
+None of quant-report's code: the tests compare the tool's detection figures against these (pycocotools 2.0.11
+checked; faster-coco-eval 1.8.0 gives the same stats on the same detections). The four outputs are told apart
+by the op's output index (0 boxes [1, K, 4], 1 classes [1, K], 2 scores [1, K], 3 num_detections [1]),
+following a graph output back through QUANTIZE/DEQUANTIZE ops to the op, and their shapes are read from the
+interpreter after allocate_tensors(): the converter writes them as [] in the file. An int8 output is
+dequantized with its own scale and zero point, and class ids are rounded (class 1 dequantizes to 0.996). Only
+each image's first num_detections entries are read: the op leaves the rest unwritten.
 """
 
 from __future__ import annotations
@@ -137,7 +139,8 @@ def _coco(dets: list[dict], y_boxes: np.ndarray, y_classes: np.ndarray, size: fl
     def xywh(b):
         return [float(b[1] * size), float(b[0] * size), float((b[3] - b[1]) * size), float((b[2] - b[0]) * size)]
 
-    categories = sorted({int(c) for c in y_classes.reshape(-1) if c >= 0} | {int(c) for d in dets for c in d["classes"]})
+    found = {int(c) for d in dets for c in d["classes"]}
+    categories = sorted({int(c) for c in y_classes.reshape(-1) if c >= 0} | found)
     gt = {"images": [{"id": i} for i in range(len(y_boxes))], "categories": [{"id": c} for c in categories],
           "annotations": []}
     for i, (boxes, classes) in enumerate(zip(y_boxes, y_classes)):

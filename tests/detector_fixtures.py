@@ -128,8 +128,10 @@ def targets(boxes: np.ndarray, classes: np.ndarray, anchor: np.ndarray):
         g = gt[best]
         yc, xc = (g[:, 0] + g[:, 2]) / 2, (g[:, 1] + g[:, 3]) / 2
         h, w = g[:, 2] - g[:, 0], g[:, 3] - g[:, 1]
-        enc = np.stack([(yc - anchor[:, 0]) / anchor[:, 2] * s["y_scale"], (xc - anchor[:, 1]) / anchor[:, 3] * s["x_scale"],
-                        np.log(h / anchor[:, 2]) * s["h_scale"], np.log(w / anchor[:, 3]) * s["w_scale"]], axis=1)
+        enc = np.stack([(yc - anchor[:, 0]) / anchor[:, 2] * s["y_scale"],
+                        (xc - anchor[:, 1]) / anchor[:, 3] * s["x_scale"],
+                        np.log(h / anchor[:, 2]) * s["h_scale"],
+                        np.log(w / anchor[:, 3]) * s["w_scale"]], axis=1)
         box_t[k, :, :4] = np.where(pos[:, None], enc, 0.0)
         box_t[k, :, 4] = pos
         cls_t[k, pos, 1 + gc[best[pos]]] = 1.0
