@@ -109,6 +109,12 @@ def fmt_number(x: Optional[float]) -> str:
     return f"{x:.4g}"
 
 
+def capital(name: str) -> str:
+    """`name` opening a sentence or a row: its first letter in capitals, unless its second already is (mAP@0.5,
+    mIoU: a name spelled so keeps its spelling)."""
+    return name if name[1:2].isupper() else name[:1].upper() + name[1:]
+
+
 def shorten(name: str, limit: int = 60) -> str:
     """A long tensor name shortened in the middle (the full name goes in a title or a code span)."""
     if len(name) <= limit:

@@ -270,8 +270,9 @@ class Measurer:
             return {}
         if self.heads:
             floats = {h.key: (h.name, self.head_outputs[variants.FLOAT][h.name]) for h in self.heads}
-        else:
-            floats = None
+        else:  # several outputs read as one (a detector's): each by its signature key, said what it is
+            parts = self.task.kind.parts(tflite, self.outputs[variants.FLOAT])
+            floats = None if parts is None else {key: (key, values) for key, (_, values) in parts.items()}
         found = {}
         for key, (low, high, step, dtype) in evaluate.integer_output_ranges(tflite).items():
             if floats is None:
@@ -282,7 +283,8 @@ class Measurer:
                 continue
             share = evaluate.clipped_share(values, low, high, step)
             if share > 0:
-                found[label] = ClippedOutput(share=share, low=low, high=high, dtype=dtype)
+                found[label] = ClippedOutput(share=share, low=low, high=high, dtype=dtype,
+                                             part="" if self.heads or floats is None else parts[key][0])
         return found
 
     def references(self, name: str) -> tuple:

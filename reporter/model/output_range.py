@@ -14,3 +14,4 @@ class ClippedOutput:
     low: float  # the real values the integer tensor can hold
     high: float
     dtype: str  # "int8" or "int16"
+    part: str = ""  # what the output is when a task kind reads several outputs as one: a detector's "classes"

@@ -94,7 +94,7 @@ class DetectionMetrics:
     recall50: float
     ap50_per_class: list[Optional[float]] = field(default_factory=list)
     score_threshold: float = 0.0
-    boxes: int = 0  # labelled boxes on the evaluation data
+    boxes_per_class: list[int] = field(default_factory=list)  # labelled boxes on the evaluation data, by class id
 
 
 @dataclass(frozen=True)

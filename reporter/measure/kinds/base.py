@@ -85,6 +85,12 @@ class Kind(tasks.TaskKind):
         default, for a port that is not this kind's."""
         return None
 
+    def parts(self, model: bytes, out: np.ndarray) -> Optional[dict]:
+        """For the outputs `joins` read as one: each of them, by signature key, as (what it is, the values of the
+        packed output `out` that it holds, flat), for measurements of one output (its int8 range's clipping);
+        None, the default, for a kind that reads one output."""
+        return None
+
     @property
     def head(self) -> "Kind":
         """The kind one output of a model with several outputs is measured as (itself, unless it says)."""

@@ -158,13 +158,13 @@ class Detection(Kind):
     """A detector's postprocess outputs against labelled boxes and classes."""
 
     name = "detection"
-    words = f"a detector ({POSTPROCESS}'s boxes, classes and scores against labelled boxes)"
+    words = "a detector"
     main_metric = MAP50
     paired_test = ("paired bootstrap over whole images of mAP@0.5 (each detection matched once at IoU 0.5, as"
                    " COCO matches it, AP re-accumulated per resample)")
     accuracy_label = MAP50
     share_metric = MAP50
-    unit = "images"
+    unit = "detections"  # what a resample never splits (an image's detections stay together)
     per_class_title = "AP@0.5 per class"
     per_class_columns = "AP@0.5"
     class_count_compared = True
@@ -185,6 +185,25 @@ class Detection(Kind):
                                      f" class ids, -1 pads), found {found}")
         return pack_labels(labels, _attribute(port, "num_classes"), source)
 
+    def parts(self, model: bytes, out: np.ndarray) -> Optional[dict]:
+        """Each postprocess output's values: boxes, classes (as the op writes them, not rounded) and scores of each
+        image's first num_detections detections (the op leaves the rest unwritten), and the counts."""
+        from reporter.measure import evaluate
+
+        sig = evaluate.signature(model)
+        found = layout(model, sig)
+        if found is None:
+            return None
+        packed = np.asarray(out, np.float64)
+        n, k = len(packed), found.detections
+        num = np.clip(np.rint(packed[:, 6 * k]), 0, k).astype(np.int64)
+        first = (np.arange(k)[None, :] < num[:, None])
+        values = {"boxes": packed[:, :4 * k].reshape(n, k, 4)[first].reshape(-1),
+                  "classes": packed[:, 4 * k:5 * k][first], "scores": packed[:, 5 * k:6 * k][first],
+                  "num": packed[:, 6 * k]}
+        keys = {p.index: p.key for p in sig.outputs}
+        return {keys[index]: (role, values[role]) for role, index in zip(ROLES, found.indices)}
+
     # --- recognising --------------------------------------------------------------------------------------
     def recognise(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> TaskReading:
         if port.key != KEY:
@@ -196,9 +215,9 @@ class Detection(Kind):
         k, classes = _attribute(port, "detections"), _attribute(port, "num_classes")
         # The task's threshold is the op's own score threshold: recall counts every detection the op returns.
         return TaskReading(y.astype(np.float32), Task(self, classes, _attribute(port, "score_threshold")),
-                           f"the model ends in {POSTPROCESS} (boxes, classes and scores of its {k} detections) and"
-                           f" the labels are boxes and classes: a detector of {classes} classes, judged by mAP@0.5"
-                           " of each image's first num_detections detections")
+                           f"the model ends in {POSTPROCESS}, whose boxes, classes and scores of {k} detections per"
+                           f" image are read against the labelled boxes and classes: {classes} classes, judged by"
+                           " mAP@0.5 over each image's first num_detections detections, class ids rounded")
 
     def detect(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> Optional[TaskReading]:
         return self.recognise(labels, port, threshold, made_by) if port.key == KEY else None
@@ -225,9 +244,11 @@ class Detection(Kind):
         if float_out is not None:
             agree = float(np.mean(np.all(self.predict(task, out) == self.predict(task, float_out), axis=1)))
         per_class = [found["ap50_per_class"].get(c) for c in range(task.num_classes)]
+        _, y_classes = unpack_labels(y)
+        support = [int((y_classes == c).sum()) for c in range(task.num_classes)]
         return Metrics(agreement_with_float=agree,
                        detection=DetectionMetrics(found["map50"], found["map"], found["recall50"], per_class,
-                                                  task.threshold, found["boxes"]))
+                                                  task.threshold, support))
 
     def score(self, task: Task, y: np.ndarray) -> Score:
         return MeanAP(task, y)
@@ -244,7 +265,7 @@ def _xywh(b: np.ndarray) -> list:
 
 def coco_scores(d: Detections, y_boxes: np.ndarray, y_classes: np.ndarray) -> dict:
     """faster-coco-eval's mAP@0.5, mAP@[.5:.95], AP@0.5 per class id (classes with labelled boxes), recall at IoU
-    0.5 (labelled boxes matched by any detection the model returns) and the number of labelled boxes."""
+    0.5 (labelled boxes matched by any detection the model returns)."""
     from faster_coco_eval import COCO, COCOeval_faster
 
     dets = [_detections(d, i) for i in range(len(y_boxes))]
@@ -280,7 +301,7 @@ def coco_scores(d: Detections, y_boxes: np.ndarray, y_classes: np.ndarray) -> di
             per_class[int(c)] = float(p[p > -1].mean()) if (p > -1).any() else 0.0
             matched += max(float(recall[0, k, 0, -1]), 0.0) * support
     return {"map50": max(float(ev.stats[1]), 0.0), "map": max(float(ev.stats[0]), 0.0), "ap50_per_class": per_class,
-            "recall50": matched / total if total else float("nan"), "boxes": total}
+            "recall50": matched / total if total else float("nan")}
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:

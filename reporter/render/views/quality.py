@@ -7,7 +7,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from reporter.core import tasks, variants
-from reporter.core.formatting import NOT_MEASURED, fmt_metric, fmt_number
+from reporter.core.formatting import NOT_MEASURED, capital, fmt_metric, fmt_number
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
 
 METRICS = (
@@ -23,6 +23,20 @@ OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"),
                     ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"),
                     ("mean_iou", "Mean IoU"))
 LOWER_IS_BETTER = {"hamming_loss"}
+# A detector's rows (reporter.model.variant.DetectionMetrics), in place of a classifier's.
+DETECTION_METRICS = (
+    ("detection.map50", "mAP@0.5"),
+    ("detection.map", "COCO mAP@[.5:.95]"),
+    ("detection.recall50", "Recall at IoU 0.5 (every detection the model returns)"),
+    ("agreement_with_float", "Same classes as float (every detection of an image)"),
+)
+
+
+def _metric(metrics, key: str):
+    """`metrics`' value named `key`; "detection.map50" reads `metrics.detection.map50` (None without it)."""
+    for part in key.split("."):
+        metrics = getattr(metrics, part) if metrics is not None else None
+    return metrics
 
 
 class QualityView:
@@ -47,7 +61,8 @@ class QualityView:
         if flt is not None and flt.metrics is not None and flt.metrics.main is not None:
             if flt.metrics.main.per_sample:
                 return "paired t-test over the per-sample values"
-            return tasks.BOOTSTRAP
+            kind = self.basis.report.model.task_kind  # its own main metric: its own words (a detector's images)
+            return kind.paired_test if flt.metrics.main.name == kind.main_metric else tasks.BOOTSTRAP
         return tasks.MCNEMAR
 
     @property
@@ -70,6 +85,8 @@ class QualityView:
             return []
         ref = basis.float
         keys = list(METRICS) if basis.is_classification else []
+        if any(v.metrics and v.metrics.detection for v in basis.ok_columns):
+            keys = list(DETECTION_METRICS)
         for key, label in OPTIONAL_METRICS:
             if any(v.metrics and getattr(v.metrics, key) is not None for v in basis.ok_columns):
                 keys.insert(1, (key, label))
@@ -80,8 +97,8 @@ class QualityView:
                 if v.metrics is None and v.not_measured("metrics"):
                     cells.append(Cell(NOT_MEASURED))
                     continue
-                value = getattr(v.metrics, key) if v.metrics else None
-                ref_value = getattr(ref.metrics, key) if ref and ref.metrics else None
+                value = _metric(v.metrics, key)
+                ref_value = _metric(ref.metrics, key) if ref else None
                 arrow = "" if v is ref else metric_arrow(value, ref_value)
                 better_up = key not in LOWER_IS_BETTER
                 shade = tone(arrow, higher_is_better=better_up) if self._beyond_noise(v.name) else "neutral"
@@ -104,7 +121,7 @@ class QualityView:
         metric = self.metric_name
         test = ("McNemar" if self.test_words.endswith("predictions") else
                 "paired t-test" if self.test_words.startswith("paired t") else "paired bootstrap")
-        rows.append(Row(f"{metric[:1].upper() + metric[1:]} vs float ({test})", cells, wrap=True))
+        rows.append(Row(f"{capital(metric)} vs float ({test})", cells, wrap=True))
         return rows
 
     def _user_rows(self) -> list[Row]:
@@ -202,6 +219,8 @@ class QualityView:
         measured = [v for v in basis.ok_columns if v.metrics is not None]
         if not measured:
             return []
+        if measured[0].metrics.detection is not None:
+            return self._per_class_ap(measured[0].metrics.detection)
         flt = basis.float.metrics.per_class if basis.float.metrics else None
         rows = []
         for i, base in enumerate(measured[0].metrics.per_class):
@@ -224,6 +243,26 @@ class QualityView:
                     arrow = "" if v is basis.float or flt is None else metric_arrow(c.accuracy, flt[i].accuracy)
                 cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if beyond else "neutral"))
             rows.append(Row(str(base.label), cells))
+        return rows
+
+    def _per_class_ap(self, base) -> list[Row]:
+        """A detector: class id, labelled boxes, then AP@0.5 per variant, arrowed against float's."""
+        basis = self.basis
+        flt = basis.float.metrics.detection if basis.float.metrics else None
+        rows = []
+        for c, support in enumerate(base.boxes_per_class):
+            cells = [Cell(f"{support:,}")]
+            for v in basis.ok_columns:
+                det = v.metrics.detection if v.metrics else None
+                if det is None:
+                    cells.append(Cell(NOT_MEASURED))
+                    continue
+                ap = det.ap50_per_class[c] if c < len(det.ap50_per_class) else None
+                ref = flt.ap50_per_class[c] if flt is not None and c < len(flt.ap50_per_class) else None
+                arrow = "" if v is basis.float else metric_arrow(ap, ref)
+                shade = tone(arrow, higher_is_better=True) if self._beyond_noise(v.name) else "neutral"
+                cells.append(Cell("–" if ap is None else f"{ap:.2f}", arrow, shade))
+            rows.append(Row(str(c), cells))
         return rows
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Optional
 
-from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_score,
-                                      fmt_signed_bytes, or_missing)
+from reporter.core.formatting import (NOT_MEASURED, capital, fmt_bytes, fmt_metric, fmt_ms, fmt_number, fmt_percent,
+                                      fmt_score, fmt_signed_bytes, or_missing)
 from reporter.core import targets, variants
 from reporter.core.variants import SEARCH_METHOD
 from reporter.model.report import SearchStep, VariantResult
@@ -144,7 +144,7 @@ class RecommendationView:
                     return Cell("–")
                 return Cell(c.text, "", "neutral" if not c.significant else ("good" if c.delta > 0 else "bad"))
             metric, share = basis.metric
-            rows.append(Row(metric[:1].upper() + metric[1:],
+            rows.append(Row(capital(metric),
                             [Cell(fmt_score(v.metrics.score, share) if v.metrics else NOT_MEASURED)
                              for v in (flt, fiq, sel)]
                             + [comparison_cell(fix.vs_fiq), comparison_cell(fix.vs_float)]))
@@ -286,7 +286,7 @@ class RecommendationView:
         if not self.basis.scored:
             return "Output MSE"
         metric = self.basis.metric[0]
-        return metric[:1].upper() + metric[1:]
+        return capital(metric)
 
     @property
     def tradeoff_eval_label(self) -> str:

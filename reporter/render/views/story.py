@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import variants
-from reporter.core.formatting import (NOT_MEASURED, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number,
+from reporter.core.formatting import (NOT_MEASURED, capital, fmt_bytes, fmt_metric, fmt_ms, fmt_mse, fmt_number,
                                       fmt_score, or_missing)
 from reporter.measure.task import BINARY_THRESHOLD
 from reporter.render.words.verdicts import size_change
@@ -92,7 +92,7 @@ class StoryView:
         """The panel's first column: "Accuracy", "Exact-match accuracy", "Mean IoU", or the user's metric."""
         metric = self.basis.metric[0]
         main = self.basis.float.metrics.main if self.basis.float and self.basis.float.metrics else None
-        label = metric[:1].upper() + metric[1:] if main is None or main.share else metric
+        label = capital(metric) if main is None or main.share else metric
         return label + (" (lower is better)" if main is not None and not main.higher_is_better else "")
 
     @property

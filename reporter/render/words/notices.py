@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reporter.core import variants
-from reporter.core.formatting import fmt_mse, fmt_number, fmt_percent, fmt_score
+from reporter.core.formatting import capital, fmt_mse, fmt_number, fmt_percent, fmt_score
 from reporter.findings.notices import FIX_FAILED, FIX_MEASURED, FIX_NONE, Fact
 from reporter.model.findings import Notice
 from reporter.model.report import MEASUREMENTS, Report
@@ -79,7 +79,8 @@ def _nonfinite_outputs(report: Report, fact: Fact) -> str:
 
 def _output_clipped(report: Report, fact: Fact) -> str:
     clip = report.variant(fact.subject).clipped_outputs[fact.detail]
-    return (f"{variants.short(fact.subject)}'s {clip.dtype} output {fact.detail} holds only {clip.low:.4g} to"
+    what = f"{fact.detail} ({clip.part})" if clip.part else fact.detail
+    return (f"{variants.short(fact.subject)}'s {clip.dtype} output {what} holds only {clip.low:.4g} to"
             f" {clip.high:.4g}: {fmt_percent(clip.share)} of float's output values on the evaluation data lie"
             f" beyond it and clip. No layer kept in float changes that; only the output's range does (an int16"
             f" or float output): {_output_fix_words(fact)}.")
@@ -174,9 +175,9 @@ def _user_metric_failed(report: Report, fact: Fact) -> str:
 
 
 def _bootstrap(report: Report, fact: Fact) -> str:
-    name = report.metric()[0]  # mean IoU, or a mask's mask IoU
-    return (f"{name[:1].upper() + name[1:]} is not a mean over samples: its intervals and paired tests resample whole"
-            f" images ({BOOTSTRAP_WORDS}), never pixels.")
+    name = report.metric()[0]  # mean IoU, a mask's mask IoU, a detector's mAP@0.5
+    return (f"{capital(name)} is not a mean over samples: its intervals and paired tests resample whole"
+            f" images ({BOOTSTRAP_WORDS}), never {report.model.task_kind.unit}.")
 
 
 def _latency_skipped(report: Report, fact: Fact) -> str:
