@@ -62,27 +62,66 @@ def _fixture(name):
         out = np.clip(0.5 * y + rng.uniform(size=y.shape) * 0.5, 0, 1)
         iou = skm.jaccard_score((y >= 0.5).ravel(), (out >= 0.5).ravel())  # intersection / union over all values
         return (4, 4, 1), "LOGISTIC", y, out.reshape(N, -1), None, iou
+    if name == "detection":
+        return _detections(rng)
     raise KeyError(name)
 
 
-FIXTURES = ("classification", "binary", "multilabel", "segmentation", "regression", "mask")
+def _detections(rng, k=5, boxes=3, classes=3):
+    """Labelled boxes (ymin, xmin, ymax, xmax) and class ids (-1 pads) per image, and a postprocess output packed
+    as the detection kind documents it (boxes K*4 | classes K | scores K | num_detections): some detections near
+    a labelled box, some of another class, some anywhere; the rows past num_detections hold garbage, as the op
+    leaves them. The expected mAP@0.5 is pycocotools' (tests/detection_reference.py) on the first num_detections."""
+    import detection_reference
+
+    top = rng.uniform(0, 0.6, (N, boxes, 2))
+    y_boxes = np.concatenate([top, top + rng.uniform(0.1, 0.4, (N, boxes, 2))], axis=-1)
+    y_classes = rng.integers(0, classes, (N, boxes))
+    y_classes[rng.uniform(size=(N, boxes)) < 0.3] = -1
+    pick = rng.integers(0, boxes, (N, k))
+    near = np.take_along_axis(y_boxes, pick[..., None], axis=1) + rng.normal(scale=0.04, size=(N, k, 4))
+    found = np.where(rng.uniform(size=(N, k, 1)) < 0.8, near, rng.uniform(0, 1, (N, k, 4)))
+    found_classes = np.where(rng.uniform(size=(N, k)) < 0.8, np.take_along_axis(y_classes, pick, axis=1),
+                             rng.integers(0, classes, (N, k))).clip(0, None)
+    scores = rng.uniform(size=(N, k))
+    num = rng.integers(1, k + 1, N)
+    out = np.concatenate([found.reshape(N, -1), found_classes + rng.choice([-0.004, 0.0, 0.004], (N, k)), scores,
+                          num[:, None]], axis=1)
+    dets = [{"boxes": found[i, :num[i]], "classes": found_classes[i, :num[i]], "scores": scores[i, :num[i]]}
+            for i in range(N)]
+    y = np.concatenate([y_boxes.reshape(N, -1), y_classes], axis=1).astype(np.float32)
+    expected = detection_reference.score(dets, y_boxes.astype(np.float32), y_classes)["map50"]
+    return ("detector", k, classes), "", y, out, classes, expected
+
+
+FIXTURES = ("classification", "binary", "multilabel", "segmentation", "regression", "mask", "detection")
 # kind: the fixture of another kind whose labels and output it must refuse
 REFUSES = {"classification": "binary", "binary": "classification", "multilabel": "classification",
-           "segmentation": "classification", "regression": "segmentation", "mask": "regression"}
+           "segmentation": "classification", "regression": "segmentation", "mask": "regression",
+           "detection": "segmentation"}
 # kind: (`model.task`, `model.binary_sigmoid` in report.json, the kind a report read back names)
 RECORDED = {"classification": ("classification", False, "classification"),
             "binary": ("classification", True, "binary"),
             "multilabel": ("multilabel", False, "multilabel"),
             "segmentation": ("segmentation", False, "segmentation"),
             "regression": ("regression", False, "regression"),
-            "mask": ("regression", False, "regression")}  # with `model.main_metric` "mask IoU"
+            "mask": ("regression", False, "regression"),  # with `model.main_metric` "mask IoU"
+            "detection": ("detection", False, "detection")}
 KINDS = [k.name for k in tasks.kinds()]
 
 
 def _read(kind, fixture):
     shape, made_by, y, *_ = _fixture(fixture)
     labels = LabelSource(y, np.issubdtype(y.dtype, np.integer), "d.npz", "y")
-    return kind.recognise(labels, _port(shape), 0.5, made_by)
+    return kind.recognise(labels, _detector_port(*shape[1:]) if shape[0] == "detector" else _port(shape), 0.5,
+                          made_by)
+
+
+def _detector_port(k, classes):
+    """The one port a detector's four postprocess outputs are read as (what reporter.measure.evaluate gives)."""
+    from reporter.measure.kinds.detection import Layout
+
+    return Layout((0, 1, 2, 3), k, classes, 0.0).port()
 
 
 def test_every_registered_kind_has_a_fixture_here():

@@ -1,0 +1,88 @@
+"""A detector ending in TFLite_Detection_PostProcess, end to end: read from y_boxes/y_classes with no flag, every
+variant's mAP equal to pycocotools' on a LiteRT run of its written file, FIQ's loss and its clipped classes named.
+
+The expectations are computed here, independently: tests/detection_reference.py runs each written .tflite with
+LiteRT (its own reading of the four outputs) and scores it with pycocotools."""
+
+import json
+
+import numpy as np
+import pytest
+
+import detection_reference as reference
+import detector_fixtures
+from conftest import load_report, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def detector(demo_cache):
+    return detector_fixtures.ensure(demo_cache)
+
+
+@pytest.fixture(scope="module")
+def detector_run(detector, tmp_path_factory):
+    """One run over the fixture's .tflite and its data (y_boxes, y_classes, x_calib), no --task."""
+    out = tmp_path_factory.mktemp("detector_out")
+    code = run_cli(detector["tflite"], detector["data"], out, "--formats", "json,md,html", name="ssd",
+                   latency_runs=0)
+    return code, out / "ssd"
+
+
+def test_the_first_run_with_boxes_and_classes_reads_a_detector(detector_run):
+    code, folder = detector_run
+    assert code == 0
+    report = load_report(folder)
+    assert report.model.task == "detection" and report.model.num_classes == 3
+    assert report.metric() == ("mAP@0.5", True)
+    md = (folder / "summary.md").read_text()
+    assert "Measured as a detector" in md and "TFLite_Detection_PostProcess" in md
+
+
+def test_every_variants_map_equals_pycocotools_on_a_litert_run_of_its_file(detector_run, detector):
+    _, folder = detector_run
+    data = np.load(detector["data"])
+    written = json.loads((folder / "report.json").read_text())
+    checked = []
+    for v in written["variants"]:
+        if v["status"] != "ok":
+            continue
+        model = (folder / f"{v['name']}.tflite").read_bytes()
+        expected = reference.score(reference.run(model, data["x"]), data["y_boxes"], data["y_classes"])
+        det = v["metrics"]["detection"]
+        assert det["map50"] == pytest.approx(expected["map50"], rel=1e-6), v["name"]
+        assert det["map"] == pytest.approx(expected["map"], rel=1e-6), v["name"]
+        assert det["recall50"] == pytest.approx(expected["recall50"], rel=1e-6), v["name"]
+        per_class = {c: ap for c, ap in enumerate(det["ap50_per_class"]) if ap is not None}
+        assert per_class == pytest.approx(expected["ap50_per_class"], rel=1e-6), v["name"]
+        assert v["metrics"]["main"]["value"] == pytest.approx(expected["map50"], rel=1e-6)
+        checked.append(v["name"])
+    assert {"float", "drq", "fiq"} <= set(checked)
+
+
+def test_litert_quantizers_fiq_is_worse_beyond_noise_and_its_clipped_classes_named(detector_run):
+    _, folder = detector_run
+    report = load_report(folder)
+    fiq = report.findings.variant("fiq")
+    assert fiq.direction == "worse" and fiq.vs_float.significant
+    assert report.findings.variant("drq").direction not in ("worse",)
+    md = (folder / "summary.md").read_text()
+    assert "FIQ loses" in md and "mAP@0.5" in md
+    clipped = report.variant("fiq").clipped_outputs
+    classes = [c for c in clipped.values() if c.part == "classes"]
+    assert classes and classes[0].share > 0.05  # class 2 reads as 1.1 at most: it rounds to 1
+    assert "(classes) holds only" in md
+    assert "x_calib but not on the evaluation data" not in md
+
+
+def test_labels_beyond_the_detectors_classes_are_one_line_naming_the_array(detector, tmp_path, capsys):
+    data = dict(np.load(detector["data"]))
+    data["y_classes"] = np.where(data["y_classes"] == 2, 3, data["y_classes"])
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **data)
+    code = run_cli(detector["tflite"], bad, tmp_path / "out", name="bad", latency_runs=0)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0
+    line = [e for e in err if "y_classes" in e]
+    assert len(line) == 1 and "3 classes" in line[0], err
