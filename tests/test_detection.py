@@ -40,6 +40,20 @@ def test_the_first_run_with_boxes_and_classes_reads_a_detector(detector_run):
     assert "Measured as a detector" in md and "TFLite_Detection_PostProcess" in md
 
 
+def test_the_detectors_report_json_round_trips_and_renders_without_tensorflow(detector_run):
+    from reporter.render import formats as render
+    from reporter.run.conclude import report_from_json
+
+    _, folder = detector_run
+    text = (folder / "report.json").read_text()
+    report = report_from_json(text)
+    assert report_from_json(report.to_json()) == report
+    assert report.variant("fiq").metrics.detection.ap50_per_class[2] == 0.0  # class 2 never read back
+    html = render.render(report, "html").decode()
+    for row in ("mAP@0.5", "COCO mAP@[.5:.95]", "Recall at IoU 0.5", "AP@0.5 per class"):
+        assert row in html.replace("&#64;", "@"), row
+
+
 def test_every_variants_map_equals_pycocotools_on_a_litert_run_of_its_file(detector_run, detector):
     _, folder = detector_run
     data = np.load(detector["data"])

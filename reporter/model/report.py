@@ -47,7 +47,9 @@ Format history (SCHEMA_VERSION):
      stored below float32, per op type) and `engines` (one scheme from both engines, against each other).
      Standard JSON: a non-finite number is written as null (`to_json`); `layer_errors.layers[].cosine` may be null.
      `findings.variants[].latency_vs_float`, `.latency_vs_fiq`, `.labels_beyond_noise` (every yes/no a view shows is
-     a findings' field): findings stored without them are derived again when read.
+     a findings' field): findings stored without them are derived again when read. Task "detection" (a model
+     ending in TFLite_Detection_PostProcess): `metrics.detection` (mAP@0.5, COCO mAP, recall at IoU 0.5, AP@0.5
+     and labelled boxes per class), `variants[].clipped_outputs[].part` (which of its outputs clips).
 """
 
 from __future__ import annotations
