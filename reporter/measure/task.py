@@ -56,6 +56,11 @@ class Task:
         """The labels `y` (as the reading keeps them) as the metrics read them."""
         return self.kind.decode(self, y)
 
+    def agreement(self, out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """(N,) each sample's agreement of `out` with a reference output `ref` (float's), in 0..1: what the search's
+        selection score averages on samples without labels."""
+        return self.kind.agreement(self, out, ref)
+
     def correct(self, out: np.ndarray, y: np.ndarray) -> Optional[np.ndarray]:
         """(N,) bool, which samples are right: what the paired test reads; None when a sample is not right or wrong
         as a whole (the kind's main metric is then paired by a bootstrap over samples)."""

@@ -125,17 +125,15 @@ def grown(data: Dataset, sel: Selection, calibration_samples: int, max_samples: 
 
 
 def scorer(float_out: np.ndarray, classification: bool,
-           classes: Optional[Callable] = None) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
-    """Selection score of a candidate's outputs: agreement with float (`classes`: what is compared per sample,
-    e.g. a multi-label model's whole label set; default the predicted class), or 1 - MSE / variance."""
+           agreement: Optional[Callable] = None) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """Selection score of a candidate's outputs: agreement with float (`agreement(out, float_out)`: each sample's,
+    as its task kind reads it (Task.agreement): the same class, label set, share of positions, a detector's matched
+    detections; default the same top class), or 1 - MSE / variance."""
     if classification:
-        classes = classes or top_class
-        ref = classes(float_out)
+        agreement = agreement or (lambda out, ref: top_class(out) == top_class(ref))
 
         def score(out):
-            agree = classes(out) == ref
-            if agree.ndim > 1:  # dense classes: each sample's share of positions agreeing (paired over samples)
-                agree = agree.mean(axis=1)
+            agree = agreement(out, float_out)
             return float(agree.mean()), agree
         return score
     var = _variance(float_out)
@@ -216,7 +214,7 @@ class Candidates:
         self.quantizer, self.ops, self.sel, self.task = quantizer, list(ops), sel, task
         self.heads, self.primary_key = heads or [], primary_key
         self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
-            scorer(sel.float_out, task.classification, task.classes)
+            scorer(sel.float_out, task.classification, task.agreement)
         self._built: dict[frozenset, bytes] = {}
         self._scored: dict[frozenset, srch.Evaluation] = {}
 

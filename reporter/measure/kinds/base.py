@@ -110,6 +110,12 @@ class Kind(tasks.TaskKind):
         """The labels as a reading keeps them, as the metrics read them."""
         return y
 
+    def agreement(self, task: Task, out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """(N,) each sample's agreement with the reference output `ref` (float's) in 0..1: the same prediction
+        (bool), or for a prediction per position the share of positions that agree."""
+        agree = np.asarray(self.predict(task, out) == self.predict(task, ref))
+        return agree.mean(axis=1) if agree.ndim > 1 else agree
+
     def correct(self, task: Task, out: np.ndarray, y: np.ndarray) -> Optional[np.ndarray]:
         """(N,) bool, which samples are right (what McNemar's test pairs); None unless `sample_correct`."""
         return np.asarray(task.classes(out) == y) if self.sample_correct else None

@@ -234,6 +234,16 @@ class Detection(Kind):
     def scores(self, task: Task, out: np.ndarray) -> np.ndarray:
         return Detections.unpack(out).scores
 
+    def agreement(self, task: Task, out: np.ndarray, ref: np.ndarray) -> np.ndarray:
+        """(N,) each image's score-weighted F1 of its detections against the reference's (float's): a detection is
+        matched by one of the other's of its class at IoU 0.5 (as COCO matches), and counts by its score, so that the
+        op's low-score detections (with no score threshold, every image has K of them) hardly count."""
+        mine, theirs = Detections.unpack(out), Detections.unpack(ref)
+        precision = _matched_score_share(mine, theirs, task.num_classes)
+        recall = _matched_score_share(theirs, mine, task.num_classes)
+        both = precision + recall
+        return np.divide(2 * precision * recall, both, out=np.zeros_like(both), where=both > 0)
+
     def correct(self, task: Task, out: np.ndarray, y: np.ndarray) -> None:
         return None  # an image is not right or wrong as a whole: mAP@0.5 is paired by a bootstrap over images
 
@@ -352,6 +362,18 @@ def match(d: Detections, y_boxes: np.ndarray, y_classes: np.ndarray, num_classes
             boxes_per[i, c] = int((y_classes[i] == c).sum())
     a = np.array(rows, dtype=np.float64).reshape(-1, 4)
     return Matches(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2], a[:, 3] > 0, boxes_per)
+
+
+def _matched_score_share(d: Detections, other: Detections, num_classes: int) -> np.ndarray:
+    """(N,) the share of each image's detection scores (its first num_detections) matched by `other`'s detections
+    (1 for an image with none)."""
+    k = other.classes.shape[1]
+    classes = np.where(np.arange(k)[None, :] < other.num[:, None], other.classes, -1)
+    m = match(d, other.boxes, classes, num_classes)
+    n = len(d.num)
+    total = np.bincount(m.images, weights=m.scores, minlength=n)
+    hit = np.bincount(m.images, weights=m.scores * m.hits, minlength=n)
+    return np.divide(hit, total, out=np.ones(n), where=total > 0)
 
 
 def resampled_map50(m: Matches, weights: np.ndarray) -> np.ndarray:
