@@ -75,6 +75,44 @@ def test_every_variants_map_equals_pycocotools_on_a_litert_run_of_its_file(detec
     assert {"float", "drq", "fiq"} <= set(checked)
 
 
+def _matched_score_share(dets: list, other: list, k: int) -> np.ndarray:
+    """Per image, the share of the score of `dets` matched at IoU 0.5 by `other`'s boxes of the same class, by
+    pycocotools' own matching (its evalImgs); 1 for an image without detections."""
+    n = len(dets)
+    boxes = np.zeros((n, k, 4))
+    classes = np.full((n, k), -1)
+    for i, d in enumerate(other):
+        boxes[i, :len(d["boxes"])], classes[i, :len(d["classes"])] = d["boxes"], d["classes"]
+    ev = reference._coco(dets, boxes, classes, 1.0)
+    hit, total = np.zeros(n), np.array([float(np.sum(d["scores"])) for d in dets])
+    for e in ev.evalImgs:
+        if e is not None and e["aRng"] == ev.params.areaRng[0]:
+            hit[e["image_id"]] += float(np.sum(np.asarray(e["dtScores"]) * (np.asarray(e["dtMatches"])[0] > 0)))
+    return np.divide(hit, total, out=np.ones(n), where=total > 0)
+
+
+def test_the_search_reads_matched_detections_not_class_id_lists(detector_run, detector):
+    """A detector's selection score (what the search aims at on unlabelled samples): each image's score-weighted F1
+    of its detections matched to float's at IoU 0.5, same class; equal to the same figure from pycocotools'
+    matching of LiteRT runs of the written files."""
+    from reporter.core import tasks
+    from reporter.measure import evaluate
+    from reporter.measure.task import Task
+
+    _, folder = detector_run
+    x = np.load(detector["data"])["x_calib"][:60]
+    flt_model, fiq_model = ((folder / f"{name}.tflite").read_bytes() for name in ("float", "fiq"))
+    task = Task(tasks.of("detection"), 3)
+    got = task.agreement(evaluate.predict(fiq_model, x), evaluate.predict(flt_model, x))
+    flt, fiq = reference.run(flt_model, x), reference.run(fiq_model, x)
+    precision, recall = _matched_score_share(fiq, flt, 10), _matched_score_share(flt, fiq, 10)
+    expected = np.where(precision + recall > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-300), 0)
+    assert got == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert 0.3 < got.mean() < 0.99  # FIQ's clipped classes and scores: far from float, but not nothing
+    steps = json.loads((folder / "report.json").read_text())["recommendation"]["search"]["steps"]
+    assert all(0.3 < s["selection_score"] < 0.99 for s in steps)
+
+
 def test_litert_quantizers_fiq_is_worse_beyond_noise_and_its_clipped_classes_named(detector_run):
     _, folder = detector_run
     report = load_report(folder)
@@ -86,7 +124,7 @@ def test_litert_quantizers_fiq_is_worse_beyond_noise_and_its_clipped_classes_nam
     clipped = report.variant("fiq").clipped_outputs
     classes = [c for c in clipped.values() if c.part == "classes"]
     assert classes and classes[0].share > 0.05  # class 2 reads as 1.1 at most: it rounds to 1
-    assert "(classes) holds only" in md
+    assert "(classes) holds only" in md and "so class 2 reads as class 1" in md
     assert "x_calib but not on the evaluation data" not in md
 
 

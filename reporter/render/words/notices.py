@@ -82,8 +82,19 @@ def _output_clipped(report: Report, fact: Fact) -> str:
     what = f"{fact.detail} ({clip.part})" if clip.part else fact.detail
     return (f"{variants.short(fact.subject)}'s {clip.dtype} output {what} holds only {clip.low:.4g} to"
             f" {clip.high:.4g}: {fmt_percent(clip.share)} of float's output values on the evaluation data lie"
-            f" beyond it and clip. No layer kept in float changes that; only the output's range does (an int16"
-            f" or float output): {_output_fix_words(fact)}.")
+            f" beyond it and clip.{_class_ids(clip, report.model.num_classes)} No layer kept in float changes that;"
+            f" only the output's range does (an int16 or float output): {_output_fix_words(fact)}.")
+
+
+def _class_ids(clip, num_classes) -> str:
+    """A detector's class ids read from a clipping output: rounded to whole numbers, so that every class above the
+    range's top reads as the top one ("" for any other output, or a range that holds every class)."""
+    top = int(round(clip.high))
+    if clip.part != "classes" or num_classes is None or top >= num_classes - 1:
+        return ""
+    above = f"class {num_classes - 1}" if top == num_classes - 2 else f"classes {top + 1} to {num_classes - 1}"
+    return f" Class ids are read rounded to whole numbers, so {above} read{'s' if top == num_classes - 2 else ''} as" \
+           f" class {top}."
 
 
 def _output_fix_words(fact: Fact) -> str:
