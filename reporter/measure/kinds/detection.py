@@ -61,11 +61,16 @@ class Layout:
                                 ("detections", self.detections)))
 
     def pack(self, by_index: dict) -> np.ndarray:
-        """One row per image from the four outputs' rows (by tensor index, dequantized)."""
+        """One row per image from the four outputs' rows (by tensor index, dequantized). The entries past an image's
+        num_detections, which the op leaves unwritten (whatever memory held, NaN included), are written 0 (boxes,
+        scores) and -1 (classes), so that no reading of the packed row sees them."""
         boxes, classes, scores, num = (np.asarray(by_index[i], np.float32) for i in self.indices)
         n, k = len(boxes), self.detections
-        return np.concatenate([boxes.reshape(n, -1)[:, :4 * k], classes.reshape(n, -1)[:, :k],
-                               scores.reshape(n, -1)[:, :k], num.reshape(n, -1)[:, :1]], axis=1)
+        count = num.reshape(n, -1)[:, :1]
+        written = np.arange(k)[None, :] < np.clip(np.rint(np.nan_to_num(count)), 0, k)
+        return np.concatenate([np.where(np.repeat(written, 4, axis=1), boxes.reshape(n, -1)[:, :4 * k], 0),
+                               np.where(written, classes.reshape(n, -1)[:, :k], -1),
+                               np.where(written, scores.reshape(n, -1)[:, :k], 0), count], axis=1).astype(np.float32)
 
 
 def layout(model: bytes, signature: Signature) -> Optional[Layout]:
