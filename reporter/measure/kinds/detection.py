@@ -76,6 +76,8 @@ class Layout:
 def layout(model: bytes, signature: Signature) -> Optional[Layout]:
     """The detector layout of `model`, whose graph outputs are the four outputs of one TFLite_Detection_PostProcess
     op (through QUANTIZE/DEQUANTIZE ops); None for any other model."""
+    if len(signature.outputs) != len(ROLES) or POSTPROCESS.encode() not in model:
+        return None  # the op's custom code is a string in the file: without it, nothing to parse
     from flatbuffers import flexbuffers
 
     from reporter.measure import graph, runtime
@@ -85,7 +87,7 @@ def layout(model: bytes, signature: Signature) -> Optional[Layout]:
     names = graph.op_names(obj)
     code = lambda op: obj.operatorCodes[op.opcodeIndex].customCode  # noqa: E731
     posts = [op for op in sg.operators if code(op) in (POSTPROCESS, POSTPROCESS.encode())]
-    if len(posts) != 1 or len(signature.outputs) != len(ROLES):
+    if len(posts) != 1:
         return None
     post = posts[0]
     made_by = {int(t): op for op in sg.operators for t in op.outputs}
