@@ -138,3 +138,24 @@ def test_labels_beyond_the_detectors_classes_are_one_line_naming_the_array(detec
     assert code != 0
     line = [e for e in err if "y_classes" in e]
     assert len(line) == 1 and "3 classes" in line[0], err
+
+
+def test_outputs_another_runtime_gives_one_by_one_are_read_as_the_detector_they_are(detector_run, detector):
+    """What TFLite Micro hands back (each output by signature key, one row per image) is read like LiteRT's run:
+    the mAP@0.5 of the written FIQ from the independent LiteRT run's four outputs equals pycocotools'."""
+    from reporter.core import tasks
+    from reporter.measure import evaluate
+    from reporter.measure.task import Task
+
+    _, folder = detector_run
+    data = np.load(detector["data"])
+    model = (folder / "fiq.tflite").read_bytes()
+    raw = reference.raw_outputs(model, data["x"])
+    keys = {p.index: p.key for p in evaluate.signature(model).outputs}
+    outputs = {keys[index]: raw[role].reshape(len(data["x"]), -1) for role, index in
+               reference.output_roles(model).items()}
+    packed = evaluate.joined_outputs(model, outputs)
+    y = np.concatenate([data["y_boxes"].reshape(len(data["x"]), -1), data["y_classes"]], axis=1)
+    score = Task(tasks.of("detection"), 3).score(y)
+    expected = reference.score(reference.detections(raw), data["y_boxes"], data["y_classes"])["map50"]
+    assert score.value(packed) == pytest.approx(expected, rel=1e-6)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -42,6 +43,16 @@ def _only_output(sig: Signature) -> Port:
     if len(sig.outputs) != 1:
         raise ValueError(f"the model has {len(sig.outputs)} outputs; quant-report measures one")
     return sig.outputs[0]
+
+
+def joined_outputs(model: bytes, outputs: dict) -> Optional[np.ndarray]:
+    """Outputs of `model` by signature key from another runtime (TFLite Micro) read as one, as `predict` gives
+    them for a model whose outputs a task kind reads so (a detector's); None for any other model."""
+    sig = read(runtime.load(model))
+    found = _joined(model, sig)
+    if found is None or not all(p.key in outputs for p in sig.outputs):
+        return None
+    return found.pack({p.index: np.asarray(outputs[p.key]).reshape(len(outputs[p.key]), -1) for p in sig.outputs})
 
 
 def predict(model: bytes, x, reference: bool = False) -> np.ndarray:

@@ -251,6 +251,9 @@ class Measurer:
         run, or the output error against float's. Nothing is stored: the model's own measurement stands."""
         key = self.primary.key if self.heads else None
         out = outputs[key] if key is not None else next(iter(outputs.values()))
+        if key is None and len(outputs) > 1:  # several outputs read as one (a detector's), given one by one
+            joined = evaluate.joined_outputs((self.folder / f"{name}.tflite").read_bytes(), outputs)
+            out = out if joined is None else joined
         if self.task.classification:
             metrics = self._classification_metrics(name, out)
             if self.score is not None and variants.FLOAT in self.scored and not (self.heads and
