@@ -22,6 +22,7 @@ RECORDED = {
     "multilabel": ("multilabel", False, 2, "exact-match accuracy"),
     "segmentation": ("segmentation", False, 2, "mean IoU"),
     "regression": ("regression", False, None, ""),
+    "detection": ("detection", False, 2, "mAP@0.5"),
 }
 # kind: what the rendered report says (Markdown summary, then the HTML page)
 WORDS = {
@@ -36,6 +37,8 @@ WORDS = {
                       "points of mean IoU against float", "for 100 % of pixels"],
                      ["<h3>Per class, over pixels: precision / recall / F1 · IoU</h3>", "<th>Pixel accuracy</th>"]),
     "regression": (["Measured as a regression (REASON)", "output compared with float"], []),
+    "detection": (["Measured as a detector (REASON)", "| Variant | mAP@0.5 |", "points of mAP@0.5 against float"],
+                  ["<th>mAP@0.5</th>"]),
 }
 
 
@@ -82,8 +85,11 @@ def test_a_binary_sigmoid_is_still_recorded_as_classification():
 
 # --- --task and the reading of labels -----------------------------------------------------------------------
 def _port(shape):
+    from reporter.measure.kinds.detection import Layout
     from reporter.measure.signature import Port
 
+    if shape[0] == "detector":  # the one port a detector's four postprocess outputs are read as: K, classes
+        return Layout((0, 1, 2, 3), shape[1], shape[2], 0.0).port()
     return Port("out", "output_0", 0, (-1, *shape), "float32", allocated=(1, *shape))
 
 
@@ -94,7 +100,13 @@ READINGS = {
     "multilabel": ((3,), np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]]), 3),
     "segmentation": ((2, 2, 4), np.array([[[0, 1], [2, 3]]] * 4), 4),
     "regression": ((2,), np.array([[0.5, 1.5], [2.0, -1.0], [0.1, 0.2], [3.0, 4.0]], np.float32), None),
+    # y_boxes (4, 1, 4) and y_classes (4, 1) packed as bind_labels gives them: boxes, then class ids
+    "detection": (("detector", 5, 3), np.array([[.1, .1, .5, .5, 0], [.2, .2, .6, .6, 2], [0, 0, 0, 0, -1],
+                                                [.3, .1, .9, .4, 1]], np.float32), 3),
 }
+# The classes an output named without labels has, where it is not the labelled reading's: a detector's come from its
+# op's attributes, which one output of several (a head) does not carry.
+UNLABELLED_CLASSES = {"detection": None}
 
 
 @pytest.mark.parametrize("kind", sorted(READINGS))
@@ -119,6 +131,7 @@ def test_every_kind_names_an_unlabelled_output_too(kind):
     from reporter.run.task_reading import head_spec
 
     shape, _, classes = READINGS[kind]
+    classes = UNLABELLED_CLASSES.get(kind, classes)
     spec = head_spec(Head(_port(shape), None, False, False), "d.npz", "", 0.5, forced=kind)
     assert spec.task.kind.name == kind and spec.task.num_classes == classes
 
@@ -152,6 +165,20 @@ def _outputs(kind):
         y = rng.integers(0, 3, (6, 4))
         pred = out.reshape(6, 4, 3).argmax(-1)
         return out.reshape(6, -1), y, skm.jaccard_score(y.ravel(), pred.ravel(), average="macro")
+    if kind == "detection":  # 2 detections per image (boxes | classes | scores | num), one labelled box each
+        import detection_reference
+
+        y_boxes = np.array([[[.1, .1, .5, .5]], [[.2, .2, .6, .6]], [[.5, .5, .9, .9]]] * 2)
+        y_classes = np.array([[0], [1], [1], [0], [0], [1]])
+        boxes = np.concatenate([y_boxes + 0.02, np.full_like(y_boxes, 0.3)], axis=1)
+        classes = np.array([[0, 1], [1, 0], [0, 1], [0, 0], [1, 0], [1, 1]])
+        scores = np.array([[.9, .2], [.8, .7], [.6, .5], [.4, .3], [.9, .1], [.7, .6]])
+        num = np.array([2, 2, 1, 2, 2, 1])
+        out = np.concatenate([boxes.reshape(6, -1), classes, scores, num[:, None]], axis=1)
+        dets = [{"boxes": boxes[i, :num[i]], "classes": classes[i, :num[i]], "scores": scores[i, :num[i]]}
+                for i in range(6)]
+        y = np.concatenate([y_boxes.reshape(6, -1), y_classes], axis=1)
+        return out, y, detection_reference.score(dets, y_boxes, y_classes)["map50"]
     out = np.array([[0.1], [0.2], [0.3], [0.4], [0.5], [0.6]])
     return out, out[:, 0], None
 
@@ -163,6 +190,7 @@ SCORES = {
     "multilabel": ("exact-match accuracy", False),
     "segmentation": ("mean IoU", True),
     "regression": (None, None),
+    "detection": ("mAP@0.5", True),
 }
 
 

@@ -246,8 +246,10 @@ class Detection(Kind):
         matched by one of the other's of its class at IoU 0.5 (as COCO matches), and counts by its score, so that the
         op's low-score detections (with no score threshold, every image has K of them) hardly count."""
         mine, theirs = Detections.unpack(out), Detections.unpack(ref)
-        precision = _matched_score_share(mine, theirs, task.num_classes)
-        recall = _matched_score_share(theirs, mine, task.num_classes)
+        classes = task.num_classes if task.num_classes is not None else \
+            max(int(max(mine.classes.max(initial=-1), theirs.classes.max(initial=-1))) + 1, 1)
+        precision = _matched_score_share(mine, theirs, classes)
+        recall = _matched_score_share(theirs, mine, classes)
         both = precision + recall
         return np.divide(2 * precision * recall, both, out=np.zeros_like(both), where=both > 0)
 
@@ -257,18 +259,27 @@ class Detection(Kind):
     # --- measuring ----------------------------------------------------------------------------------------
     def metrics(self, task: Task, y: np.ndarray, out: np.ndarray, float_out: Optional[np.ndarray]) -> Metrics:
         found = coco_scores(Detections.unpack(out), *unpack_labels(y))
+        classes = _classes(task, y)
         agree = None
         if float_out is not None:
             agree = float(np.mean(np.all(self.predict(task, out) == self.predict(task, float_out), axis=1)))
-        per_class = [found["ap50_per_class"].get(c) for c in range(task.num_classes)]
+        per_class = [found["ap50_per_class"].get(c) for c in range(classes)]
         _, y_classes = unpack_labels(y)
-        support = [int((y_classes == c).sum()) for c in range(task.num_classes)]
+        support = [int((y_classes == c).sum()) for c in range(classes)]
         return Metrics(agreement_with_float=agree,
                        detection=DetectionMetrics(found["map50"], found["map"], found["recall50"], per_class,
                                                   task.threshold, support))
 
     def score(self, task: Task, y: np.ndarray) -> Score:
         return MeanAP(task, y)
+
+
+def _classes(task: Task, y: np.ndarray) -> int:
+    """The detector's classes: its op's (`task.num_classes`), else, for a task named without the op's attributes,
+    the labels' highest class id + 1."""
+    if task.num_classes is not None:
+        return task.num_classes
+    return max(int(unpack_labels(y)[1].max(initial=-1)) + 1, 1)
 
 
 def _detections(d: Detections, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -428,7 +439,7 @@ class MeanAP(Score):
 
     def measure(self, out) -> Scored:
         d = Detections.unpack(out)
-        matches = match(d, self.y_boxes, self.y_classes, self.task.num_classes)
+        matches = match(d, self.y_boxes, self.y_classes, _classes(self.task, self.y))
         return Scored(self.value(out), boot=resampled_map50(matches, self.weights))
 
 
