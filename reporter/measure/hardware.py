@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.measure import evaluate, runtime
+from reporter.measure import evaluate, runtime, structure
 from reporter.measure.signature import Signature
 from reporter.model.hardware import CpuOp, MicroFigures, VelaFigures
 
@@ -145,8 +145,10 @@ def vela(model: bytes, config: str, workdir: Path) -> VelaFigures:
         row = _summary(summary.read_text(encoding="utf-8"))
     counts = {kind: int(n) for kind, n in _COUNT.findall(text)}
     cpu = [CpuOp(op, tensor, reason.strip()) for op, tensor, reason in _WARNING.findall(text)]
+    host = structure.host_tensor_names(model)  # Vela names an op by its output
     return VelaFigures(
         config=config, npu_ops=counts.get("NPU", 0), cpu_ops=counts.get("CPU", 0), cpu=cpu,
+        host_ops=sum(1 for c in cpu if c.tensor in host),
         sram_kib=_number(row, "sram_memory_used"), flash_kib=_number(row, "off_chip_flash_memory_used"),
         inference_ms=_scaled(row, "inference_time", 1000.0), clock_mhz=_scaled(row, "core_clock", 1e-6),
         system_config=row.get("system_config", ""))

@@ -98,3 +98,14 @@ def host_group(ops: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> list[
             group.add(n)
             made |= {int(t) for t in outs}
     return sorted(group)
+
+
+def on_host(host_ops: Mapping[str, int]) -> str:
+    """"the postprocess (TFLite_Detection_PostProcess) runs on the host CPU", with the ops carrying it; "" for
+    none."""
+    named = [op for op in host_ops if op in HOST_OPS]
+    if not named:
+        return ""
+    rest = [f"{n} {op}" for op, n in host_ops.items() if op not in HOST_OPS]
+    return (f"the postprocess ({', '.join(named)}) runs on the host CPU"
+            + (f" (with {' and '.join(rest)} op{'s' * (sum(host_ops.values()) - len(named) != 1)})" if rest else ""))
