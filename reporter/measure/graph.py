@@ -102,6 +102,39 @@ def with_static_shapes(model: bytes) -> bytes:
     return write_model(obj, drop_orphans=False)
 
 
+def quantized_host_outputs(obj) -> list[int]:
+    """Positions of the QUANTIZE ops that read a host op's float output (a detector's postprocess) and write a graph
+    output: what makes a detector's outputs int8 (and clip to their calibration ranges)."""
+    from reporter.core.targets.rules import HOST_OPS
+
+    main = main_ops(obj)
+    made = {t for name, _, outs in main if name in HOST_OPS for t in outs}
+    outputs = {int(i) for i in obj.subgraphs[0].outputs} if obj.subgraphs else set()
+    return [n for n, (name, ins, outs) in enumerate(main)
+            if name == "QUANTIZE" and ins and ins[0] in made and set(outs) <= outputs]
+
+
+def without_output_quantize(model: bytes) -> bytes:
+    """`model` with the QUANTIZE ops after its host postprocess removed (`quantized_host_outputs`): each graph and
+    signature output becomes the postprocess's own float output. Exact for the network: only the outputs' int8
+    rounding and clipping go."""
+    obj = read_model(model)
+    drop = quantized_host_outputs(obj)
+    if not drop:
+        return model
+    sg = obj.subgraphs[0]
+    carried = {int(sg.operators[n].outputs[0]): int(sg.operators[n].inputs[0]) for n in drop}
+    sg.outputs = np.array([carried.get(int(i), int(i)) for i in sg.outputs], np.int32)
+    for sig in obj.signatureDefs or []:
+        if sig.subgraphIndex == 0:
+            for port in sig.outputs or []:
+                port.tensorIndex = carried.get(int(port.tensorIndex), int(port.tensorIndex))
+    gone = set(drop)
+    sg.operators = [op for n, op in enumerate(sg.operators) if n not in gone]
+    compact(obj)
+    return write_model(obj)
+
+
 def _dims(shape) -> Optional[list[int]]:
     return [int(d) for d in shape] if shape is not None else None
 
