@@ -85,6 +85,8 @@ def parity(a: dict[str, np.ndarray], b: dict[str, np.ndarray], model: bytes) -> 
     for key, first in a.items():
         second = b[key][:len(first)]
         first = first[:len(second)]
+        # one row per sample: LiteRT's runs flatten each sample's output, TFLite Micro's keep its shape
+        first, second = first.reshape(len(first), -1), second.reshape(len(second), -1)
         step = steps.get(key, 0.0)
         diff = np.abs(first.astype(np.float64) - second.astype(np.float64))
         same += int(np.sum(diff == 0))
