@@ -11,9 +11,22 @@ from reporter.measure import runtime
 from reporter.measure.signature import Port, Signature, by_position, read
 
 
-def signature(model: bytes, input_names=None, output_names=None) -> Signature:
-    """The model's inputs and outputs by name (reporter.measure.signature.read)."""
-    return read(runtime.load(model), input_names, output_names)
+def signature(model: bytes, input_names=None, output_names=None, joined: bool = False) -> Signature:
+    """The model's inputs and outputs by name (reporter.measure.signature.read); with `joined`, outputs that a task
+    kind reads as one (a detector's four) as the one port that stands for them, as `predict` gives them."""
+    sig = read(runtime.load(model), input_names, output_names)
+    found = _joined(model, sig) if joined else None
+    return sig if found is None else Signature(sig.key, sig.inputs, (found.port,))
+
+
+def _joined(model: bytes, sig: Signature):
+    """How a registered task kind reads the several outputs of `model` as one (reporter.measure.kinds.base.Joined),
+    or None."""
+    if len(sig.outputs) < 2:
+        return None
+    from reporter.core import tasks
+
+    return next((j for j in (kind.joins(model, sig) for kind in tasks.kinds()) if j is not None), None)
 
 
 as_inputs = runtime.as_inputs
@@ -31,10 +44,11 @@ def _only_output(sig: Signature) -> Port:
     return sig.outputs[0]
 
 
-def predict(model: bytes, x) -> np.ndarray:
+def predict(model: bytes, x, reference: bool = False) -> np.ndarray:
     """Raw outputs (dequantized to float, one row per sample) of a one-output model for every sample of `x`
-    (Inputs, or one array for a one-input model), fed by name and run in large batches."""
-    return _run(model, x, only=True)[""]
+    (Inputs, or one array for a one-input model), fed by name and run in large batches; a model whose outputs a
+    task kind reads as one (a detector's) gives them packed into one row per sample."""
+    return _run(model, x, only=True, reference=reference)[""]
 
 
 def predict_all(model: bytes, x, reference: bool = False) -> dict[str, np.ndarray]:
@@ -46,8 +60,11 @@ def predict_all(model: bytes, x, reference: bool = False) -> dict[str, np.ndarra
 def _run(model: bytes, x, only: bool, reference: bool = False) -> dict[str, np.ndarray]:
     """The outputs ({"": the one output} when `only`), by reporter.measure.runtime.run."""
     sig = read(runtime.load(model))
-    out_ports = [_only_output(sig)] if only else list(sig.outputs)
+    joined = _joined(model, sig)
+    out_ports = [_only_output(sig)] if only and joined is None else list(sig.outputs)
     found = runtime.run(model, as_inputs(x), sig.inputs, out_ports, reference=reference)
+    if joined is not None:
+        return {"" if only else joined.port.key: joined.pack(found)}
     return {("" if only else p.key): found[p.index] for p in out_ports}
 
 

@@ -43,6 +43,9 @@ class Port:
     scale: float = 0.0
     zero_point: int = 0
     allocated: tuple = ()  # the shape the interpreter allocated (dynamic dimensions as 1)
+    # A port that stands for several outputs read as one (a detector's four postprocess outputs, packed by its
+    # task kind): what the kind needs to read them, as (name, value) pairs; () for a tensor of the model.
+    attributes: tuple = ()
 
     @property
     def size(self) -> int:

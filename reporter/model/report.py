@@ -67,8 +67,8 @@ from reporter.model.settings import Settings
 from reporter.model.repair import RepairRung
 # The records of one measured model live in reporter.model.variant; they are read from here too.
 from reporter.model.variant import (  # noqa: F401 - re-exported
-    MEASUREMENTS, ClassMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric, Metrics, OutputError,
-    Paired, PairedScore, SchemeFix, VariantResult,
+    MEASUREMENTS, ClassMetrics, DetectionMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric,
+    Metrics, OutputError, Paired, PairedScore, SchemeFix, VariantResult,
 )
 from reporter.model.regression import TargetError  # noqa: F401 - re-exported
 

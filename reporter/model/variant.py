@@ -82,6 +82,22 @@ class MainMetric:
 
 
 @dataclass(frozen=True)
+class DetectionMetrics:
+    """A detector's figures (schema unchanged for other kinds: `Metrics.detection` is None), from a COCO evaluation
+    of each image's first num_detections detections against the labelled boxes: mAP at IoU 0.5 (the main
+    metric), COCO mAP over IoU 0.5:0.95, AP at IoU 0.5 per class id (None for a class without labelled boxes)
+    and the share of labelled boxes matched at IoU 0.5 by every detection the model returns (its own score
+    threshold, `score_threshold`)."""
+
+    map50: float
+    map: float
+    recall50: float
+    ap50_per_class: list[Optional[float]] = field(default_factory=list)
+    score_threshold: float = 0.0
+    boxes: int = 0  # labelled boxes on the evaluation data
+
+
+@dataclass(frozen=True)
 class Metrics:
     """Quality of one variant on the evaluation data: classification metrics (a regression model measured by
     the user's --metric has only `user` and `main`)."""
@@ -113,6 +129,7 @@ class Metrics:
     mean_iou: Optional[float] = None
     iou_per_class: Optional[list[Optional[float]]] = None
     user: dict[str, float] = field(default_factory=dict)  # the user's --metric: name -> value
+    detection: Optional[DetectionMetrics] = None  # a detector (reporter.measure.kinds.detection)
     main: Optional[MainMetric] = None  # the verdicts' metric when it is not accuracy
 
     @property

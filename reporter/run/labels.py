@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.core import tasks
 from reporter.core.errors import InputError
 from reporter.measure.signature import Port, Signature
 from reporter.model.data import Dataset
@@ -53,6 +54,9 @@ def bind_labels(data: Dataset, signature: Signature, model_path, primary: Option
     names = [p.name for p in outputs]
     found = ", ".join(f"y_{n}" if n else "y" for n in data.labels)
     if len(outputs) == 1:
+        joined = _joined_labels(data, outputs[0])
+        if joined is not None:  # several label arrays for one output (a detector's y_boxes and y_classes)
+            return dataclasses.replace(data, y=joined, labels_are_classes=False), []
         if primary is not None and primary != names[0]:
             raise InputError(model_path, f"--primary-output {primary}: the model has one output, {names[0]}")
         if len(data.labels) == 1 and next(iter(data.labels)) in ("", names[0]):
@@ -72,3 +76,10 @@ def bind_labels(data: Dataset, signature: Signature, model_path, primary: Option
              for p in outputs]
     y, classes = data.labels[lead]
     return dataclasses.replace(data, y=y, labels_are_classes=classes), heads
+
+
+def _joined_labels(data: Dataset, port: Port) -> Optional[np.ndarray]:
+    """The label arrays as one, when a task kind reads them so for `port` (the one port that stands for a detector's
+    outputs); None otherwise."""
+    return next((y for y in (kind.join_labels(data.labels, port, data.source) for kind in tasks.kinds())
+                 if y is not None), None)

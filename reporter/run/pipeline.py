@@ -234,7 +234,7 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
     float_model = _float_model(start, model, data)
     names, shapes = _keras_outputs(model)
     try:
-        sig = evaluate.signature(float_model, output_names=names)
+        sig = evaluate.signature(float_model, output_names=names, joined=True)
         signature_check_shapes(sig, shapes)
     except ValueError as exc:
         raise InputError(model.path, str(exc)) from None

@@ -1,7 +1,7 @@
 """Task kinds as plug-ins: one module per kind behind one protocol (base.Kind), registered in one line each."""
 
 from reporter.core.tasks import kinds, names, of, recorded, register, unregister
-from reporter.measure.kinds import binary, classification, mask, multilabel, regression, segmentation
+from reporter.measure.kinds import binary, classification, detection, mask, multilabel, regression, segmentation
 
 # The built-in kinds, in the order --task lists them and `recorded` prefers them (regression before mask: both
 # are recorded as "regression"). A kind of one's own is `register(MyKind())`.
@@ -11,5 +11,6 @@ register(multilabel.KIND)
 register(segmentation.KIND)
 register(regression.KIND)
 register(mask.KIND)
+register(detection.KIND)
 
 __all__ = ["kinds", "names", "of", "recorded", "register", "unregister"]

@@ -9,7 +9,7 @@ score is the class, accuracy paired by McNemar).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -41,6 +41,15 @@ class TaskReading:
     note: str = ""  # how the labels were read when not as given
 
 
+@dataclass(frozen=True)
+class Joined:
+    """Several outputs of a model read as one by a kind (a detector's four postprocess outputs): the one port that
+    stands for them, and how a run's rows of those outputs (by tensor index) pack into one array per model."""
+
+    port: Port
+    pack: Callable[[dict], np.ndarray]
+
+
 class Kind(tasks.TaskKind):
     """One kind of output: how its labels are recognised, its outputs read and measured. Stateless: every method
     takes the `Task` (the kind, the classes, the threshold) it reads for."""
@@ -64,6 +73,17 @@ class Kind(tasks.TaskKind):
     def classes_of(self, size: int, shape: tuple) -> Optional[int]:
         """The classes of an output of `size` values and `shape` (without the batch), read without labels."""
         return size
+
+    def joins(self, model: bytes, signature) -> Optional[Joined]:
+        """For a kind whose output is several outputs of the model (a detector's boxes, classes, scores and count):
+        how they are read as one (reporter.measure.evaluate asks every kind); None, the default, for the others."""
+        return None
+
+    def join_labels(self, labels: dict, port: Port, source) -> Optional[np.ndarray]:
+        """For the one port `joins` gave: the label arrays `labels` ({output name: (y, classes)}, e.g. y_boxes and
+        y_classes) as one array, one row per sample (an InputError naming the array that does not fit); None, the
+        default, for a port that is not this kind's."""
+        return None
 
     @property
     def head(self) -> "Kind":

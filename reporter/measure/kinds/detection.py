@@ -1,0 +1,385 @@
+"""The detection kind: a model ending in TFLite_Detection_PostProcess, judged by mAP@0.5 against labelled boxes.
+
+The op's four outputs (boxes [1, K, 4], classes [1, K], scores [1, K], num_detections [1]) are told apart by the
+op's output index, each graph output traced back through QUANTIZE/DEQUANTIZE ops to the op, and sized by the
+interpreter after allocation (the converter writes them with shape [] in the file). A run keeps one array per
+model (reporter.measure.measurer): the four outputs are packed into one row per image (`Layout`), and the labels
+`y_boxes` [N, L, 4] and `y_classes` [N, L] into one row per image too (`pack_labels`).
+
+    output row: boxes K*4 (ymin, xmin, ymax, xmax per detection) | classes K | scores K | num_detections 1
+    label row:  boxes L*4 (ymin, xmin, ymax, xmax, normalized)   | classes L (class ids, -1 pads)
+
+The figures (mAP@0.5, COCO mAP@[.5:.95], AP@0.5 per class, recall at IoU 0.5) are faster-coco-eval's over each
+image's first num_detections detections, class ids rounded (an int8 class 1 reads 0.996). The noise rule pairs
+mAP@0.5 by a bootstrap over whole images: each detection matched once at IoU 0.5 as COCO matches it, and AP@0.5
+re-accumulated on each resample of images (COCO's 101-point interpolation), so no COCO evaluation runs per resample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from reporter.core.errors import InputError
+from reporter.measure.kinds.base import Joined, Kind, LabelSource, TaskReading
+from reporter.measure.scoring import BOOTSTRAP_DENSE, Score, Scored, resample_weights
+from reporter.measure.signature import Port, Signature
+from reporter.measure.task import Task
+from reporter.model.report import DetectionMetrics, Metrics
+
+POSTPROCESS = "TFLite_Detection_PostProcess"
+ROLES = ("boxes", "classes", "scores", "num")  # the op's outputs, by its output index
+KEY = POSTPROCESS  # the signature key of the one port standing for the four outputs
+NAME = "detections"  # its name in the report
+LABELS = ("boxes", "classes")  # the label arrays y_boxes, y_classes
+MAP50 = "mAP@0.5"
+IOU = 0.5
+_PASS_THROUGH = ("QUANTIZE", "DEQUANTIZE")
+_RECALL_POINTS = np.linspace(0.0, 1.0, 101)  # COCO's recall thresholds
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a detector's four outputs are (graph output tensor indices, by ROLES) and what its op says."""
+
+    indices: tuple  # boxes, classes, scores, num: the graph outputs' tensor indices
+    detections: int  # K: the rows of boxes, classes and scores (from the allocated interpreter)
+    num_classes: int
+    score_threshold: float
+
+    @property
+    def width(self) -> int:
+        return 6 * self.detections + 1
+
+    def port(self) -> Port:
+        return Port(NAME, KEY, -1, (1, self.width), "float32", allocated=(1, self.width),
+                    attributes=(("num_classes", self.num_classes), ("score_threshold", self.score_threshold),
+                                ("detections", self.detections)))
+
+    def pack(self, by_index: dict) -> np.ndarray:
+        """One row per image from the four outputs' rows (by tensor index, dequantized)."""
+        boxes, classes, scores, num = (np.asarray(by_index[i], np.float32) for i in self.indices)
+        n, k = len(boxes), self.detections
+        return np.concatenate([boxes.reshape(n, -1)[:, :4 * k], classes.reshape(n, -1)[:, :k],
+                               scores.reshape(n, -1)[:, :k], num.reshape(n, -1)[:, :1]], axis=1)
+
+
+def layout(model: bytes, signature: Signature) -> Optional[Layout]:
+    """The detector layout of `model`, whose graph outputs are the four outputs of one TFLite_Detection_PostProcess
+    op (through QUANTIZE/DEQUANTIZE ops); None for any other model."""
+    from flatbuffers import flexbuffers
+
+    from reporter.measure import graph, runtime
+
+    obj = graph.read_model(model)
+    sg = obj.subgraphs[0]
+    names = graph.op_names(obj)
+    code = lambda op: obj.operatorCodes[op.opcodeIndex].customCode  # noqa: E731
+    posts = [op for op in sg.operators if code(op) in (POSTPROCESS, POSTPROCESS.encode())]
+    if len(posts) != 1 or len(signature.outputs) != len(ROLES):
+        return None
+    post = posts[0]
+    made_by = {int(t): op for op in sg.operators for t in op.outputs}
+    roles = {}
+    for port in signature.outputs:
+        tensor = port.index
+        while tensor not in list(post.outputs) and tensor in made_by and names[made_by[tensor].opcodeIndex] \
+                in _PASS_THROUGH:
+            tensor = int(made_by[tensor].inputs[0])
+        if tensor not in list(post.outputs):
+            return None
+        roles[list(post.outputs).index(tensor)] = port.index
+    if sorted(roles) != [0, 1, 2, 3]:
+        return None
+    attributes = flexbuffers.Loads(bytes(post.customOptions))
+    shapes = {int(d["index"]): tuple(d["shape"]) for d in runtime.allocated(model).get_output_details()}
+    boxes = shapes[roles[0]]  # [1, K, 4] once allocated (the file says [])
+    if len(boxes) != 3:
+        return None
+    return Layout(tuple(roles[i] for i in range(4)), int(boxes[1]), int(attributes["num_classes"]),
+                  float(attributes.get("nms_score_threshold", 0.0)))
+
+
+@dataclass(frozen=True)
+class Detections:
+    """A packed output read back: (N, K, 4) boxes, (N, K) class ids (rounded), (N, K) scores, (N,) counts."""
+
+    boxes: np.ndarray
+    classes: np.ndarray
+    scores: np.ndarray
+    num: np.ndarray
+
+    @classmethod
+    def unpack(cls, out: np.ndarray) -> "Detections":
+        out = np.asarray(out, np.float64)
+        n, k = len(out), (out.shape[1] - 1) // 6
+        classes = np.rint(np.nan_to_num(out[:, 4 * k:5 * k], nan=-1.0)).astype(np.int64)
+        num = np.clip(np.rint(np.nan_to_num(out[:, 6 * k], nan=0.0)), 0, k).astype(np.int64)
+        return cls(out[:, :4 * k].reshape(n, k, 4), classes, out[:, 5 * k:6 * k], num)
+
+
+def unpack_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(y_boxes (N, L, 4), y_classes (N, L)) from a packed label row."""
+    y = np.asarray(y, np.float64)
+    n, l_ = len(y), y.shape[1] // 5
+    return y[:, :4 * l_].reshape(n, l_, 4), np.rint(y[:, 4 * l_:]).astype(np.int64)
+
+
+def pack_labels(labels: dict, num_classes: int, source) -> np.ndarray:
+    """y_boxes [N, L, 4] and y_classes [N, L] (labels by name, as bind_labels reads them) as one row per image; an
+    InputError naming the array that does not fit."""
+    boxes, classes = (np.asarray(labels[name][0]) for name in LABELS)
+    if boxes.ndim != 3 or boxes.shape[2] != 4:
+        raise InputError(source, f"'y_boxes' has shape {boxes.shape}: expected (n, boxes, 4), each box ymin, xmin,"
+                                 " ymax, xmax normalized to 0..1")
+    if classes.ndim != 2 or classes.shape != boxes.shape[:2]:
+        raise InputError(source, f"'y_classes' has shape {classes.shape} but 'y_boxes' has {boxes.shape}: expected"
+                                 f" one class id per box, ({boxes.shape[0]}, {boxes.shape[1]}), -1 where no box")
+    if not np.all(np.isfinite(boxes)):
+        raise InputError(source, "'y_boxes' holds NaN or inf")
+    if classes.size and not np.all(classes == np.round(classes)):
+        raise InputError(source, "'y_classes' holds values that are not class ids (whole numbers, -1 pads)")
+    if classes.size and (classes.min() < -1 or classes.max() >= num_classes):
+        raise InputError(source, f"labels out of range: 'y_classes' holds {int(classes.min())}..{int(classes.max())}"
+                                 f" but the detector has {num_classes} classes (0..{num_classes - 1}; -1 pads)")
+    n = len(boxes)
+    return np.concatenate([boxes.reshape(n, -1), classes.reshape(n, -1)], axis=1).astype(np.float32)
+
+
+def _attribute(port: Port, name: str):
+    return dict(port.attributes).get(name)
+
+
+class Detection(Kind):
+    """A detector's postprocess outputs against labelled boxes and classes."""
+
+    name = "detection"
+    words = f"a detector ({POSTPROCESS}'s boxes, classes and scores against labelled boxes)"
+    main_metric = MAP50
+    paired_test = ("paired bootstrap over whole images of mAP@0.5 (each detection matched once at IoU 0.5, as"
+                   " COCO matches it, AP re-accumulated per resample)")
+    accuracy_label = MAP50
+    share_metric = MAP50
+    unit = "images"
+    per_class_title = "AP@0.5 per class"
+    per_class_columns = "AP@0.5"
+    class_count_compared = True
+    sample_correct = False
+
+    # --- the protocol's additions: several outputs read as one, several label arrays as one -----------------
+    def joins(self, model: bytes, signature: Signature) -> Optional[Joined]:
+        found = layout(model, signature)
+        return None if found is None else Joined(found.port(), found.pack)
+
+    def join_labels(self, labels: dict, port: Port, source) -> Optional[np.ndarray]:
+        if port.key != KEY:
+            return None
+        if set(labels) != set(LABELS):
+            found = ", ".join(f"y_{n}" if n else "y" for n in labels) or "none"
+            raise InputError(source, f"the model ends in {POSTPROCESS} (a detector): expected the label arrays y_boxes"
+                                     " (n, boxes, 4: ymin, xmin, ymax, xmax normalized) and y_classes (n, boxes:"
+                                     f" class ids, -1 pads), found {found}")
+        return pack_labels(labels, _attribute(port, "num_classes"), source)
+
+    # --- recognising --------------------------------------------------------------------------------------
+    def recognise(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> TaskReading:
+        if port.key != KEY:
+            raise InputError(labels.source, f"--task {self.name}: output {port.name} is not made by {POSTPROCESS};"
+                                            " a detector's outputs are the four outputs of that op")
+        y = np.asarray(labels.y)
+        if y.ndim != 2 or y.shape[1] % 5:
+            raise InputError(labels.source, f"--task {self.name}: the labels must be y_boxes and y_classes")
+        k, classes = _attribute(port, "detections"), _attribute(port, "num_classes")
+        # The task's threshold is the op's own score threshold: recall counts every detection the op returns.
+        return TaskReading(y.astype(np.float32), Task(self, classes, _attribute(port, "score_threshold")),
+                           f"the model ends in {POSTPROCESS} (boxes, classes and scores of its {k} detections) and"
+                           f" the labels are boxes and classes: a detector of {classes} classes, judged by mAP@0.5"
+                           " of each image's first num_detections detections")
+
+    def detect(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> Optional[TaskReading]:
+        return self.recognise(labels, port, threshold, made_by) if port.key == KEY else None
+
+    def classes_of(self, size: int, shape: tuple) -> None:
+        return None  # read from the op's attributes, never from the output's width
+
+    # --- reading outputs ----------------------------------------------------------------------------------
+    def predict(self, task: Task, out: np.ndarray) -> np.ndarray:
+        """(N, K) class ids of each image's detections, -1 past num_detections (what agreement with float reads)."""
+        d = Detections.unpack(out)
+        return np.where(np.arange(d.classes.shape[1])[None, :] < d.num[:, None], d.classes, -1)
+
+    def scores(self, task: Task, out: np.ndarray) -> np.ndarray:
+        return Detections.unpack(out).scores
+
+    def correct(self, task: Task, out: np.ndarray, y: np.ndarray) -> None:
+        return None  # an image is not right or wrong as a whole: mAP@0.5 is paired by a bootstrap over images
+
+    # --- measuring ----------------------------------------------------------------------------------------
+    def metrics(self, task: Task, y: np.ndarray, out: np.ndarray, float_out: Optional[np.ndarray]) -> Metrics:
+        found = coco_scores(Detections.unpack(out), *unpack_labels(y))
+        agree = None
+        if float_out is not None:
+            agree = float(np.mean(np.all(self.predict(task, out) == self.predict(task, float_out), axis=1)))
+        per_class = [found["ap50_per_class"].get(c) for c in range(task.num_classes)]
+        return Metrics(agreement_with_float=agree,
+                       detection=DetectionMetrics(found["map50"], found["map"], found["recall50"], per_class,
+                                                  task.threshold, found["boxes"]))
+
+    def score(self, task: Task, y: np.ndarray) -> Score:
+        return MeanAP(task, y)
+
+
+def _detections(d: Detections, i: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = int(d.num[i])
+    return d.boxes[i, :n], d.classes[i, :n], d.scores[i, :n]
+
+
+def _xywh(b: np.ndarray) -> list:
+    return [float(b[1]), float(b[0]), float(b[3] - b[1]), float(b[2] - b[0])]
+
+
+def coco_scores(d: Detections, y_boxes: np.ndarray, y_classes: np.ndarray) -> dict:
+    """faster-coco-eval's mAP@0.5, mAP@[.5:.95], AP@0.5 per class id (classes with labelled boxes), recall at IoU
+    0.5 (labelled boxes matched by any detection the model returns) and the number of labelled boxes."""
+    from faster_coco_eval import COCO, COCOeval_faster
+
+    dets = [_detections(d, i) for i in range(len(y_boxes))]
+    found = {int(c) for _, classes, _ in dets for c in classes}
+    categories = sorted({int(c) for c in y_classes.reshape(-1) if c >= 0} | found)
+    gt = {"images": [{"id": i} for i in range(len(y_boxes))], "categories": [{"id": c} for c in categories],
+          "annotations": []}
+    for i, (boxes, classes) in enumerate(zip(y_boxes, y_classes)):
+        for b, c in zip(boxes, classes):
+            if c >= 0:
+                w = _xywh(b)
+                gt["annotations"].append({"id": len(gt["annotations"]) + 1, "image_id": i, "category_id": int(c),
+                                          "bbox": w, "area": w[2] * w[3], "iscrowd": 0})
+    results = [{"image_id": i, "category_id": int(c), "bbox": _xywh(b), "score": float(s)}
+               for i, (boxes, classes, scores) in enumerate(dets) for b, c, s in zip(boxes, classes, scores)]
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its summary
+        coco_gt = COCO()
+        coco_gt.dataset = gt
+        coco_gt.createIndex()
+        coco_dt = coco_gt.loadRes(results) if results else COCO()
+        ev = COCOeval_faster(coco_gt, coco_dt, "bbox")
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    precision = ev.eval["precision"]  # [IoU thresholds, recall points, classes, area ranges, max detections]
+    recall = ev.eval["recall"]  # [IoU thresholds, classes, area ranges, max detections]
+    per_class, matched = {}, 0.0
+    total = int((y_classes >= 0).sum())
+    for k, c in enumerate(ev.params.catIds):
+        support = int((y_classes == c).sum())
+        if support:
+            p = precision[0, :, k, 0, -1]
+            per_class[int(c)] = float(p[p > -1].mean()) if (p > -1).any() else 0.0
+            matched += max(float(recall[0, k, 0, -1]), 0.0) * support
+    return {"map50": max(float(ev.stats[1]), 0.0), "map": max(float(ev.stats[0]), 0.0), "ap50_per_class": per_class,
+            "recall50": matched / total if total else float("nan"), "boxes": total}
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU of boxes (ymin, xmin, ymax, xmax), (len(a), len(b)), as COCO computes it (no +1)."""
+    top = np.maximum(a[:, None, 0], b[None, :, 0])
+    left = np.maximum(a[:, None, 1], b[None, :, 1])
+    bottom = np.minimum(a[:, None, 2], b[None, :, 2])
+    right = np.minimum(a[:, None, 3], b[None, :, 3])
+    inter = np.clip(bottom - top, 0, None) * np.clip(right - left, 0, None)
+    area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
+    union = area(a)[:, None] + area(b)[None, :] - inter
+    return np.divide(inter, union, out=np.zeros_like(inter), where=union > 0)
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Every detection of every image, matched once at IoU 0.5 as COCO matches (by score, to the unmatched
+    labelled box of its class with the highest IoU at least 0.5): class, image, score, matched; and the labelled
+    boxes per image and class."""
+
+    classes: np.ndarray
+    images: np.ndarray
+    scores: np.ndarray
+    hits: np.ndarray
+    boxes_per: np.ndarray  # (N, classes) labelled boxes
+
+
+def match(d: Detections, y_boxes: np.ndarray, y_classes: np.ndarray, num_classes: int) -> Matches:
+    rows = []
+    boxes_per = np.zeros((len(y_boxes), num_classes), np.int64)
+    for i in range(len(y_boxes)):
+        boxes, classes, scores = _detections(d, i)
+        for c in np.unique(classes):
+            mine = np.flatnonzero(classes == c)
+            mine = mine[np.argsort(-scores[mine], kind="mergesort")]
+            truth = y_boxes[i][y_classes[i] == c]
+            ious = _iou(boxes[mine], truth) if len(truth) else np.zeros((len(mine), 0))
+            taken = np.zeros(len(truth), bool)
+            for r, j in enumerate(mine):
+                best, at = -1, min(IOU, 1 - 1e-10)
+                for g in range(len(truth)):
+                    if not taken[g] and ious[r, g] >= at:
+                        best, at = g, ious[r, g]
+                if best >= 0:
+                    taken[best] = True
+                rows.append((c, i, scores[j], best >= 0))
+        for c in range(num_classes):
+            boxes_per[i, c] = int((y_classes[i] == c).sum())
+    a = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    return Matches(a[:, 0].astype(np.int64), a[:, 1].astype(np.int64), a[:, 2], a[:, 3] > 0, boxes_per)
+
+
+def resampled_map50(m: Matches, weights: np.ndarray) -> np.ndarray:
+    """mAP@0.5 on each resample of images (`weights` (R, N): how often each image is drawn), accumulated as COCO
+    does (interpolated precision at 101 recall points, averaged over the classes with labelled boxes)."""
+    aps = []
+    for c in range(m.boxes_per.shape[1]):
+        positives = weights @ m.boxes_per[:, c]  # (R,)
+        if not m.boxes_per[:, c].any():
+            continue
+        mine = np.flatnonzero(m.classes == c)
+        mine = mine[np.argsort(-m.scores[mine], kind="mergesort")]
+        w = weights[:, m.images[mine]].astype(np.float64)  # (R, D)
+        tp = np.cumsum(w * m.hits[mine], axis=1)
+        fp = np.cumsum(w * ~m.hits[mine], axis=1)
+        recall = tp / np.maximum(positives, 1e-12)[:, None]
+        precision = tp / np.maximum(tp + fp, np.spacing(1))
+        precision = np.maximum.accumulate(precision[:, ::-1], axis=1)[:, ::-1]  # monotone, as COCO's
+        ap = np.zeros(len(weights))
+        for r in range(len(weights)):
+            if positives[r] <= 0:
+                ap[r] = np.nan
+                continue
+            at = np.searchsorted(recall[r], _RECALL_POINTS, side="left")
+            ok = at < recall.shape[1]
+            ap[r] = precision[r, at[ok]].sum() / len(_RECALL_POINTS) if recall.shape[1] else 0.0
+        aps.append(ap)
+    if not aps:
+        return np.zeros(len(weights))
+    return np.nanmean(np.array(aps), axis=0)
+
+
+class MeanAP(Score):
+    """mAP@0.5: faster-coco-eval's value, its interval and paired test from a bootstrap over whole images."""
+
+    bootstrapped = True
+
+    def __init__(self, task: Task, y: np.ndarray):
+        super().__init__(task, y, MAP50)
+        self.weights = resample_weights(len(y), BOOTSTRAP_DENSE)
+        self.y_boxes, self.y_classes = unpack_labels(y)
+
+    def value(self, out) -> float:
+        return coco_scores(Detections.unpack(out), self.y_boxes, self.y_classes)["map50"]
+
+    def measure(self, out) -> Scored:
+        d = Detections.unpack(out)
+        matches = match(d, self.y_boxes, self.y_classes, self.task.num_classes)
+        return Scored(self.value(out), boot=resampled_map50(matches, self.weights))
+
+
+KIND = Detection()
