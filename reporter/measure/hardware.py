@@ -107,6 +107,7 @@ def micro_run(model: bytes, x, reference_samples: int) -> tuple[dict[str, np.nda
     """The model through TFLite Micro over every sample of `x` (its outputs by signature key), and its figures: the
     arena, and its parity with LiteRT's reference kernels over the first `reference_samples` samples."""
     outputs, arena = micro_outputs(model, x, evaluate.signature(model))
+    outputs = evaluate.as_predicted(model, outputs)  # read as LiteRT's runs are (a detector's outputs packed)
     part = evaluate.as_inputs(x)[:reference_samples]
     reference = reference_outputs(model, part)
     figures = micro_figures(len(next(iter(outputs.values()))), arena, reference,
