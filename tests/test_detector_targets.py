@@ -193,8 +193,8 @@ def test_the_tools_own_failure_on_the_micro_path_is_not_the_runtimes_reason(ssd,
 
     monkeypatch.setattr(evaluate, "as_predicted", broken)
     out = tmp_path / "out"
-    code, error = run_recorded(ssd["tflite"], ssd["data"], out, "broken", "--target", "micro", "--variants", "float,fiq",
-                               "--formats", "json,md", "--latency-runs", "0")
+    code, error = run_recorded(ssd["tflite"], ssd["data"], out, "broken", "--target", "micro", "--variants",
+                               "float,fiq", "--formats", "json,md", "--latency-runs", "0")
     assert error is None and code == 0, error
     report = json.loads((out / "broken" / "report.json").read_text())
     (fiq,) = [v for v in report["variants"] if v["name"] == "fiq"]
@@ -243,6 +243,15 @@ def test_an_integer_only_target_ships_a_detector_within_002_map_of_float(target,
         if detector_shapes.postprocess_outputs(_obj(written)):
             assert_static_shapes(written, written)
     print(f"{target}: shipped {shipped}, mAP@0.5 {score:.4f} on the target's kernels (float {float_map:.4f})")
+    # a report written before these fields loads: no host ops, no tool failure
+    from reporter.model.report import Report
+
+    old = json.loads(json.dumps(run["report"]))
+    for variant in old["variants"]:
+        if variant.get("on_target"):
+            del variant["on_target"]["host_ops"], variant["on_target"]["tool_failure"]
+    loaded = next(v for v in Report.from_dict(old).variants if v.on_target is not None)
+    assert loaded.on_target.host_ops == {} and loaded.on_target.tool_failure == ""
 
 
 def _obj(model: bytes):

@@ -61,7 +61,8 @@ def main_ops(obj) -> list[tuple[str, list[int], list[int]]]:
     names = [(c.customCode.decode() if isinstance(c.customCode, bytes) else str(c.customCode)) if c.customCode
              else name for c, name in zip(obj.operatorCodes, op_names(obj))]
     return [(names[op.opcodeIndex], [int(i) for i in (op.inputs if op.inputs is not None else [])],
-             [int(i) for i in (op.outputs if op.outputs is not None else [])]) for op in obj.subgraphs[0].operators or []]
+             [int(i) for i in (op.outputs if op.outputs is not None else [])])
+            for op in obj.subgraphs[0].operators or []]
 
 
 def host_outputs(obj) -> list[int]:

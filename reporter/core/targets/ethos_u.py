@@ -2,9 +2,10 @@
 
 Every quantized model is compiled by Arm's Vela compiler for the configuration (a model with float ops too: Vela
 names the ops it leaves on the CPU); it runs there only when it is integer-only (int8, or 16x8: Vela compiles int16
-activations) and Vela puts ops on the NPU. Its accuracy is measured on LiteRT's reference kernels. A model wholly on
-the NPU comes first, then Vela's estimated time decides; the repair ladder climbs when no integer-only model meets
-the target.
+activations) and Vela puts ops on the NPU. A detector's postprocess group (reporter.core.targets.rules.host_group)
+is the host's: Vela leaves it on the Cortex-M, and a model whose only CPU ops are that group runs on the NPU for the
+network. Its accuracy is measured on LiteRT's reference kernels. A model wholly on the NPU comes first, then Vela's
+estimated time decides; the repair ladder climbs when no integer-only model meets the target.
 """
 
 from __future__ import annotations
