@@ -85,6 +85,8 @@ def with_static_shapes(model: bytes) -> bytes:
     set to the shape LiteRT allocates. The converter writes them [] (LiteRT sizes them only when it prepares the
     op); TFLite Micro and other runtimes read the file's. A model without such outputs, or whose file already says
     them, is returned as it is, byte for byte."""
+    if not _has_host_op(model):  # the common case, read without unpacking the whole model
+        return model
     obj = read_model(model)
     outputs = host_outputs(obj)
     if not outputs:
@@ -134,6 +136,15 @@ def without_output_quantize(model: bytes) -> bytes:
     sg.operators = [op for n, op in enumerate(sg.operators) if n not in gone]
     compact(obj)
     return write_model(obj)
+
+
+def _has_host_op(model: bytes) -> bool:
+    """The model has an op of reporter.core.targets.rules.HOST_OPS (each a custom op: named by its custom code)."""
+    from reporter.core.targets.rules import HOST_OPS
+
+    read = schema().Model.GetRootAs(bytearray(model), 0)
+    codes = (read.OperatorCodes(i).CustomCode() for i in range(read.OperatorCodesLength()))
+    return any(code is not None and code.decode("utf-8", "replace") in HOST_OPS for code in codes)
 
 
 def _dims(shape) -> Optional[list[int]]:
