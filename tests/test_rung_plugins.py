@@ -5,9 +5,12 @@ it builds a model that LiteRT's reference kernels load (read with a plain ai_edg
 claims to be exact in float, its float rewrite computes the float file's function (both run by plain LiteRT, the
 input transform applied with numpy). A rung registered without a refusal and a fixture here fails the suite."""
 
+import types
+
 import numpy as np
 import pytest
 
+import detector_fixtures
 import repair_fixtures
 import rewrite_fixtures
 from reporter.convert import rungs
@@ -88,6 +91,8 @@ def refusal(code: str) -> Workspace:
         return Workspace(mlp(), X, X)  # a run that builds no 16x8 variant
     if code in ("bias_correction", "host_normalization", "layernorm_without_neg", "smoothquant"):
         return Workspace(mlp(), X, X)  # no bias, no leading normalization, no NEG, no outlier channel
+    if code == "float_detection_outputs":
+        return Workspace(mlp(), X, X)  # no detection postprocess
     raise AssertionError(f"rung {code!r} has no refusal case in this suite: add one")
 
 
@@ -101,6 +106,11 @@ def own_fixture(code: str, cache):
         fx = repair_fixtures.ensure("input_offset", cache)
     elif code in ("layernorm_without_neg", "smoothquant"):
         fx = rewrite_fixtures.ensure(cache)
+    elif code == "float_detection_outputs":
+        files = detector_fixtures.ensure(cache)
+        data = np.load(files["data"])
+        fx = types.SimpleNamespace(float_model=files["tflite"].read_bytes(), x_calib=data["x_calib"],
+                                   x_select=data["x_calib"][:64], x=data["x"])
     else:
         raise AssertionError(f"rung {code!r} has no fixture in this suite: add one")
     return fx
@@ -108,7 +118,7 @@ def own_fixture(code: str, cache):
 
 # --- the suite ----------------------------------------------------------------------------------------------------
 def test_the_registry_lists_each_rung_once_in_ladder_order():
-    assert CODES == ["static_batch1", "ranges", "bias_correction", "host_normalization", "layernorm_without_neg",
+    assert CODES == ["static_batch1", "float_detection_outputs", "ranges", "bias_correction", "host_normalization", "layernorm_without_neg",
                      "smoothquant", "int16x8"]
     for rung in rungs.REGISTRY:
         assert rung.label and isinstance(rung.exact, bool)

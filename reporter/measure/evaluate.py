@@ -79,6 +79,17 @@ def _run(model: bytes, x, only: bool, reference: bool = False) -> dict[str, np.n
     return {("" if only else p.key): found[p.index] for p in out_ports}
 
 
+def as_predicted(model: bytes, by_key: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of another runtime's run (by signature key, one entry per sample) as `predict_all` gives them: one
+    flattened row per sample, and a detector's several outputs packed into one by its task kind."""
+    sig = read(runtime.load(model))
+    joined = _joined(model, sig)
+    if joined is None:
+        return by_key
+    rows = {p.index: np.asarray(by_key[p.key]).reshape(len(by_key[p.key]), -1) for p in sig.outputs}
+    return {joined.port.key: joined.pack(rows)}
+
+
 # Held around every timing when set: the batch runner's workers share one, so that at most one model is
 # timed at a time across them (their other stages still run meanwhile). None in a single `run`.
 _timing_lock = None

@@ -53,6 +53,104 @@ def op_names(obj) -> list[str]:
     return [names.get(max(c.builtinCode, c.deprecatedBuiltinCode), "") for c in obj.operatorCodes]
 
 
+def main_ops(obj) -> list[tuple[str, list[int], list[int]]]:
+    """The main subgraph's ops as (name: builtin, or a custom op's code; input tensors; output tensors), in execution
+    order."""
+    if not obj.subgraphs:
+        return []
+    names = [(c.customCode.decode() if isinstance(c.customCode, bytes) else str(c.customCode)) if c.customCode
+             else name for c, name in zip(obj.operatorCodes, op_names(obj))]
+    return [(names[op.opcodeIndex], [int(i) for i in (op.inputs if op.inputs is not None else [])],
+             [int(i) for i in (op.outputs if op.outputs is not None else [])])
+            for op in obj.subgraphs[0].operators or []]
+
+
+def host_outputs(obj) -> list[int]:
+    """The main subgraph's tensors the host ops (reporter.core.targets.rules.host_group: a detector's postprocess)
+    write, in op order: the postprocess outputs and those of the QUANTIZE/DEQUANTIZE ops carrying them on (not the
+    DEQUANTIZE outputs feeding it)."""
+    from reporter.core.targets.rules import HOST_OPS, host_group
+
+    main = main_ops(obj)
+    made: list[int] = []
+    for n in host_group(main):
+        name, ins, outs = main[n]
+        if name in HOST_OPS or (ins and ins[0] in made):
+            made += outs
+    return made
+
+
+def with_static_shapes(model: bytes) -> bytes:
+    """`model` with each host output's (a detector's postprocess outputs: `host_outputs`) shape and shape_signature
+    set to the shape LiteRT allocates. The converter writes them [] (LiteRT sizes them only when it prepares the
+    op); TFLite Micro and other runtimes read the file's. A model without such outputs, or whose file already says
+    them, is returned as it is, byte for byte."""
+    if not _has_host_op(model):  # the common case, read without unpacking the whole model
+        return model
+    obj = read_model(model)
+    outputs = host_outputs(obj)
+    if not outputs:
+        return model
+    from reporter.measure import runtime
+
+    it = runtime.load(model, builtin=True)
+    it.allocate_tensors()
+    sizes = {d["index"]: [int(v) for v in d["shape"]] for d in it.get_tensor_details()}
+    tensors = obj.subgraphs[0].tensors
+    if all(_dims(tensors[i].shape) == _dims(tensors[i].shapeSignature) == sizes[i] for i in outputs):
+        return model
+    for i in outputs:
+        tensors[i].shape = np.array(sizes[i], np.int32)
+        tensors[i].shapeSignature = np.array(sizes[i], np.int32)
+    return write_model(obj, drop_orphans=False)
+
+
+def quantized_host_outputs(obj) -> list[int]:
+    """Positions of the QUANTIZE ops that read a host op's float output (a detector's postprocess) and write a graph
+    output: what makes a detector's outputs int8 (and clip to their calibration ranges)."""
+    from reporter.core.targets.rules import HOST_OPS
+
+    main = main_ops(obj)
+    made = {t for name, _, outs in main if name in HOST_OPS for t in outs}
+    outputs = {int(i) for i in obj.subgraphs[0].outputs} if obj.subgraphs else set()
+    return [n for n, (name, ins, outs) in enumerate(main)
+            if name == "QUANTIZE" and ins and ins[0] in made and set(outs) <= outputs]
+
+
+def without_output_quantize(model: bytes) -> bytes:
+    """`model` with the QUANTIZE ops after its host postprocess removed (`quantized_host_outputs`): each graph and
+    signature output becomes the postprocess's own float output. Exact for the network: only the outputs' int8
+    rounding and clipping go."""
+    obj = read_model(model)
+    drop = quantized_host_outputs(obj)
+    if not drop:
+        return model
+    sg = obj.subgraphs[0]
+    carried = {int(sg.operators[n].outputs[0]): int(sg.operators[n].inputs[0]) for n in drop}
+    sg.outputs = np.array([carried.get(int(i), int(i)) for i in sg.outputs], np.int32)
+    for sig in obj.signatureDefs or []:
+        if sig.subgraphIndex == 0:
+            for port in sig.outputs or []:
+                port.tensorIndex = carried.get(int(port.tensorIndex), int(port.tensorIndex))
+    gone = set(drop)
+    sg.operators = [op for n, op in enumerate(sg.operators) if n not in gone]
+    compact(obj)
+    return write_model(obj)
+
+
+def _has_host_op(model: bytes) -> bool:
+    """The model has an op of reporter.core.targets.rules.HOST_OPS (each a custom op: named by its custom code)."""
+    from reporter.core.targets.rules import HOST_OPS
+
+    read = schema().Model.GetRootAs(bytearray(model), 0)
+    codes = (read.OperatorCodes(i).CustomCode() for i in range(read.OperatorCodesLength()))
+    return any(code is not None and code.decode("utf-8", "replace") in HOST_OPS for code in codes)
+
+
+def _dims(shape) -> Optional[list[int]]:
+    return [int(d) for d in shape] if shape is not None else None
+
+
 def op_name(obj, op) -> str:
     """The builtin name of `op` ("FULLY_CONNECTED", ...)."""
     return op_names(obj)[op.opcodeIndex]

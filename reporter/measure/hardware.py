@@ -18,7 +18,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.measure import evaluate, runtime
+from reporter.measure import evaluate, runtime, structure
 from reporter.measure.signature import Signature
 from reporter.model.hardware import CpuOp, MicroFigures, VelaFigures
 
@@ -85,6 +85,8 @@ def parity(a: dict[str, np.ndarray], b: dict[str, np.ndarray], model: bytes) -> 
     for key, first in a.items():
         second = b[key][:len(first)]
         first = first[:len(second)]
+        # one row per sample: LiteRT's runs flatten each sample's output, TFLite Micro's keep its shape
+        first, second = first.reshape(len(first), -1), second.reshape(len(second), -1)
         step = steps.get(key, 0.0)
         diff = np.abs(first.astype(np.float64) - second.astype(np.float64))
         same += int(np.sum(diff == 0))
@@ -105,6 +107,7 @@ def micro_run(model: bytes, x, reference_samples: int) -> tuple[dict[str, np.nda
     """The model through TFLite Micro over every sample of `x` (its outputs by signature key), and its figures: the
     arena, and its parity with LiteRT's reference kernels over the first `reference_samples` samples."""
     outputs, arena = micro_outputs(model, x, evaluate.signature(model))
+    outputs = evaluate.as_predicted(model, outputs)  # read as LiteRT's runs are (a detector's outputs packed)
     part = evaluate.as_inputs(x)[:reference_samples]
     reference = reference_outputs(model, part)
     figures = micro_figures(len(next(iter(outputs.values()))), arena, reference,
@@ -145,8 +148,10 @@ def vela(model: bytes, config: str, workdir: Path) -> VelaFigures:
         row = _summary(summary.read_text(encoding="utf-8"))
     counts = {kind: int(n) for kind, n in _COUNT.findall(text)}
     cpu = [CpuOp(op, tensor, reason.strip()) for op, tensor, reason in _WARNING.findall(text)]
+    host = structure.host_tensor_names(model)  # Vela names an op by its output
     return VelaFigures(
         config=config, npu_ops=counts.get("NPU", 0), cpu_ops=counts.get("CPU", 0), cpu=cpu,
+        host_ops=sum(1 for c in cpu if c.tensor in host),
         sram_kib=_number(row, "sram_memory_used"), flash_kib=_number(row, "off_chip_flash_memory_used"),
         inference_ms=_scaled(row, "inference_time", 1000.0), clock_mhz=_scaled(row, "core_clock", 1e-6),
         system_config=row.get("system_config", ""))

@@ -19,7 +19,7 @@ import numpy as np
 from reporter.core.errors import QuantReportError, one_line
 from reporter.core.progress import Progress
 from reporter.core import judgement, variants
-from reporter.measure import evaluate, structure
+from reporter.measure import evaluate, graph, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.scoring import Score, Scored
 from reporter.measure.task import Task, nonfinite_rows
@@ -157,8 +157,10 @@ class Measurer:
         """Runs the model on the evaluation data (a failure there raises: the variant failed) and takes each
         measurement on its own: one that fails leaves its field empty and its error in measurement_errors."""
         folder, data, task, progress = self.folder, self.data, self.task, self.progress
-        (folder / f"{name}.tflite").write_bytes(tflite)
         bad = structure.bad_scale(tflite)
+        if not bad:  # a detector's outputs sized in the file (LiteRT allocates it): it runs on every runtime
+            tflite = graph.with_static_shapes(tflite)
+        (folder / f"{name}.tflite").write_bytes(tflite)
         if bad:  # LiteRT would crash the process allocating it: the variant fails, the run goes on
             raise NotRunnable(bad)
         t0 = time.perf_counter()

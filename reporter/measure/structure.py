@@ -13,6 +13,7 @@ TENSOR_TYPE_KEYS = ("int8", "int16", "int32", "float32", "other", "total")
 # Sub-byte weights (LiteRT Quantizer's int4 and int2 recipes): counted apart, and only in a model that has them (the
 # counts of every other model, and of reports written before, stay as they were).
 from reporter.core.targets import SUB_BYTE_KEYS  # noqa: E402 - beside the keys it adds to
+from reporter.core.targets.rules import host_group  # noqa: E402 - what runs on the host
 from reporter.measure import graph  # noqa: E402 - the flatbuffer read and its schema
 
 
@@ -50,15 +51,20 @@ def tensor_types(model: bytes) -> dict[str, int]:
 def op_tensor_types(model: bytes) -> dict[str, int]:
     """Counts by element type of the tensors the model computes with: those its ops read or write and its inputs and
     outputs (an int8 LSTM's empty float32 "intermediate" placeholders are left out). What the int8 specification
-    is read from (reporter.core.targets.int8_spec); bool (a comparison's result) is counted apart."""
+    is read from (reporter.core.targets.int8_spec); bool (a comparison's result) is counted apart. The ops the host
+    CPU runs (a detector's postprocess: `host_ops`) are left out: the network is what the target runs."""
     schema = graph.schema()
 
     names = _enum_names(schema.TensorType)
     counts = Counter()
-    for subgraph in _model_object(model).subgraphs or []:
-        used = set(subgraph.inputs if subgraph.inputs is not None else []) | set(
-            subgraph.outputs if subgraph.outputs is not None else [])
-        for op in subgraph.operators or []:
+    obj = _model_object(model)
+    for number, subgraph in enumerate(obj.subgraphs or []):
+        host = set(_host_positions(obj)) if number == 0 else set()
+        network = [op for n, op in enumerate(subgraph.operators or []) if n not in host]
+        made_on_host = {int(i) for n in host for i in subgraph.operators[n].outputs}
+        used = set(subgraph.inputs if subgraph.inputs is not None else []) | {
+            i for i in (subgraph.outputs if subgraph.outputs is not None else []) if int(i) not in made_on_host}
+        for op in network:
             used |= {i for i in (op.inputs if op.inputs is not None else []) if i >= 0}
             used |= {i for i in (op.outputs if op.outputs is not None else []) if i >= 0}
         for index in used:
@@ -102,6 +108,26 @@ def _op_names(obj) -> list[str]:
         else:
             op_names.append(names.get(builtin, f"OP_{builtin}"))
     return op_names
+
+
+def _host_positions(obj) -> list[int]:
+    return host_group(graph.main_ops(obj))
+
+
+def host_ops(model: bytes) -> dict[str, int]:
+    """The ops integer-only hardware leaves to the host CPU (reporter.core.targets.rules.host_group: a detector's
+    postprocess with its DEQUANTIZE/QUANTIZE ops), counted by type; {} for a model without them."""
+    obj = _model_object(model)
+    main = graph.main_ops(obj)
+    return dict(sorted(Counter(main[n][0] for n in _host_positions(obj)).items()))
+
+
+def host_tensor_names(model: bytes) -> set[str]:
+    """The names of the tensors the host ops write (as Vela names an op: by its output)."""
+    obj = _model_object(model)
+    main = graph.main_ops(obj)
+    tensors = obj.subgraphs[0].tensors if obj.subgraphs else []
+    return {_name(tensors[t]) for n in _host_positions(obj) for t in main[n][2]}
 
 
 def ops(model: bytes) -> dict[str, int]:

@@ -31,10 +31,12 @@ class VelaFigures:
     inference_ms: Optional[float] = None  # Vela's estimate at the configuration's clock
     clock_mhz: Optional[float] = None
     system_config: str = ""  # Vela's default system configuration for the accelerator
+    host_ops: int = 0  # of the CPU ops, those the host runs anyway (a detector's postprocess group): not the network's
 
     @property
     def npu_share(self) -> float:
-        total = self.npu_ops + self.cpu_ops
+        """The share of the network's ops (the host postprocess group left out) Vela puts on the NPU."""
+        total = self.npu_ops + self.cpu_ops - self.host_ops
         return self.npu_ops / total if total else 0.0
 
 

@@ -190,6 +190,12 @@ class OnTarget:
     output_error: Optional[OutputError] = None  # on the target's kernels, against float (no main metric)
     micro: Optional[MicroFigures] = None
     vela: Optional[VelaFigures] = None
+    # The ops the host CPU runs beside the target (a detector's postprocess with its DEQUANTIZE/QUANTIZE ops), by
+    # type: the target runs the network, its accuracy is the network's there with the postprocess as the host runs it.
+    host_ops: dict[str, int] = field(default_factory=dict)
+    # quant-report's own failure checking it (its code raised, not the runtime or compiler): the model was not
+    # checked there, and `error` says the tool failed.
+    tool_failure: str = ""
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Optional
 
 from reporter.core import targets, variants
 from reporter.core.errors import one_line
-from reporter.measure import hardware
+from reporter.measure import hardware, structure
 from reporter.measure.measurer import Measurer
 from reporter.model.report import Recommendation, VariantResult
 from reporter.model.variant import OnTarget
@@ -50,15 +50,20 @@ def check_all(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
 def _check(ctx: RunContext, m: Measurer, target: targets.Target, v: VariantResult, fits: bool) -> OnTarget:
     """`v` checked as its target's check says, its accuracy on the target's kernels measured like its own."""
     model = (ctx.folder / f"{v.name}.tflite").read_bytes()
+    host = structure.host_ops(model) if target.integer_hardware else {}  # what the host CPU runs beside the target
     with ctx.progress.stage("on target", detail=v.name):
         try:
             found = target.check.run(model, fits, ctx.data.x, hardware, ctx.folder)
             metrics, error = m.quality_on(v.name, found.outputs)
             on = OnTarget(target.name, target.kernels, found.runs, error=found.error, metrics=metrics,
-                          output_error=error, micro=found.micro, vela=found.vela)
-        except Exception as exc:  # noqa: BLE001 - the tool's failure is this model's finding
+                          output_error=error, micro=found.micro, vela=found.vela, host_ops=host)
+        except RuntimeError as exc:  # the runtime's or compiler's own reason (the target tools raise it so)
             traceback.print_exc()  # into run.log
-            on = OnTarget(target.name, target.kernels, False,
-                          error=str(exc) if isinstance(exc, RuntimeError) and str(exc) else one_line(exc))
+            on = OnTarget(target.name, target.kernels, False, error=str(exc) or one_line(exc), host_ops=host)
+        except Exception as exc:  # noqa: BLE001 - quant-report's own failure: the model is not checked there
+            traceback.print_exc()  # into run.log
+            said = one_line(exc)
+            on = OnTarget(target.name, target.kernels, False, error=f"quant-report failed checking it: {said}",
+                          host_ops=host, tool_failure=said)
     ctx.progress.say(f"{v.name}: {target.check.said(on)}")
     return on

@@ -7,12 +7,13 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from reporter.convert.rungs import (bias_correction, host_normalization, int16x8, layernorm_without_neg, ranges,
-                                    smoothquant, static_batch1)
+from reporter.convert.rungs import (bias_correction, float_detection_outputs, host_normalization, int16x8,
+                                    layernorm_without_neg, ranges, smoothquant, static_batch1)
 from reporter.convert.rungs.base import RepairCandidate, RepairOptions, Rung, RunVariants, Workspace, timed
 
 REGISTRY: tuple[Rung, ...] = (
     static_batch1.RUNG,
+    float_detection_outputs.RUNG,
     ranges.RUNG,
     bias_correction.RUNG,
     host_normalization.RUNG,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Protocol, Sequence
 
 from reporter.core import judgement as jd
-from reporter.core.targets.rules import anything
+from reporter.core.targets.rules import anything, on_host
 
 # Reference-kernel agreement: the evaluation samples a model is run on with both kernel sets (reference kernels are
 # slow: a convolution runs without SIMD).
@@ -68,8 +68,13 @@ class Check:
         return Checked(tools.reference_outputs(model, x))
 
     def said(self, on) -> str:
-        """The progress line of a model checked (`on`, its OnTarget record)."""
-        return f"runs on {self.tool}" if on.runs else f"does not run there: {on.error}"
+        """The progress line of a model checked (`on`, its OnTarget record): quant-report's own failure is no
+        reason of the target's (the model was not checked there)."""
+        if getattr(on, "tool_failure", ""):
+            return f"not checked on {self.tool}: {on.error}"
+        host = on_host(getattr(on, "host_ops", {}))
+        return (f"runs on {self.tool}" + (f"; {host}" if host else "")) if on.runs else \
+            f"does not run there: {on.error}"
 
 
 REFERENCE = Check()

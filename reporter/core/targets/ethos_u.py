@@ -2,9 +2,10 @@
 
 Every quantized model is compiled by Arm's Vela compiler for the configuration (a model with float ops too: Vela
 names the ops it leaves on the CPU); it runs there only when it is integer-only (int8, or 16x8: Vela compiles int16
-activations) and Vela puts ops on the NPU. Its accuracy is measured on LiteRT's reference kernels. A model wholly on
-the NPU comes first, then Vela's estimated time decides; the repair ladder climbs when no integer-only model meets
-the target.
+activations) and Vela puts ops on the NPU. A detector's postprocess group (reporter.core.targets.rules.host_group)
+is the host's: Vela leaves it on the Cortex-M, and a model whose only CPU ops are that group runs on the NPU for the
+network. Its accuracy is measured on LiteRT's reference kernels. A model wholly on the NPU comes first, then Vela's
+estimated time decides; the repair ladder climbs when no integer-only model meets the target.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Optional, Sequence
 from reporter.core import variants
 from reporter.core.errors import one_line
 from reporter.core.targets.base import Check, Checked, Priced, Target, Tools
-from reporter.core.targets.rules import integer_tensors
+from reporter.core.targets.rules import integer_tensors, on_host
 
 # Vela's accelerator configurations (`vela --accelerator-config`): one --target each.
 CONFIGS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u65-512",
@@ -55,7 +56,11 @@ class VelaCompiler(Check):
 
     def said(self, on) -> str:
         if on.vela is not None and on.runs:
-            return f"compiled by Vela: {on.vela.npu_ops} of {on.vela.npu_ops + on.vela.cpu_ops} ops on the NPU"
+            v, host = on.vela, on_host(getattr(on, "host_ops", {}))
+            if v.host_ops and host:
+                return (f"compiled by Vela: {v.npu_ops} of {v.npu_ops + v.cpu_ops - v.host_ops} network ops on the"
+                        f" NPU; {host} ({v.host_ops} ops Vela leaves on the CPU)")
+            return f"compiled by Vela: {v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU"
         return super().said(on)
 
 

@@ -2,9 +2,10 @@
 
 Every quantized model is run by TFLite Micro's own interpreter over the evaluation data: it runs there only if
 TFLite Micro loads and runs it (its reason, word for word, when not), its accuracy is TFLite Micro's, and its
-outputs are compared with LiteRT's reference kernels. TFLite Micro has float kernels too, but a microcontroller is
-integer hardware in practice: the repair ladder climbs (16x8 included, which TFLite Micro runs) when no quantized
-model meets the target.
+outputs are compared with LiteRT's reference kernels. A detector's postprocess runs there too (TFLite Micro has its
+kernel; the tool writes its outputs' shapes into the file) and is the host's part of the work. TFLite Micro has
+float kernels too, but a microcontroller is integer hardware in practice: the repair ladder climbs (16x8 included,
+which TFLite Micro runs) when no quantized model meets the target.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ in, a yes or no out; never a variant's name.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Sequence
 
 SUB_BYTE_KEYS = ("int4", "int2")  # tensor kinds counted apart (reporter.measure.structure.tensor_types)
 INTEGER_KEYS = ("int8", "int16", *SUB_BYTE_KEYS)
@@ -68,3 +68,44 @@ def quantized(tensor_types: Mapping[str, int], weight_coverage: Optional[Mapping
     if weight_coverage:
         return any(c.quantized for c in weight_coverage.values())
     return bool(tensor_types.get("other"))
+
+
+# The ops integer-only hardware leaves to the host CPU beside it (Vela leaves them on the Cortex-M, the Edge TPU
+# compiler on the host; TFLite Micro has a kernel): a detector's postprocess, with the DEQUANTIZE ops feeding it and
+# the QUANTIZE/DEQUANTIZE ops carrying its outputs on. The network before it is what must be integer-only.
+HOST_OPS = frozenset({"TFLite_Detection_PostProcess"})
+PASS_THROUGH = frozenset({"QUANTIZE", "DEQUANTIZE"})  # ops that keep their input's shape (and its role)
+
+
+def host_group(ops: Sequence[tuple[str, Sequence[int], Sequence[int]]]) -> list[int]:
+    """The positions in `ops` ((op name, input tensors, output tensors) in execution order) of the ops that run on
+    the host CPU: each HOST_OPS op, the DEQUANTIZE ops whose every reader is one, and the QUANTIZE/DEQUANTIZE ops
+    reading a host op's output. [] for a model without a host op."""
+    hosts = {n for n, (name, _, _) in enumerate(ops) if name in HOST_OPS}
+    if not hosts:
+        return []
+    readers: dict[int, set] = {}
+    for n, (_, ins, _) in enumerate(ops):
+        for t in ins:
+            readers.setdefault(int(t), set()).add(n)
+    group = set(hosts)
+    for n, (name, _, outs) in enumerate(ops):
+        if name == "DEQUANTIZE" and all(readers.get(int(t)) and readers[int(t)] <= hosts for t in outs):
+            group.add(n)
+    made = {int(t) for n in hosts for t in ops[n][2]}
+    for n, (name, ins, outs) in enumerate(ops):  # in execution order: a chain after the op is followed
+        if name in PASS_THROUGH and ins and int(ins[0]) in made:
+            group.add(n)
+            made |= {int(t) for t in outs}
+    return sorted(group)
+
+
+def on_host(host_ops: Mapping[str, int]) -> str:
+    """"the postprocess (TFLite_Detection_PostProcess) runs on the host CPU", with the ops carrying it; "" for
+    none."""
+    named = [op for op in host_ops if op in HOST_OPS]
+    if not named:
+        return ""
+    rest = [f"{n} {op}" for op, n in host_ops.items() if op not in HOST_OPS]
+    return (f"the postprocess ({', '.join(named)}) runs on the host CPU"
+            + (f" (with {' and '.join(rest)} op{'s' * (sum(host_ops.values()) - len(named) != 1)})" if rest else ""))

@@ -66,7 +66,7 @@ class TargetView:
             score = fmt_score(o.score, share) if o.score is not None else NOT_MEASURED
             vs = f" ({o.vs_float.text})" if o.vs_float is not None and o.vs_float.text else ""
             rows.append(TargetRow(
-                model=o.label, runs="yes" if on.runs else f"no: {on.error}", on_target=score + vs,
+                model=o.label, runs=self._runs(on), on_target=score + vs,
                 default=fmt_score(default, share) if default is not None else NOT_MEASURED,
                 figures=self._figures(on), chosen=o.name == decision.variant,
                 cpu_ops=[f"{c.op}: {c.reason}" for c in on.vela.cpu] if on.vela is not None else []))
@@ -80,10 +80,21 @@ class TargetView:
         return found
 
     @staticmethod
+    def _runs(on) -> str:
+        """"yes" (with what the host CPU runs beside it), "no: <the tool's reason>", or "not checked: <quant-report's
+        own failure>"."""
+        if on.tool_failure:
+            return f"not checked: {on.error}"
+        host = targets.on_host(on.host_ops)
+        return ("yes" + (f"; {host}" if host else "")) if on.runs else f"no: {on.error}"
+
+    @staticmethod
     def _figures(on) -> str:
         if on.vela is not None:
             v = on.vela
-            parts = [f"{v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU ({fmt_percent(v.npu_share, 0)})"]
+            network = " network" if v.host_ops else ""
+            parts = [f"{v.npu_ops} of {v.npu_ops + v.cpu_ops - v.host_ops}{network} ops on the NPU"
+                     f" ({fmt_percent(v.npu_share, 0)})"]
             if v.inference_ms is not None:
                 parts.append(f"est. {fmt_ms(v.inference_ms)}")
             if v.sram_kib is not None:

@@ -92,9 +92,13 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
 def hardware(on: OnTarget) -> str:
     """What the target's own tool said of the shipped model: Vela's compilation (ops on the NPU, the estimated time,
     SRAM and flash) or TFLite Micro's run (samples, arena, parity with LiteRT's reference kernels)."""
+    host = tg.on_host(on.host_ops)
+    host = f" {host[0].upper()}{host[1:]}." if host else ""
     if on.vela is not None:
         v = on.vela
         where = (f"all {v.npu_ops} of its ops on the NPU" if not v.cpu_ops else
+                 f"all {v.npu_ops} of the network's ops on the NPU and leaves the host's {v.host_ops} on the CPU ("
+                 + ", ".join(c.op for c in v.cpu) + ")" if v.host_ops == v.cpu_ops else
                  f"{v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU and leaves {v.cpu_ops} on the CPU ("
                  + "; ".join(f"{c.op}: {c.reason}" for c in v.cpu[:3]) + ")")
         figures = [f"an estimated {fmt_ms(v.inference_ms)} per inference" + (
@@ -103,7 +107,7 @@ def hardware(on: OnTarget) -> str:
             figures.append(f"{v.sram_kib:,.1f} KiB SRAM")
         if v.flash_kib is not None:
             figures.append(f"{v.flash_kib:,.1f} KiB flash")
-        return f"Vela puts {where}" + (f": {', '.join(figures)}" if figures else "") + "."
+        return f"Vela puts {where}" + (f": {', '.join(figures)}" if figures else "") + "." + host
     if on.micro is not None:
         mc = on.micro
         text = f"TFLite Micro runs it on all {mc.samples:,} evaluation samples"
@@ -114,8 +118,8 @@ def hardware(on: OnTarget) -> str:
                      f" over {mc.reference_samples:,} samples")
             if mc.max_steps:
                 text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
-        return text + "."
-    return ""
+        return text + "." + host
+    return host.strip()
 
 
 def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str:
