@@ -46,7 +46,7 @@ def _in_child(script: str, cwd: Path, **env) -> dict:
 
 
 READ_IN_CHILD = """
-    import json, resource, sys
+    import json, sys
     from reporter.core.errors import InputError
     from reporter.run import data_loading
     try:
@@ -54,7 +54,10 @@ READ_IN_CHILD = """
         error = None
     except InputError as exc:
         error = str(exc)
-    print(json.dumps({"error": error, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+    # VmHWM: this process image's own peak. ru_maxrss would also count the forking test worker's memory (Linux keeps
+    # it across exec), which is large once the worker has loaded TensorFlow for an earlier test.
+    hwm = next(line for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"error": error, "peak_mb": int(hwm.split()[1]) / 1024}))
 """
 
 
