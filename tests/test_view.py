@@ -76,7 +76,8 @@ def test_tone_follows_direction_of_good():
     (fmt.fmt_bytes, 900, "900 B"), (fmt.fmt_bytes, 9424, "9.2 KB"), (fmt.fmt_bytes, 3 * 1024**2, "3.0 MB"),
     (fmt.fmt_signed_bytes, 240, "+240 B"), (fmt.fmt_signed_bytes, -2048, "−2.0 KB"),
     (fmt.fmt_ms, 0.000852, "0.852 µs"), (fmt.fmt_ms, 12.345, "12.3 ms"),
-    (fmt.fmt_percent, 0.7297, "73.0 %"), (fmt.fmt_points, -0.325, "−32.5"), (fmt.fmt_points, 0.0001, "±0.0"),
+    (fmt.fmt_percent, 0.7297, "73.0 %"), (fmt.fmt_percent, -0.00004, "0.0 %"), (fmt.fmt_percent, -0.37, "-37.0 %"),
+    (fmt.fmt_points, -0.325, "−32.5"), (fmt.fmt_points, 0.0001, "±0.0"),
     (fmt.fmt_number, 2157.9, "2158"), (fmt.fmt_number, 0.0000123, "1.230e-05"), (fmt.fmt_number, 0, "0"),
 ])
 def test_formats(func, arg, text):

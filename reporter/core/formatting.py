@@ -59,7 +59,11 @@ def fmt_mse(mse: float, float_variance: Optional[float] = None) -> str:
 
 
 def fmt_percent(x: Optional[float], digits: int = 1) -> str:
-    return "–" if x is None else f"{x * 100:.{digits}f} %"
+    """A share as a percentage; one that rounds to zero is "0 %", never "-0 %" (a loss too small to show)."""
+    if x is None:
+        return "–"
+    text = f"{x * 100:.{digits}f}"
+    return f"{abs(float(text)):.{digits}f} %" if float(text) == 0 else f"{text} %"
 
 
 def fmt_points(delta: float) -> str:
