@@ -48,6 +48,9 @@ class TaskKind:
     unit: str = "samples"  # what a share of predictions counts ("predicts class 3 for 40 % of ...")
     counted_as: str = "classes"  # after the number of classes: "10 classes"
     class_count_compared: bool = True  # two reports' models differ when their numbers of classes do (diff)
+    # Its output row is class scores whose top one is the prediction: two kernel sets' "same top class" is said.
+    # (Not for a sigmoid per label, nor a detector's packed boxes, classes and scores.)
+    top_class: bool = True
     per_class_title: str = "Per class"
     per_class_columns: str = "precision / recall / F1"
 

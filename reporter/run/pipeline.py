@@ -358,7 +358,7 @@ def _with_reference_kernels(ctx: RunContext, v: VariantResult) -> VariantResult:
         with ctx.progress.stage("reference kernels", detail=v.name):
             model = (ctx.folder / f"{v.name}.tflite").read_bytes()
             found = kernels.reference_agreement(model, ctx.data.x, targets.REFERENCE_SAMPLES,
-                                                classes=ctx.task.num_classes is not None)
+                                                classes=ctx.task.num_classes is not None and ctx.task.kind.top_class)
     except Exception as exc:  # noqa: BLE001 - the rest of the report stands without it
         traceback.print_exc()
         return dataclasses.replace(v, measurement_errors={**v.measurement_errors, "reference_kernels": one_line(exc)})

@@ -176,6 +176,7 @@ class Detection(Kind):
     per_class_columns = "AP@0.5"
     class_count_compared = True
     sample_correct = False
+    top_class = False  # the packed row is boxes, classes and scores: no top class
 
     # --- the protocol's additions: several outputs read as one, several label arrays as one -----------------
     def joins(self, model: bytes, signature: Signature) -> Optional[Joined]:

@@ -19,6 +19,7 @@ class Multilabel(Kind):
     A sample's labels are kept as one code (reporter.measure.task.label_codes), so that `==` is exact match."""
 
     name = "multilabel"
+    top_class = False  # a sigmoid per label: the largest is no prediction
     words = "multi-label"
     main_metric = "exact-match accuracy"
     accuracy_label = "Exact-match accuracy"
