@@ -265,3 +265,24 @@ def ensure(cache_root) -> dict:
     _, data = M.ensure(cache_root, f"detector-v{VERSION}", "ssd", build)
     folder = data.parent
     return {"tflite": folder / "model.tflite", "saved_model": folder / "saved_model", "data": data}
+
+
+def load(cache_root) -> dict:
+    """The fixture's files (`ensure`), the float model's bytes and the data arrays, in one dict."""
+    files = ensure(cache_root)
+    data = np.load(files["data"])
+    return dict(files, model=files["tflite"].read_bytes(), **{k: data[k] for k in data.files})
+
+
+def tf_int8_io(ssd: dict, samples: int = 200) -> bytes:
+    """TF's converter's full-integer detector with int8 input and outputs, from the fixture's SavedModel, calibrated
+    on the first `samples` of x_calib (the postprocess in float behind two DEQUANTIZE ops, four QUANTIZE ops after)."""
+    import tensorflow as tf
+
+    converter = tf.lite.TFLiteConverter.from_saved_model(str(ssd["saved_model"]))
+    converter.allow_custom_ops = True
+    converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    converter.representative_dataset = lambda: ([s[None]] for s in ssd["x_calib"][:samples])
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    converter.inference_input_type = converter.inference_output_type = tf.int8
+    return bytes(converter.convert())

@@ -16,9 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ssd(demo_cache):
-    files = D.ensure(demo_cache)
-    data = np.load(files["data"])
-    return dict(files, model=files["tflite"].read_bytes(), **{k: data[k] for k in data.files})
+    return D.load(demo_cache)
 
 
 @pytest.fixture(scope="module")
@@ -29,15 +27,7 @@ def float_raw(ssd):
 @pytest.fixture(scope="module")
 def tf_fiq_int8_io(ssd):
     """TF's converter's full-integer model with int8 input and outputs, from the fixture's SavedModel."""
-    import tensorflow as tf
-
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(ssd["saved_model"]))
-    converter.allow_custom_ops = True
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: ([s[None]] for s in ssd["x_calib"])
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = converter.inference_output_type = tf.int8
-    return converter.convert()
+    return D.tf_int8_io(ssd)
 
 
 def _file_tensors(model: bytes):

@@ -25,24 +25,14 @@ HOST_WORDS = "the postprocess (TFLite_Detection_PostProcess) runs on the host CP
 
 @pytest.fixture(scope="module")
 def ssd(demo_cache):
-    files = D.ensure(demo_cache)
-    data = np.load(files["data"])
-    return dict(files, model=files["tflite"].read_bytes(), **{k: data[k] for k in data.files})
+    return D.load(demo_cache)
 
 
 @pytest.fixture(scope="module")
 def tf_int8_io(ssd):
-    """TF's converter's full-integer detector with int8 input and outputs, from the fixture's SavedModel (the
-    postprocess in float behind two DEQUANTIZE ops, four QUANTIZE ops after it)."""
-    import tensorflow as tf
-
-    converter = tf.lite.TFLiteConverter.from_saved_model(str(ssd["saved_model"]))
-    converter.allow_custom_ops = True
-    converter.optimizations = [tf.lite.Optimize.DEFAULT]
-    converter.representative_dataset = lambda: ([s[None]] for s in ssd["x_calib"][:100])
-    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    converter.inference_input_type = converter.inference_output_type = tf.int8
-    return bytes(converter.convert())
+    """TF's converter's full-integer detector with int8 input and outputs (the postprocess in float behind two
+    DEQUANTIZE ops, four QUANTIZE ops after it)."""
+    return D.tf_int8_io(ssd, samples=100)
 
 
 def litert_int8(ssd, float_conv: str = "") -> bytes:
