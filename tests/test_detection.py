@@ -54,6 +54,16 @@ def test_the_detectors_report_json_round_trips_and_renders_without_tensorflow(de
         assert row in html.replace("&#64;", "@"), row
 
 
+def test_the_detectors_story_leads_every_format_page_one_of_the_pdf_included(detector_run):
+    """Six clipping warnings make the panel taller than a page: the PDF's first page still holds the variants'
+    table and the headline (it used to hold only the title, the panel pushed whole to page 2)."""
+    import story
+    from reporter.run.conclude import report_from_json
+
+    _, folder = detector_run
+    story.check_story(report_from_json((folder / "report.json").read_text()))
+
+
 def test_every_variants_map_equals_pycocotools_on_a_litert_run_of_its_file(detector_run, detector):
     _, folder = detector_run
     data = np.load(detector["data"])

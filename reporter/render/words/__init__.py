@@ -46,7 +46,7 @@ def word(report: Report, decided: Decisions) -> Findings:
         fix = dataclasses.replace(fix, text=recommendation.fix_text(report, fix, found.gap))
     found = dataclasses.replace(
         found, variants=found_variants, culprits=culprits, alternatives=alternatives, fix=fix,
-        warnings=[notices.notice(report, n) for n in decided.warnings],
+        warnings=notices.worded(report, decided.warnings),
         hints=[notices.notice(report, n) for n in decided.hints],
         gate=gate.finding(report, found, decided.gate) if decided.gate is not None else None)
     if found.decision is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from reporter.core import variants
 from reporter.core.formatting import capital, fmt_mse, fmt_number, fmt_percent, fmt_score
 from reporter.findings.notices import FIX_FAILED, FIX_MEASURED, FIX_NONE, Fact
@@ -13,6 +15,26 @@ BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
 
 def notice(report: Report, fact: Fact) -> Notice:
     return Notice(fact.code, _TEXTS[fact.code](report, fact), output=fact.output)
+
+
+def worded(report: Report, facts: list[Fact]) -> list[Notice]:
+    """The notices of `facts`, in order; one model's clipping outputs whose fix measured the same on each (a
+    detector's boxes, classes and scores are one joined output) are said in one notice, not one each."""
+    out: list[Notice] = []
+    i = 0
+    while i < len(facts):
+        run = [facts[i]]
+        while i + len(run) < len(facts) and _same_clipping(run[0], facts[i + len(run)]):
+            run.append(facts[i + len(run)])
+        out.append(notice(report, run[0]) if len(run) == 1 else
+                   Notice(run[0].code, _outputs_clipped(report, run)))
+        i += len(run)
+    return out
+
+
+def _same_clipping(a: Fact, b: Fact) -> bool:
+    return a.code == b.code == "output_clipped" and a.subject == b.subject and \
+        (a.fix_state, a.fix, a.figure, a.fix_error) == (b.fix_state, b.fix, b.figure, b.fix_error)
 
 
 def nonfinite_text(report: Report, fact: Fact) -> str:
@@ -86,6 +108,21 @@ def _output_clipped(report: Report, fact: Fact) -> str:
             f" only the output's range does (an int16 or float output): {_output_fix_words(fact)}.")
 
 
+def _outputs_clipped(report: Report, facts: list[Fact]) -> str:
+    """Several outputs of one model clip, and the fix measured the same on each: one sentence names them all."""
+    v = report.variant(facts[0].subject)
+    parts, ids = [], ""
+    for fact in facts:
+        clip = v.clipped_outputs[fact.detail]
+        what = f"{fact.detail} ({clip.part})" if clip.part else fact.detail
+        parts.append(f"{what} holds only {clip.low:.4g} to {clip.high:.4g} ({fmt_percent(clip.share)} beyond it)")
+        ids += _class_ids(clip, report.model.num_classes)
+    dtypes = sorted({v.clipped_outputs[f.detail].dtype for f in facts})
+    return (f"{variants.short(v.name)}'s {'/'.join(dtypes)} outputs clip float's output values on the evaluation"
+            f" data: {'; '.join(parts)}.{ids} No layer kept in float changes that; only the outputs' range does (int16"
+            f" or float outputs): {_output_fix_words(facts[0], on='')}.")
+
+
 def _class_ids(clip, num_classes) -> str:
     """A detector's class ids read from a clipping output: rounded to whole numbers, so that every class above the
     range's top reads as the top one ("" for any other output, or a range that holds every class)."""
@@ -97,23 +134,25 @@ def _class_ids(clip, num_classes) -> str:
            f" class {top}."
 
 
-def _output_fix_words(fact: Fact) -> str:
-    """What FIQ with the op making this output in float measured on this output, against FIQ on it (the figures
+def _output_fix_words(fact: Fact, on: Optional[str] = None) -> str:
+    """What FIQ with the op making this output in float measured on this output (`on`: " on output_1" by default;
+    "" where one sentence names several outputs whose figures are the same), against FIQ on it (the figures
     reporter.findings.notices chose: the output's own, never another output's)."""
     label = variants.LABELS[variants.OUTPUT_FLOAT]
+    on = f" on {fact.output}" if on is None else on
     if fact.fix_state == FIX_FAILED:
         return f"{label} could not be built: {fact.fix_error}"
     if fact.fix_state != FIX_MEASURED:
         return "this run did not measure one" if fact.fix_state == FIX_NONE else \
-            f"{label} was built; its quality on {fact.output} was not measured"
+            f"{label} was built; its quality{on} was not measured"
     fix, own = fact.fix, fact.figure
     if fix.score is not None:
-        return (f"{label} measured {fmt_score(fix.score, fix.share)} on {fact.output} against FIQ's"
+        return (f"{label} measured {fmt_score(fix.score, fix.share)}{on} against FIQ's"
                 f" {fmt_score(own.score, own.share)}")
     if fix.mse is not None:
-        return (f"{label} measured output {fmt_mse(fix.mse, fix.variance)} on {fact.output} against float, FIQ"
+        return (f"{label} measured output {fmt_mse(fix.mse, fix.variance)}{on} against float, FIQ"
                 f" {fmt_mse(own.mse, own.variance)}")
-    return (f"{label} kept float's class on {fact.output} for {fmt_percent(fix.agreement)} of the samples, FIQ for"
+    return (f"{label} kept float's class{on} for {fmt_percent(fix.agreement)} of the samples, FIQ for"
             f" {fmt_percent(own.agreement)}")
 
 
