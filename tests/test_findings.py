@@ -342,13 +342,16 @@ def test_a_measured_variant_that_closes_the_gap_is_named_instead_of_giving_up(ba
 @pytest.mark.parametrize("sample", ["breast_cancer_mlp", "digits_cnn"])
 def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_once_worded_it(sample):
     """The search keeps its gap's figures (Recommendation.gap), not a sentence: the words are written from them, and
-    say what the search's own words said when it still wrote them (a sample report's stored reason, written by that
-    code: the gap recovered, and no gap)."""
+    say what the search's own words said when it still wrote them (the sample report's gap as written at 08a7aca,
+    kept in tests/fixtures/search_gap_words.json: the gap recovered, and no gap)."""
     import json
 
+    frozen = json.loads((Path(__file__).parent / "fixtures" / "search_gap_words.json").read_text())[sample]
     path = Path(__file__).parents[1] / "sample_reports" / sample / "report.json"
     data = json.loads(path.read_text())
-    said = data["recommendation"]["gap"]["reason"]
+    figures = ("status", "drop", "p_value", "fiq_drop")
+    assert {k: data["recommendation"]["gap"][k] for k in figures} == {k: frozen[k] for k in figures}
+    said = frozen["reason"]
     assert said in ("the recommended model is as good as float", "FIQ is at least as good as float")
     stored = report_from_json(path.read_text()).findings
     data["recommendation"]["gap"]["reason"] = ""
