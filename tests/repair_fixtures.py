@@ -15,6 +15,11 @@
   sensors around a set point) plus a constant feature whose weight is large and offset in the bias, so float is
   unchanged. The large weight sets the weights' int8 scale; rounding the small weights to it shifts every logit
   by sum_j (Q(w_j) - w_j) * 8, the same for every sample: the loss is a bias, and bias correction removes it.
+* depthwise_outlier: a MobileNet-style digits CNN (conv stem -> ReLU -> depthwise -> pointwise -> depthwise ->
+  pointwise, each with batch norm and ReLU6, -> global pooling -> dense) with one stem channel x1024 (its batch norm's
+  gamma and beta; ReLU passes the factor) and that channel of the depthwise kernel /1024 (powers of two: float is
+  bit-identical). int8's scale for the stem's
+  output is set by the one channel; cross-layer equalization into the depthwise weights repairs it.
 
 Each gives (float .tflite bytes, Keras model path, data): evaluation x, y; calibration and selection samples split from
 the training inputs (x_calib), so neither overlaps the evaluation.
@@ -105,6 +110,43 @@ def build_conv_outlier(folder: Path, scale: float = 1000.0):
     return M.save(folder, model, data["x"], data["y"], data["x_calib"])
 
 
+def build_depthwise_outlier(folder: Path, scale: float = 1024.0):
+    import keras
+    from sklearn.datasets import load_digits
+
+    x, y = load_digits(return_X_y=True)
+    img = np.kron(x.reshape(-1, 8, 8) / 16.0, np.ones((2, 2)))[..., None]  # 16x16x1
+    x_tr, x_te, y_tr, y_te = M.split(img.astype(np.float32), y.astype(np.int64))
+    M.seed()
+    layers = keras.layers
+
+    def block(layer, activation, name=None):  # convolution, batch norm (folded into it by the converter), activation
+        return lambda t: layers.Activation(activation)(layers.BatchNormalization(name=name)(layer(t)))
+
+    inp = keras.Input((16, 16, 1))
+    h = block(layers.Conv2D(16, 3, padding="same"), "relu", "stem_bn")(inp)  # ReLU: it passes a positive factor
+    h = block(layers.DepthwiseConv2D(3, padding="same", name="depthwise"), "relu6")(h)
+    h = block(layers.Conv2D(32, 1), "relu6")(h)
+    h = block(layers.DepthwiseConv2D(3, strides=2, padding="same"), "relu6")(h)
+    h = block(layers.Conv2D(64, 1), "relu6")(h)
+    out = layers.Dense(10, activation="softmax")(layers.GlobalAveragePooling2D()(h))
+    model = M.train(keras.Model(inp, out), x_tr, y_tr, "sparse_categorical_crossentropy", 2e-3, 40)
+    before = model.predict(x_te, verbose=0)
+    stem, depthwise = model.get_layer("stem_bn"), model.get_layer("depthwise")
+    made = keras.Model(inp, stem.output).predict(x_tr, verbose=0)
+    channel = int(np.argmax(np.maximum(made, 0).reshape(-1, made.shape[-1]).mean(axis=0)))  # the busiest: it matters
+    gamma, beta, mean, variance = stem.get_weights()  # the stem's output channel, after batch norm, times `scale`
+    gamma[channel] *= scale
+    beta[channel] *= scale
+    stem.set_weights([gamma, beta, mean, variance])
+    kernel, bias = depthwise.get_weights()  # kernel (kh, kw, channels, multiplier)
+    kernel[:, :, channel, :] /= scale
+    depthwise.set_weights([kernel, bias])
+    after = model.predict(x_te, verbose=0)
+    assert np.array_equal(before, after)  # powers of two: the same float numbers
+    return M.save(folder, model, x_te, y_te, x_tr)
+
+
 def float_tflite(keras_path: Path, path: Path) -> bytes:
     """The float .tflite of a Keras model, converted once and kept at `path`."""
     if not path.exists():
@@ -137,5 +179,5 @@ def ensure(name: str, cache_root) -> Fixture:
 
         return _fixture(name, cache_root, *collapse_fixtures.ensure("rule_worse", cache_root))
     builders = {"squeeze_excite": build_squeeze_excite, "bias_wins": build_bias_wins,
-                "conv_outlier": build_conv_outlier}
+                "conv_outlier": build_conv_outlier, "depthwise_outlier": build_depthwise_outlier}
     return _fixture(name, cache_root, *M.ensure(cache_root, f"repair-v{VERSION}", name, builders[name]))

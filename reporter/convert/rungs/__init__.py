@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
-from reporter.convert.rungs import (bias_correction, float_detection_outputs, host_normalization, int16x8,
-                                    layernorm_without_neg, ranges, smoothquant, static_batch1)
+from reporter.convert.rungs import (bias_correction, cross_layer_equalization, float_detection_outputs,
+                                    host_normalization, int16x8, layernorm_without_neg, ranges, smoothquant,
+                                    static_batch1)
 from reporter.convert.rungs.base import RepairCandidate, RepairOptions, Rung, RunVariants, Workspace, timed
 
 REGISTRY: tuple[Rung, ...] = (
@@ -19,6 +20,7 @@ REGISTRY: tuple[Rung, ...] = (
     host_normalization.RUNG,
     layernorm_without_neg.RUNG,
     smoothquant.RUNG,
+    cross_layer_equalization.RUNG,
     int16x8.RUNG,
 )
 

@@ -8,8 +8,9 @@ s_j (between two convolutions: cross-layer equalization of the one channel). Sta
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import product
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -69,8 +70,8 @@ def _weight(g: graph.Graph, n: int, t: int) -> Optional[np.ndarray]:
     return np.moveaxis(w, -2, -1).reshape(-1, w.shape[-2])
 
 
-def _consumers_through(g: graph.Graph, source: int) -> Optional[tuple[list, list, set]]:
-    """(pass-through ops, (matmul op, its activation tensor), the tensors divided with `source`) reached from
+def _consumers_through(g: graph.Graph, source: int, consumers: "Consumers") -> Optional[tuple[list, list, set]]:
+    """(pass-through ops, (consuming op, its activation tensor), the tensors divided with `source`) reached from
     `source`, or None when some consumer is neither (or a model output is)."""
     outputs = {int(i) for i in g.sg.outputs}
     passing, terminals, todo = [], [], [source]
@@ -80,7 +81,7 @@ def _consumers_through(g: graph.Graph, source: int) -> Optional[tuple[list, list
         if t in outputs or not g.consumers.get(t):
             return None
         for n, _ in g.consumers[t]:
-            if g.kind(n) in MATMULS and _weight(g, n, t) is not None:
+            if g.kind(n) in consumers.kinds and consumers.weight(g, n, t) is not None:
                 terminals.append((n, t))
             elif g.ins(n)[0] == t and _passes(g, n) and t not in g.ins(n)[1:]:
                 passing.append(n)
@@ -151,18 +152,18 @@ def _closed(g: graph.Graph, plan: frozenset, reached: tuple) -> bool:
     return True
 
 
-def _scale_channels(g: graph.Graph, plan: frozenset, s: np.ndarray) -> None:
+def _scale_channels(g: graph.Graph, plan: frozenset, s: np.ndarray, tag: str) -> None:
     for item in sorted(plan, key=lambda i: (i[0], i[1:])):
         if item[0] == "c":
             _, n, pos = item
-            g.replace_input(n, pos, g.constant(g.ins(n)[pos]) / s, "/smoothquant")
+            g.replace_input(n, pos, g.constant(g.ins(n)[pos]) / s, tag)
         elif item[0] == "w":
             n = item[1]
             ins = g.ins(n)
             w = g.constant(ins[1])
-            g.replace_input(n, 1, w / _along(s, w.ndim, OUTPUT_AXIS[g.kind(n)]), "/smoothquant")
+            g.replace_input(n, 1, w / _along(s, w.ndim, OUTPUT_AXIS[g.kind(n)]), tag)
             if len(ins) > 2 and ins[2] >= 0:
-                g.replace_input(n, 2, g.constant(ins[2]) / s, "/smoothquant")
+                g.replace_input(n, 2, g.constant(ins[2]) / s, tag)
 
 
 def _along(s: np.ndarray, ndim: int, axis: int) -> np.ndarray:
@@ -172,25 +173,45 @@ def _along(s: np.ndarray, ndim: int, axis: int) -> np.ndarray:
     return s.reshape(shape)
 
 
-def _scale_weights(g: graph.Graph, terminals: list, s: np.ndarray) -> None:
-    for n, _ in terminals:
-        w = g.constant(g.ins(n)[1])
-        if g.kind(n) in ("FULLY_CONNECTED", "CONV_2D"):  # input channels last
-            w = w * _along(s, w.ndim, -1)
-        else:
-            adj_y = bool(getattr(g.sg.operators[n].builtinOptions, "adjY", False))
-            w = w * (s[None, :] if adj_y else s[:, None])
-        g.replace_input(n, 1, w, "/smoothquant")
+def _multiplied(g: graph.Graph, n: int, s: np.ndarray) -> np.ndarray:
+    """Matmul `n`'s weights with those for input channel j multiplied by s_j."""
+    w = g.constant(g.ins(n)[1])
+    if g.kind(n) in ("FULLY_CONNECTED", "CONV_2D"):  # input channels last
+        return w * _along(s, w.ndim, -1)
+    adj_y = bool(getattr(g.sg.operators[n].builtinOptions, "adjY", False))
+    return w * (s[None, :] if adj_y else s[:, None])
 
 
-def smooth(float_model: bytes, x_calib) -> tuple[bytes, list[str]]:
-    """The float model with its outlier channels that feed matmuls moved into the matmuls' weights (the same function
-    in float), and what was scaled, in words; no change (and an empty list) when there is no such channel.
-    `x_calib`: Inputs, a dict input name -> array, or the one array of a one-input model."""
+def smoothquant_factor(x_max: np.ndarray, w_max: np.ndarray, terminals: list, g: graph.Graph) -> np.ndarray:
+    """SmoothQuant's s_j = max|X_j|^ALPHA / max|W_j|^(1 - ALPHA): the range split between activation and weights."""
+    return x_max ** ALPHA / w_max ** (1 - ALPHA)
+
+
+@dataclass(frozen=True)
+class Consumers:
+    """The ops whose constant weights take an outlier channel's factor, and how: `weight(g, n, t)`, op n's weights as
+    [outputs, channels] per input channel of activation t (None: not such an op's input); `multiply(g, n, s)`, its
+    weights with input channel j's multiplied by s_j; `factor(x_max, w_max, terminals, g)`, each channel's s (only the
+    outliers' are used); `tag`, the suffix of the replaced constants' names."""
+
+    kinds: tuple
+    weight: Callable
+    multiply: Callable
+    factor: Callable
+    tag: str
+
+
+SMOOTHQUANT = Consumers(MATMULS, _weight, _multiplied, smoothquant_factor, "/smoothquant")
+
+
+def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> tuple[bytes, list[str]]:
+    """The float model with its outlier channels that feed `consumers` (by default matmuls) moved into the consumers'
+    weights (the same function in float), and what was scaled, in words; no change (and an empty list) when there is
+    no such channel. `x_calib`: Inputs, a dict input name -> array, or the one array of a one-input model."""
     g = graph.Graph(float_model)
     data = runtime.keyed(x_calib, runtime.signature_names(float_model)[1])
-    acts = {g.ins(n)[0] for n in range(len(g.sg.operators)) if g.kind(n) in MATMULS and _weight(g, n, g.ins(n)[0])
-            is not None}
+    acts = {g.ins(n)[0] for n in range(len(g.sg.operators)) if g.kind(n) in consumers.kinds
+            and consumers.weight(g, n, g.ins(n)[0]) is not None}
     ranges = _channel_ranges(float_model, data, acts)
     sources = {}
     for t in acts:
@@ -202,21 +223,22 @@ def smooth(float_model: bytes, x_calib) -> tuple[bytes, list[str]]:
         sources[t] = True
     words = []
     for source in sorted(sources):
-        reached = _consumers_through(g, source)
+        reached = _consumers_through(g, source, consumers)
         if reached is None:
             continue
         terminals = reached[1]
         channels = g.last(source)
         x_max = np.max([ranges[t] for _, t in terminals if t in ranges], axis=0)
-        w_max = np.max([np.abs(_weight(g, n, t)).max(axis=0) for n, t in terminals], axis=0)
+        w_max = np.max([np.abs(consumers.weight(g, n, t)).max(axis=0) for n, t in terminals], axis=0)
         outliers = (x_max > OUTLIER_RATIO * max(float(np.median(x_max)), 1e-12)) & (w_max > 0)
         plan = next((p for p in _plans(g, source, channels) if _closed(g, p, reached)), None)
         if plan is None or not outliers.any():
             continue
         s = np.ones(channels, np.float64)
-        s[outliers] = x_max[outliers] ** ALPHA / w_max[outliers] ** (1 - ALPHA)
-        _scale_channels(g, plan, s)
-        _scale_weights(g, terminals, s)
+        s[outliers] = consumers.factor(x_max, w_max, terminals, g)[outliers]
+        _scale_channels(g, plan, s, consumers.tag)
+        for n, _ in terminals:
+            g.replace_input(n, 1, consumers.multiply(g, n, s), consumers.tag)
         g.index()
         where = ", ".join(sorted({g.kind(i[1]) for i in plan if i[0] in "cw"}))
         words.append(f"channel{'s' * int(outliers.sum() != 1)} {', '.join(map(str, np.flatnonzero(outliers)))} of"
@@ -228,27 +250,34 @@ def smooth(float_model: bytes, x_calib) -> tuple[bytes, list[str]]:
     return (g.bytes() if words else bytes(float_model)), words
 
 
+def smoothed(data: Workspace) -> tuple[bytes, list[str]]:
+    """`smooth` of the workspace's model without NEG, made once (cross-layer equalization starts from it)."""
+    return data.once("smoothquant", lambda: smooth(folded(data)[0], data.base.calib))
+
+
+def quantized(rung, model: bytes, data: Workspace, rewritten: bytes, done: list[str]):
+    """`rung`'s candidate from `rewritten` (`done` says what was scaled, after any NEG folded): checked exact in float
+    against `model`, then quantized like static_batch1."""
+    negs = folded(data)[1]
+    what = "; ".join(done) + (f"; {folded_words(negs)}" if negs else "")
+    error, words = exact(model, rewritten, data.select, what)
+    if error:
+        return candidate(rung, detail=words, error=error)
+    return candidate(rung, model=data.rewrite(rewritten).plain(), rewritten=rewritten,
+                     detail=f"{words}; LiteRT static int8 (batch fixed to 1)")
+
+
 class SmoothQuant(Plain):
     code, label = "smoothquant", "LiteRT static int8, SmoothQuant scaling of outlier channels"
     exact = True
 
-    def _smoothed(self, data: Workspace) -> tuple[bytes, list[str]]:
-        return data.once(self.code, lambda: smooth(folded(data)[0], data.base.calib))
-
     def applies(self, model: bytes, data: Workspace) -> Optional[str]:
-        if not self._smoothed(data)[1]:
+        if not smoothed(data)[1]:
             return "no outlier channel feeding a FULLY_CONNECTED, BATCH_MATMUL or CONV_2D through channel-wise ops"
         return None
 
     def build(self, model: bytes, data: Workspace):
-        rewritten, done = self._smoothed(data)
-        negs = folded(data)[1]
-        what = "; ".join(done) + (f"; {folded_words(negs)}" if negs else "")
-        error, words = exact(model, rewritten, data.select, what)
-        if error:
-            return candidate(self, detail=words, error=error)
-        return candidate(self, model=data.rewrite(rewritten).plain(), rewritten=rewritten,
-                         detail=f"{words}; LiteRT static int8 (batch fixed to 1)")
+        return quantized(self, model, data, *smoothed(data))
 
 
 RUNG = SmoothQuant()
