@@ -89,8 +89,9 @@ def refusal(code: str) -> Workspace:
         return Workspace(mlp(), X, X[:0])  # no selection samples to choose a method on
     if code == "int16x8":
         return Workspace(mlp(), X, X)  # a run that builds no 16x8 variant
-    if code in ("bias_correction", "host_normalization", "layernorm_without_neg", "smoothquant"):
-        return Workspace(mlp(), X, X)  # no bias, no leading normalization, no NEG, no outlier channel
+    if code in ("bias_correction", "host_normalization", "layernorm_without_neg", "smoothquant",
+                "cross_layer_equalization"):
+        return Workspace(mlp(), X, X)  # no bias, no leading normalization, no NEG, no outlier channel, no depthwise
     if code == "float_detection_outputs":
         return Workspace(mlp(), X, X)  # no detection postprocess
     raise AssertionError(f"rung {code!r} has no refusal case in this suite: add one")
@@ -106,6 +107,8 @@ def own_fixture(code: str, cache):
         fx = repair_fixtures.ensure("input_offset", cache)
     elif code in ("layernorm_without_neg", "smoothquant"):
         fx = rewrite_fixtures.ensure(cache)
+    elif code == "cross_layer_equalization":
+        fx = repair_fixtures.ensure("depthwise_outlier", cache)
     elif code == "float_detection_outputs":
         files = detector_fixtures.ensure(cache)
         data = np.load(files["data"])
@@ -119,7 +122,7 @@ def own_fixture(code: str, cache):
 # --- the suite ----------------------------------------------------------------------------------------------------
 def test_the_registry_lists_each_rung_once_in_ladder_order():
     assert CODES == ["static_batch1", "float_detection_outputs", "ranges", "bias_correction", "host_normalization", "layernorm_without_neg",
-                     "smoothquant", "int16x8"]
+                     "smoothquant", "cross_layer_equalization", "int16x8"]
     for rung in rungs.REGISTRY:
         assert rung.label and isinstance(rung.exact, bool)
 
