@@ -57,37 +57,30 @@ def rewritten(fx):
     return found.rewritten
 
 
-def _ops(model: bytes) -> tuple[list, dict]:
-    """LiteRT's list of the model's ops and its tensors by index."""
-    from ai_edge_litert.interpreter import Interpreter
-
-    it = Interpreter(model_content=model)
-    return it._get_ops_details(), {d["index"]: d for d in it.get_tensor_details()}
-
-
 def _stem_output_ranges(model: bytes, x: np.ndarray) -> np.ndarray:
     """Per channel, the max |value| of the tensor the first DEPTHWISE_CONV_2D reads, over plain LiteRT runs on `x`."""
     from ai_edge_litert.interpreter import Interpreter
 
-    ops, _ = _ops(model)
-    read = int(next(op for op in ops if op["op_name"] == "DEPTHWISE_CONV_2D")["inputs"][0])
     it = Interpreter(model_content=model, experimental_preserve_all_tensors=True)
     it.allocate_tensors()
+    read = int(next(op for op in it._get_ops_details() if op["op_name"] == "DEPTHWISE_CONV_2D")["inputs"][0])
     inp = it.get_input_details()[0]
     top = 0
     for row in x:
         it.set_tensor(inp["index"], row[None].astype(np.float32))
         it.invoke()
-        top = np.maximum(top, np.abs(it.get_tensor(read)).reshape(-1, it.get_tensor(read).shape[-1]).max(axis=0))
+        value = it.get_tensor(read)
+        top = np.maximum(top, np.abs(value).reshape(-1, value.shape[-1]).max(axis=0))
     return top
 
 
-def _depthwise_kernel(model: bytes) -> np.ndarray:
+def _kernel(model: bytes, kind: str, nth: int = 0) -> np.ndarray:
+    """The weights of the model's `nth` op of `kind`, read with LiteRT's interpreter."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=model)
     it.allocate_tensors()
-    op = next(op for op in it._get_ops_details() if op["op_name"] == "DEPTHWISE_CONV_2D")
+    op = [op for op in it._get_ops_details() if op["op_name"] == kind][nth]
     return np.array(it.get_tensor(int(op["inputs"][1])))
 
 
@@ -123,14 +116,53 @@ def test_the_rewrite_is_exact_in_float_and_equalizes_the_one_channel(fx, rewritt
     original, after = independent.outputs(fx.float_model, fx.x), independent.outputs(rewritten, fx.x)
     assert np.allclose(after, original, rtol=0, atol=EXACT), np.abs(after - original).max()
 
-    before_ranges, after_ranges = _stem_output_ranges(fx.float_model, fx.x_calib), _stem_output_ranges(rewritten,
-                                                                                                          fx.x_calib)
+    before_ranges = _stem_output_ranges(fx.float_model, fx.x_calib)
+    after_ranges = _stem_output_ranges(rewritten, fx.x_calib)
     channel = int(np.argmax(before_ranges / np.median(before_ranges)))
     assert before_ranges[channel] > 500 * np.median(before_ranges)
     assert after_ranges.max() < OUTLIER * np.median(after_ranges), after_ranges
 
-    k0, k1 = _depthwise_kernel(fx.float_model), _depthwise_kernel(rewritten)  # [1, kh, kw, channels]
+    k0, k1 = _kernel(fx.float_model, "DEPTHWISE_CONV_2D"), _kernel(rewritten, "DEPTHWISE_CONV_2D")  # [1, kh, kw, C]
     same = np.arange(k0.shape[-1]) != channel
     assert np.array_equal(k0[..., same], k1[..., same])
     ratio = k1[..., channel][k0[..., channel] != 0] / k0[..., channel][k0[..., channel] != 0]
     assert np.all(ratio == ratio.flat[0]) and ratio.flat[0] > 1 and np.log2(ratio.flat[0]).is_integer(), ratio
+
+
+def test_a_grouped_convolution_takes_the_channel_in_its_own_group_only():
+    """A stem channel x1024 read /1024 by a grouped convolution (4 groups of 2 channels; untrained, weights seeded):
+    the rung's rewrite gives the original's outputs, and in the grouped kernel only the weights reading that channel
+    change, all by the same power of two (read from both files with LiteRT)."""
+    import keras
+    import tensorflow as tf
+
+    from reporter.convert import rungs
+    from reporter.convert.rungs.base import RepairOptions
+
+    keras.utils.set_random_seed(0)
+    inp = keras.Input((8, 8, 1))
+    stem = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="stem")(inp)
+    h = keras.layers.Conv2D(16, 3, padding="same", groups=4, activation="relu", name="grouped")(stem)
+    model = keras.Model(inp, keras.layers.Dense(10, activation="softmax")(keras.layers.GlobalAveragePooling2D()(h)))
+    channel, scale = 2, 1024.0  # group 1 (channels 2, 3; outputs 4..7), its first input
+    k, b = model.get_layer("stem").get_weights()
+    k[..., channel] *= scale
+    b[channel] *= scale
+    model.get_layer("stem").set_weights([k, b])
+    k, b = model.get_layer("grouped").get_weights()  # (kh, kw, channels per group, outputs)
+    k[:, :, channel % 2, 4:8] /= scale
+    model.get_layer("grouped").set_weights([k, b])
+    float_model = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    x = np.random.default_rng(0).uniform(0, 1, (120, 8, 8, 1)).astype(np.float32)
+
+    (found,) = rungs.candidates(float_model, x[:80], x[80:], RepairOptions(rungs=("cross_layer_equalization",)))
+    assert found.model is not None and set(used_types(found.model)) <= {"int8", "int32"}, found.error
+    original, after = independent.outputs(float_model, x), independent.outputs(found.rewritten, x)
+    assert np.allclose(after, original, rtol=0, atol=EXACT)
+
+    k0, k1 = _kernel(float_model, "CONV_2D", 1), _kernel(found.rewritten, "CONV_2D", 1)  # [outputs, kh, kw, 2]
+    changed = np.zeros(k0.shape, bool)
+    changed[4:8, ..., channel % 2] = True
+    assert np.array_equal(k0[~changed], k1[~changed])
+    ratio = k1[changed] / k0[changed]
+    assert np.all(ratio == ratio[0]) and ratio[0] > 1 and np.log2(ratio[0]).is_integer(), ratio
