@@ -108,6 +108,11 @@ def test_the_ladder_ships_an_all_int8_model_within_a_point_of_float(fx, ladder, 
     assert accuracy_score(fx.y, independent.outputs(plain, fx.x, reference=True).argmax(-1)) < float_accuracy - 0.5
     assert "Ship" in report["findings"]["headline"][0]
 
+    # What the rung did, in the user's terms: the channel found here, the layer that makes it, no fused tensor name.
+    ranges = _stem_output_ranges(fx.float_model, fx.x_calib)
+    detail = next(r for r in report["repairs"] if r["rung"] == "cross_layer_equalization")["detail"]
+    assert f"channel {int(np.argmax(ranges))} of layer " in detail and ";" not in detail.split(" (max")[0], detail
+
 
 def test_the_rewrite_is_exact_in_float_and_equalizes_the_one_channel(fx, rewritten):
     """The rewritten float model gives the original's outputs; the tensor the depthwise convolution reads no longer

@@ -13,9 +13,10 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.convert.rungs.base import Plain, Workspace
+from reporter.convert.rungs.base import Plain, Workspace, candidate
 from reporter.convert.rungs.smoothquant import Consumers, smoothquant_factor, quantized, smooth, smoothed
 from reporter.measure import graph
+from reporter.model.report import layer_of
 
 KINDS = ("DEPTHWISE_CONV_2D", "CONV_2D")  # a CONV_2D only when grouped (an ordinary one is SmoothQuant's)
 
@@ -65,12 +66,25 @@ def _factor(x_max: np.ndarray, w_max: np.ndarray, terminals: list, g: graph.Grap
     return np.exp2(np.round(np.log2(np.clip(s, 1e-30, 1e30))))  # only the outliers' (s > 0) are used
 
 
-EQUALIZATION = Consumers(KINDS, _weight, _multiplied, _factor, "/equalized")
+def _named(tensor: str) -> str:
+    """A tensor in the user's terms: the output of the Keras layer its name comes from, else its name."""
+    layer = layer_of(tensor)
+    return f"layer {layer}'s output" if layer else tensor
 
 
-def equalized(data: Workspace) -> tuple[bytes, list[str]]:
-    """The equalization of SmoothQuant's rewrite, made once, and what it scaled, in words (empty: nothing)."""
-    return data.once("cross_layer_equalization", lambda: smooth(smoothed(data)[0], data.base.calib, EQUALIZATION))
+EQUALIZATION = Consumers(KINDS, _weight, _multiplied, _factor, "/equalized", _named)
+FAILED = "the equalized float model could not be measured on the calibration samples with LiteRT"
+
+
+def equalized(data: Workspace) -> tuple[Optional[bytes], list[str]]:
+    """The equalization of SmoothQuant's rewrite, made once, and what it scaled, in words (empty: nothing); no model
+    when it could not be made (said in the words)."""
+    def make():
+        try:
+            return smooth(smoothed(data)[0], data.base.calib, EQUALIZATION)
+        except (ValueError, RuntimeError, KeyError, IndexError):  # said in the user's terms, not the library's
+            return None, [FAILED]
+    return data.once("cross_layer_equalization", make)
 
 
 class CrossLayerEqualization(Plain):
@@ -84,7 +98,12 @@ class CrossLayerEqualization(Plain):
 
     def build(self, model: bytes, data: Workspace):
         rewritten, done = equalized(data)
-        return quantized(self, model, data, rewritten, smoothed(data)[1] + done)
+        if rewritten is None:
+            return candidate(self, error=done[0])
+        try:
+            return quantized(self, model, data, rewritten, smoothed(data)[1] + done)
+        except (ValueError, RuntimeError, KeyError, IndexError):
+            return candidate(self, error="LiteRT Quantizer could not quantize the equalized float model")
 
 
 RUNG = CrossLayerEqualization()

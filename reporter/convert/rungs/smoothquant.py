@@ -192,13 +192,15 @@ class Consumers:
     """The ops whose constant weights take an outlier channel's factor, and how: `weight(g, n, t)`, op n's weights as
     [outputs, channels] per input channel of activation t (None: not such an op's input); `multiply(g, n, s)`, its
     weights with input channel j's multiplied by s_j; `factor(x_max, w_max, terminals, g)`, each channel's s (only the
-    outliers' are used); `tag`, the suffix of the replaced constants' names."""
+    outliers' are used); `tag`, the suffix of the replaced constants' names; `named`, a divided tensor in words, from
+    its name."""
 
     kinds: tuple
     weight: Callable
     multiply: Callable
     factor: Callable
     tag: str
+    named: Callable[[str], str] = str
 
 
 SMOOTHQUANT = Consumers(MATMULS, _weight, _multiplied, smoothquant_factor, "/smoothquant")
@@ -242,7 +244,7 @@ def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> t
         g.index()
         where = ", ".join(sorted({g.kind(i[1]) for i in plan if i[0] in "cw"}))
         words.append(f"channel{'s' * int(outliers.sum() != 1)} {', '.join(map(str, np.flatnonzero(outliers)))} of"
-                     f" {graph.tensor_name(g.sg.tensors[source])}"
+                     f" {consumers.named(graph.tensor_name(g.sg.tensors[source]))}"
                      f" (max |x| {', '.join(f'{v:.4g}' for v in x_max[outliers])}"
                      f" against a median of {float(np.median(x_max)):.3g}) divided by s =" 
                      f" {', '.join(f'{v:.4g}' for v in s[outliers])} at the constants of its {where}, the weights of"
