@@ -134,40 +134,63 @@ def test_the_rewrite_is_exact_in_float_and_equalizes_the_one_channel(fx, rewritt
     assert np.all(ratio == ratio.flat[0]) and ratio.flat[0] > 1 and np.log2(ratio.flat[0]).is_integer(), ratio
 
 
-def test_a_grouped_convolution_takes_the_channel_in_its_own_group_only():
-    """A stem channel x1024 read /1024 by a grouped convolution (4 groups of 2 channels; untrained, weights seeded):
-    the rung's rewrite gives the original's outputs, and in the grouped kernel only the weights reading that channel
-    change, all by the same power of two (read from both files with LiteRT)."""
+def _outlier_model(reader: str) -> bytes:
+    """A seeded, untrained CNN (8x8x1 -> conv stem, ReLU -> `reader` -> global pooling -> dense) whose stem channel 2
+    is x1024 and read /1024 by `reader`: "grouped", a convolution in 4 groups of 2 channels; "padded", zero padding
+    then a strided valid depthwise convolution (MobileNetV2's downsampling)."""
     import keras
     import tensorflow as tf
 
+    keras.utils.set_random_seed(0)
+    layers = keras.layers
+    inp = keras.Input((8, 8, 1))
+    stem = layers.Conv2D(8, 3, padding="same", activation="relu", name="stem")(inp)
+    if reader == "grouped":
+        h = layers.Conv2D(16, 3, padding="same", groups=4, activation="relu", name="reader")(stem)
+    else:
+        h = layers.DepthwiseConv2D(3, strides=2, activation="relu", name="reader")(layers.ZeroPadding2D(1)(stem))
+    model = keras.Model(inp, layers.Dense(10, activation="softmax")(layers.GlobalAveragePooling2D()(h)))
+    k, b = model.get_layer("stem").get_weights()
+    k[..., CHANNEL] *= 1024.0
+    b[CHANNEL] *= 1024.0
+    model.get_layer("stem").set_weights([k, b])
+    k, b = model.get_layer("reader").get_weights()
+    if reader == "grouped":  # (kh, kw, channels per group, outputs): group 1 holds channels 2, 3 and outputs 4..7
+        k[:, :, CHANNEL % 2, 4:8] /= 1024.0
+    else:  # (kh, kw, channels, multiplier)
+        k[:, :, CHANNEL, :] /= 1024.0
+    model.get_layer("reader").set_weights([k, b])
+    return tf.lite.TFLiteConverter.from_keras_model(model).convert()
+
+
+CHANNEL = 2
+
+
+@pytest.mark.parametrize("reader", ["grouped", "padded"])
+def test_a_grouped_or_padded_reader_takes_the_factor_on_that_channel_only(reader):
+    """The rung's rewrite of `_outlier_model` gives the original's outputs, its int8 model is integer-only, and in
+    the reader's kernel only the weights reading the outlier channel change, all by the same power of two (read from
+    both files with LiteRT)."""
     from reporter.convert import rungs
     from reporter.convert.rungs.base import RepairOptions
 
-    keras.utils.set_random_seed(0)
-    inp = keras.Input((8, 8, 1))
-    stem = keras.layers.Conv2D(8, 3, padding="same", activation="relu", name="stem")(inp)
-    h = keras.layers.Conv2D(16, 3, padding="same", groups=4, activation="relu", name="grouped")(stem)
-    model = keras.Model(inp, keras.layers.Dense(10, activation="softmax")(keras.layers.GlobalAveragePooling2D()(h)))
-    channel, scale = 2, 1024.0  # group 1 (channels 2, 3; outputs 4..7), its first input
-    k, b = model.get_layer("stem").get_weights()
-    k[..., channel] *= scale
-    b[channel] *= scale
-    model.get_layer("stem").set_weights([k, b])
-    k, b = model.get_layer("grouped").get_weights()  # (kh, kw, channels per group, outputs)
-    k[:, :, channel % 2, 4:8] /= scale
-    model.get_layer("grouped").set_weights([k, b])
-    float_model = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    float_model = _outlier_model(reader)
     x = np.random.default_rng(0).uniform(0, 1, (120, 8, 8, 1)).astype(np.float32)
-
     (found,) = rungs.candidates(float_model, x[:80], x[80:], RepairOptions(rungs=("cross_layer_equalization",)))
     assert found.model is not None and set(used_types(found.model)) <= {"int8", "int32"}, found.error
     original, after = independent.outputs(float_model, x), independent.outputs(found.rewritten, x)
     assert np.allclose(after, original, rtol=0, atol=EXACT)
 
-    k0, k1 = _kernel(float_model, "CONV_2D", 1), _kernel(found.rewritten, "CONV_2D", 1)  # [outputs, kh, kw, 2]
+    kind, nth = ("CONV_2D", 1) if reader == "grouped" else ("DEPTHWISE_CONV_2D", 0)
+    k0, k1 = _kernel(float_model, kind, nth), _kernel(found.rewritten, kind, nth)
     changed = np.zeros(k0.shape, bool)
-    changed[4:8, ..., channel % 2] = True
+    if reader == "grouped":  # [outputs, kh, kw, channels per group]
+        changed[4:8, ..., CHANNEL % 2] = True
+    else:  # [1, kh, kw, channels]; the PAD between them passed the factor
+        changed[..., CHANNEL] = True
+        from ai_edge_litert.interpreter import Interpreter
+
+        assert "PAD" in {op["op_name"] for op in Interpreter(model_content=float_model)._get_ops_details()}
     assert np.array_equal(k0[~changed], k1[~changed])
     ratio = k1[changed] / k0[changed]
     assert np.all(ratio == ratio[0]) and ratio[0] > 1 and np.log2(ratio[0]).is_integer(), ratio

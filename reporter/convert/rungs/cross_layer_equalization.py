@@ -1,11 +1,11 @@
 """Rung `cross_layer_equalization`: an outlier channel (its range far beyond the other channels') of a tensor that
-feeds only DEPTHWISE_CONV_2D or grouped CONV_2D ops (directly or through ReLU, pooling and other channel-wise ops that
-commute with a positive factor) is divided by a power of two where it is produced (the output channel's weights and
-bias of a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED, or a constant per-channel factor or offset) and the consumer's
-weights for that channel are multiplied by it: cross-layer equalization (Nagel et al., "Data-Free Quantization", 2019)
-of the outlier channels, with reporter.convert.rungs.smoothquant's search for where a channel is made. Powers of two
-keep the rewrite bit-exact in float. Starts from SmoothQuant's rewrite (the model without NEG, its matmul-fed outliers
-already scaled), which it quantizes like static_batch1."""
+feeds only DEPTHWISE_CONV_2D or grouped CONV_2D ops (directly or through ReLU, pooling, zero padding and other
+channel-wise ops a positive factor passes; not ReLU6, which clips) is divided by a power of two where it is produced
+(the output channel's weights and bias of a CONV_2D, DEPTHWISE_CONV_2D or FULLY_CONNECTED, or a constant per-channel
+factor or offset) and the consumers' weights for that channel are multiplied by it: cross-layer equalization (Nagel et
+al., "Data-Free Quantization", 2019) of the outlier channels, with reporter.convert.rungs.smoothquant's search for
+where a channel is made. Powers of two keep the rewrite bit-exact in float. Starts from SmoothQuant's rewrite (the
+model without NEG, its matmul-fed outliers already scaled), which it quantizes like static_batch1."""
 
 from __future__ import annotations
 

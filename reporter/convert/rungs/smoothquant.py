@@ -1,6 +1,6 @@
 """Rung `smoothquant`: an outlier channel j (its range far beyond the other channels') of a tensor that feeds only
 FULLY_CONNECTED / BATCH_MATMUL / CONV_2D ops with constant weights (directly or through channel-wise linear ops:
-RESHAPE, MEAN over other axes, RELU, pooling) is divided by s_j = max|X_j|^0.5 / max|W_j|^0.5 where it is produced (a
+RESHAPE, MEAN over other axes, RELU, pooling, zero padding) is divided by s_j = max|X_j|^0.5 / max|W_j|^0.5 where it is produced (a
 constant per-channel factor or offset, e.g. a LayerNormalization's gamma and beta, or the output channel's weights
 and bias of a FULLY_CONNECTED, CONV_2D or DEPTHWISE_CONV_2D), and the consuming weights for input j are multiplied by
 s_j (between two convolutions: cross-layer equalization of the one channel). Starts from the model without NEG
@@ -25,7 +25,8 @@ MATMULS = ("FULLY_CONNECTED", "BATCH_MATMUL", "CONV_2D")  # ops whose constant w
 PRODUCERS = ("FULLY_CONNECTED", "CONV_2D", "DEPTHWISE_CONV_2D")  # ops whose output channel j has its own weights
 OUTPUT_AXIS = {"FULLY_CONNECTED": 0, "CONV_2D": 0, "DEPTHWISE_CONV_2D": -1}  # that channel's axis in the weights
 POOLS = ("MEAN", "SUM", "AVERAGE_POOL_2D", "MAX_POOL_2D")
-PASS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "RELU") + POOLS  # channel-wise, positively homogeneous
+PADS = ("PAD", "PADV2")  # zeros added around the other axes: a channel's factor passes
+PASS = ("RESHAPE", "SQUEEZE", "EXPAND_DIMS", "RELU") + POOLS + PADS  # channel-wise, positively homogeneous
 
 
 def _channel_ranges(model: bytes, x: dict[str, np.ndarray], tensors: set) -> dict[int, np.ndarray]:
@@ -48,6 +49,11 @@ def _passes(g: graph.Graph, n: int) -> bool:
         axes = g.integers(g.ins(n)[1]) if len(g.ins(n)) > 1 else None
         rank = len(g.shape(src))
         return axes is not None and all(int(a) % rank != rank - 1 for a in np.ravel(axes))
+    if kind in PADS:
+        pads = g.integers(g.ins(n)[1]) if len(g.ins(n)) > 1 else None
+        value = g.constant(g.ins(n)[2]) if len(g.ins(n)) > 2 and g.ins(n)[2] >= 0 else np.zeros(1)
+        return pads is not None and value is not None and not np.any(value) \
+            and not np.any(np.reshape(pads, (-1, 2))[-1])
     return True
 
 
