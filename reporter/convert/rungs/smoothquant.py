@@ -1,9 +1,10 @@
 """Rung `smoothquant`: an outlier channel j (its range far beyond the other channels') of a tensor that feeds only
 FULLY_CONNECTED / BATCH_MATMUL / CONV_2D ops with constant weights (directly or through channel-wise linear ops:
-RESHAPE, MEAN over other axes, RELU, pooling, zero padding) is divided by s_j = max|X_j|^0.5 / max|W_j|^0.5 where it is produced (a
-constant per-channel factor or offset, e.g. a LayerNormalization's gamma and beta, or the output channel's weights
-and bias of a FULLY_CONNECTED, CONV_2D or DEPTHWISE_CONV_2D), and the consuming weights for input j are multiplied by
-s_j (between two convolutions: cross-layer equalization of the one channel). Starts from the model without NEG
+RESHAPE, MEAN over other axes, RELU, pooling, zero padding) is divided by s_j = max|X_j|^0.5 / max|W_j|^0.5 where it
+is produced (a constant per-channel factor or offset, e.g. a LayerNormalization's gamma and beta, or the output
+channel's weights and bias of a FULLY_CONNECTED, CONV_2D or DEPTHWISE_CONV_2D), and the consuming weights for input j
+are multiplied by s_j (between two convolutions: cross-layer equalization of the one channel; a depthwise or grouped
+convolution's is reporter.convert.rungs.cross_layer_equalization's). Starts from the model without NEG
 (reporter.convert.rungs.layernorm_without_neg); the rewrite, exact in float, is quantized like static_batch1."""
 
 from __future__ import annotations
