@@ -221,6 +221,8 @@ def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> t
     data = runtime.keyed(x_calib, runtime.signature_names(float_model)[1])
     acts = {g.ins(n)[0] for n in range(len(g.sg.operators)) if g.kind(n) in consumers.kinds
             and consumers.weight(g, n, g.ins(n)[0]) is not None}
+    if not acts:  # nothing to measure: no float run over the calibration samples
+        return bytes(float_model), []
     ranges = _channel_ranges(float_model, data, acts)
     sources = {}
     for t in acts:
