@@ -179,7 +179,7 @@ def test_a_built_model_that_does_not_run_names_the_cause_found_in_the_file(qat_f
     assert re.fullmatch(f"built, but it could not run: {CAUSE}", fiq["error"]), fiq["error"]
     assert "zero_point" in fiq["error_detail"] and "RuntimeError" in fiq["error_detail"]  # LiteRT's own words
     assert (tmp_path / "bad" / "fiq.tflite").read_bytes() == bad_fiq  # the file named is the file written
-    assert any(re.search(f"FIQ was built, but it could not run: {CAUSE}", line)
+    assert any(re.search(f"FIQ could not be built: built, but it could not run: {CAUSE}", line)
                for line in report["findings"]["headline"]), report["findings"]["headline"]
     _no_class_names(report)
     assert not any("Node number" in line or ".cc:" in line for line in report["findings"]["headline"])

@@ -37,9 +37,7 @@ def _story(report: Report, found: Findings, recommendation: str) -> list[str]:
         return ["FIQ was not built (not among the variants asked for): " + _others(found.variants)] \
             + _blames(found.variants)
     if not fiq.ok:
-        said = plain(fiq.error)  # "built, but it could not run: ..." (a model that builds and does not run)
-        return [f"FIQ was {said}." if said.startswith("built, but") else f"FIQ could not be built: {said}."] \
-            + _blames(found.variants)
+        return [f"FIQ could not be built: {plain(fiq.error)}."] + _blames(found.variants)
     lines = [_gap_line(report, found, fiq, flt)]
     rec = report.recommendation
     if fix is not None and culprits:
