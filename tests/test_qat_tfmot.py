@@ -182,7 +182,24 @@ def test_a_built_model_that_does_not_run_names_the_cause_found_in_the_file(qat_f
     assert any(re.search(f"FIQ could not be built: built, but it could not run: {CAUSE}", line)
                for line in report["findings"]["headline"]), report["findings"]["headline"]
     _no_class_names(report)
-    assert not any("Node number" in line or ".cc:" in line for line in report["findings"]["headline"])
+    said = report["findings"]["headline"] + [w["text"] for w in report["findings"]["warnings"]]
+    assert not any("Node number" in line or ".cc:" in line or "Error" in line for line in said), said
+
+
+def test_a_conversion_that_fails_is_said_without_the_exception_name(qat_folder, tmp_path):
+    """TensorFlow's converter refuses 16x8 on a QAT graph (its fake-quant DEQUANTIZE ops): the report.json error keeps
+    the raw text, the headline and the warnings give the converter's cause alone."""
+    code, error = run_recorded(qat_folder / "qat", qat_folder / "data.npz", tmp_path, "i16", "--formats", "json",
+                               "--latency-runs", "2", "--variants", "float,int16x8")
+    assert code in (0, 1), error  # 1: the only quantized variant asked for failed; the report is written
+    report = json.loads((tmp_path / "i16" / "report.json").read_text())
+    failed = next(v for v in report["variants"] if v["name"] == "int16x8")
+    assert failed["status"] == "failed" and failed["error"].startswith("RuntimeError: "), failed["error"]
+    cause = failed["error"][len("RuntimeError: "):]
+    said = report["findings"]["headline"] + [w["text"] for w in report["findings"]["warnings"]]
+    assert any(cause in line for line in said), said
+    _no_class_names(report)
+    assert not any("RuntimeError" in line for line in said), said
 
 
 def test_a_given_tflite_that_does_not_run_names_the_cause_found_in_the_file(qat_folder, bad_fiq, tmp_path, capfd):
