@@ -171,7 +171,8 @@ def test_a_built_model_that_does_not_run_names_the_cause_found_in_the_file(qat_f
     monkeypatch.setattr(converter, "convert", lambda make, variant, x: bad_fiq if variant == "fiq"
                         else real(make, variant, x))
     code, error = run_recorded(qat_folder / "qat", qat_folder / "data.npz", tmp_path, "bad", "--formats", "json",
-                               "--latency-runs", "2", "--variants", "float,fiq", "--base-model", str(qat_folder / "base"))
+                               "--latency-runs", "2", "--variants", "float,fiq",
+                               "--base-model", str(qat_folder / "base"))
     assert code == 0, error
     report = json.loads((tmp_path / "bad" / "report.json").read_text())
     fiq = next(v for v in report["variants"] if v["name"] == "fiq")
