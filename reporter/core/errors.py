@@ -59,6 +59,44 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
 
 
+# What a sentence leaves out of a recorded failure (the raw text stays in run.log and report.json): exception class
+# names, MLIR source locations, the runtime's source positions and node numbers.
+_CLASS_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit)(?::\s*|\s*$)")
+_SOURCE_POSITION = re.compile(r"\S+\.(?:cc|cpp|h):\d+\s*")
+_NODE = re.compile(r"\s*Node number \d+ \((\w+)\) failed to (\w+)\.?")
+
+
+def plain(text: Optional[str]) -> str:
+    """A recorded failure said in the user's terms for a sentence: the cause without exception class names
+    ("RuntimeError: "), MLIR locations (loc("model/dense/MatMul"): ) or the runtime's source positions and node
+    numbers ("Node number 1 (CONV_2D) failed to prepare" reads "CONV_2D failed to prepare")."""
+    text = _CLASS_NAME.sub("", _without_locations(text or ""))
+    text = _NODE.sub(lambda m: f"; {m.group(1)} failed to {m.group(2)}", _SOURCE_POSITION.sub("", text))
+    text = re.sub(r"^[;:\s]+|(?<=: );\s*|\s+(?=[;,])", "", text).strip()
+    return text or "no reason given (run.log has the traceback)"
+
+
+def _without_locations(text: str) -> str:
+    """`text` without MLIR's loc(...) prefixes (nested parentheses included) and the ": " after each."""
+    out, i = [], 0
+    while True:
+        start = text.find("loc(", i)
+        if start < 0 or (start > 0 and (text[start - 1].isalnum() or text[start - 1] == "_")):
+            if start < 0:
+                return "".join(out) + text[i:]
+            out.append(text[i:start + 4])
+            i = start + 4
+            continue
+        depth, j = 0, start + 3
+        while j < len(text):
+            depth += {"(": 1, ")": -1}.get(text[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        out.append(text[i:start])
+        i = j + 2 if text[j:j + 2] == ": " else j
+
+
 # What the disk said, in a user's words: a full disk or a file-size limit must not read as a broken model.
 _STORAGE = {
     errno.ENOSPC: "no space left on the device",

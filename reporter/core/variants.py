@@ -223,3 +223,4 @@ QAT_SHORT = {FLOAT: "Float (fake-quant)", DRQ: "QAT int8", FIQ: "QAT int8 + rep.
 BASE_FLOAT, BASE_FIQ = "base_float", "base_fiq"
 BASE_LABELS = {BASE_FLOAT: "Base float model (before QAT)", BASE_FIQ: "Post-training FIQ of the base model"}
 BASE_SHORT = {BASE_FLOAT: "Base float", BASE_FIQ: "Base PTQ FIQ"}
+BASE_VARIANTS = (BASE_FLOAT, BASE_FIQ)  # measured and compared; never blamed or fixed as the model's own variants

@@ -144,7 +144,10 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
     layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
     import dataclasses
 
-    quantized = [name for name, v in results.items() if name != variants.FLOAT and v.ok]
+    # The base model's float and post-training models (--base-model) are another model's: compared by their
+    # figures, never blamed layer by layer against this model's float nor "fixed" as its variants.
+    quantized = [name for name, v in results.items()
+                 if name != variants.FLOAT and name not in variants.BASE_VARIANTS and v.ok]
     if not quantized or not results[variants.FLOAT].ok:
         return
     x_calib = m.data.x_calib

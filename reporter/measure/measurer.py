@@ -148,10 +148,13 @@ class Measurer:
             traceback.print_exc()  # into run.log
             # the converter's own cause, never a bare exception name
             said = str(exc) if isinstance(exc, NotRunnable) else self.progress.failure(exc, since)
-            if tflite is not None:  # it was built: running it failed, and the inputs may be why
-                said = f"built, but it could not run: {said}{_input_cause(self.data.x)}"
+            detail = None
+            if tflite is not None:  # it was built: running it failed; the first cause found in the file says why
+                found = structure.weight_zero_point(tflite)  # in the user's terms, LiteRT's own words kept apart
+                detail, said = (said, found) if found else (None, f"{said}{_input_cause(self.data.x)}")
+                said = f"built, but it could not run: {said}"
             self.progress.say(f"{name} FAILED: {said}")
-            return VariantResult(name=name, status="failed", error=said, converter=converter)
+            return VariantResult(name=name, status="failed", error=said, error_detail=detail, converter=converter)
 
     def measure(self, name: str, tflite: bytes) -> VariantResult:
         """Runs the model on the evaluation data (a failure there raises: the variant failed) and takes each

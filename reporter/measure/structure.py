@@ -246,6 +246,32 @@ def bad_scale(model: bytes) -> str:
     return ""
 
 
+# The ops whose int8 weights (input 1) the TFLite int8 specification requires to be symmetric: zero point 0.
+_SYMMETRIC_WEIGHTS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
+
+
+def weight_zero_point(model: bytes) -> str:
+    """"" when every int8 weight of a convolution or fully connected op has zero point 0, as the int8 specification
+    requires; else the first that does not, in one line (LiteRT refuses such a model when it prepares the op, in its
+    own internal words)."""
+    obj = _model_object(model)
+    names = _op_names(obj)
+    int8 = graph.schema().TensorType.INT8
+    for sg in obj.subgraphs or []:
+        for op in sg.operators or []:
+            if names[op.opcodeIndex] not in _SYMMETRIC_WEIGHTS or op.inputs is None or len(op.inputs) < 2 \
+                    or op.inputs[1] < 0:
+                continue
+            weight = sg.tensors[op.inputs[1]]
+            q = weight.quantization
+            points = [int(z) for z in (q.zeroPoint if q is not None and q.zeroPoint is not None else [])]
+            wrong = next((z for z in points if z != 0), 0)
+            if weight.type == int8 and wrong:
+                return (f"the {names[op.opcodeIndex]} weights {_name(weight)} have zero point {wrong}, where the"
+                        " int8 specification requires 0")
+    return ""
+
+
 # Ops that carry a weight to another op rather than compute with it (a weight-only or float16 model stores the
 # weight in a low type and widens it with DEQUANTIZE before the op that uses it).
 _CARRIERS = ("DEQUANTIZE", "QUANTIZE")

@@ -203,6 +203,7 @@ class VariantResult:
     name: str
     status: str  # "ok" or "failed"
     error: Optional[str] = None
+    error_detail: Optional[str] = None  # the runtime's raw text where `error` gives the cause found in the file
     size_bytes: Optional[int] = None
     ops: dict[str, int] = field(default_factory=dict)
     tensor_types: dict[str, int] = field(default_factory=dict)

@@ -278,6 +278,12 @@ def _calibrate(ctx: RunContext, child: Optional[contained.Child] = None) -> tupl
     quantizer, and why the calibration failed (None: it did not; FIQ is then recorded as failed)."""
     if variants.FIQ not in ctx.variants:
         return ctx, None
+    if not ctx.model.is_tflite and structure.fake_quant_pairs(ctx.float_model):
+        # A quantization-aware graph: its fake-quant nodes set the ranges, and only TensorFlow's converter builds
+        # it as tfmot's guide does (the calibrate-once path refuses it or writes weight zero points int8 forbids):
+        # FIQ is converted like the other variants, and the debugger and the search (which need that path) skip it.
+        ctx.progress.say("quantization-aware model: FIQ is TensorFlow's conversion with a representative dataset")
+        return ctx, None
     quantizer, calibration_error = None, None
     since = ctx.progress.mark()
     try:

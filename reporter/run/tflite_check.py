@@ -87,7 +87,11 @@ def _check(path: str, limit: int) -> str:
     except MemoryError:
         return f"running it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged shape)"
     except Exception as exc:  # noqa: BLE001 - the interpreter raises RuntimeError/ValueError for a bad model
-        return f"the TFLite interpreter cannot run it: {str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}"
+        from reporter.measure import structure
+
+        found = structure.weight_zero_point(data)  # the first cause found in the file, in the user's terms
+        said = found or (str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__)
+        return f"the TFLite interpreter cannot run it: {said}"
     return OK
 
 

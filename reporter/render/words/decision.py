@@ -9,6 +9,7 @@ from typing import Optional
 
 from reporter.core import targets as tg
 from reporter.core import variants
+from reporter.core.errors import plain
 from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score, p_text
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
@@ -69,7 +70,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     if d.why == mf.NO_CANDIDATE:
         adds = target.adds  # a variant the target added: its error is said here (no other line says it)
         judged = {o.name: o for o in d.options}
-        reasons = [f"{variants.short(v.name)} failed" + (f": {v.error}" if v.name in adds else "") if not v.ok
+        reasons = [f"{variants.short(v.name)} failed" + (f": {plain(v.error)}" if v.name in adds else "") if not v.ok
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]

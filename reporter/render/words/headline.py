@@ -8,6 +8,7 @@ from collections import OrderedDict
 from typing import Optional
 
 from reporter.core import variants
+from reporter.core.errors import plain
 from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, p_text)
 from reporter.findings.notices import Fact
@@ -36,7 +37,7 @@ def _story(report: Report, found: Findings, recommendation: str) -> list[str]:
         return ["FIQ was not built (not among the variants asked for): " + _others(found.variants)] \
             + _blames(found.variants)
     if not fiq.ok:
-        return [f"FIQ could not be built: {fiq.error}."] + _blames(found.variants)
+        return [f"FIQ could not be built: {plain(fiq.error)}."] + _blames(found.variants)
     lines = [_gap_line(report, found, fiq, flt)]
     rec = report.recommendation
     if fix is not None and culprits:

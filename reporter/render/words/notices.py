@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from reporter.core import variants
+from reporter.core.errors import plain
 from reporter.core.formatting import capital, fmt_mse, fmt_number, fmt_percent, fmt_score
 from reporter.findings.notices import FIX_FAILED, FIX_MEASURED, FIX_NONE, Fact
 from reporter.model.findings import Notice
@@ -84,7 +85,7 @@ def _classes_missing(report: Report, fact: Fact) -> str:
 
 def _variant_failed(report: Report, fact: Fact) -> str:
     v = next(v for v in report.columns() if v.name == fact.subject)
-    return f"{variants.short(v.name)} failed: {v.error}"
+    return f"{variants.short(v.name)} failed: {plain(v.error)}"
 
 
 def _measurement_failed(report: Report, fact: Fact) -> str:
@@ -141,7 +142,7 @@ def _output_fix_words(fact: Fact, on: Optional[str] = None) -> str:
     label = variants.LABELS[variants.OUTPUT_FLOAT]
     on = f" on {fact.output}" if on is None else on
     if fact.fix_state == FIX_FAILED:
-        return f"{label} could not be built: {fact.fix_error}"
+        return f"{label} could not be built: {plain(fact.fix_error)}"
     if fact.fix_state != FIX_MEASURED:
         return "this run did not measure one" if fact.fix_state == FIX_NONE else \
             f"{label} was built; its quality{on} was not measured"
@@ -157,7 +158,7 @@ def _output_fix_words(fact: Fact, on: Optional[str] = None) -> str:
 
 
 def _debugger_failed(report: Report, fact: Fact) -> str:
-    return f"The quantization debugger failed: {report.debugger_error}"
+    return f"The quantization debugger failed: {plain(report.debugger_error)}"
 
 
 def _target_not_met(report: Report, fact: Fact) -> str:

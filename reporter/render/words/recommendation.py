@@ -8,6 +8,7 @@ from typing import NamedTuple, Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
+from reporter.core.errors import plain
 from reporter.core.formatting import (fmt_amount, fmt_number, fmt_percent, fmt_points, fmt_score,
                                       fmt_signed_bytes, p_text)
 from reporter.model import findings as mf
@@ -28,7 +29,7 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
     if why == mf.FIQ_NOT_BUILT:
         return "FIQ was not built"
     if why == mf.FIQ_FAILED:
-        return f"FIQ failed: {report.variant(variants.FIQ).error}"
+        return f"FIQ failed: {plain(report.variant(variants.FIQ).error)}"
     if why == mf.NOT_CLASS_SCORES:
         return ("the model's output is not class scores, so there is no accuracy; the report compares output error"
                 " instead")
@@ -229,7 +230,7 @@ def fix_text(report: Report, fix: FixFinding, gap: GapFinding) -> str:
     """Why the recommended model failed or what of it was not measured; "" when it measured."""
     sel = report.recommendation.selective
     if fix.status == "failed":
-        return f"the recommended model failed: {sel.error}"
+        return f"the recommended model failed: {plain(sel.error)}"
     if fix.status != "measured":
         return ""
     if sel.metrics is None:
@@ -248,7 +249,7 @@ def alternative_text(alt: Alternative, found: AlternativeFinding) -> str:
                 " weights, and none of them has any.")
     if found.status == "failed":
         error = alt.error or (m.error if m else "")
-        return f"{words.capitalize()} for the recommended layers could not be built: {error}"
+        return f"{words.capitalize()} for the recommended layers could not be built: {plain(error)}"
     cmp, size_delta = found.vs_recommended, found.size_delta_bytes
     what = (f"The recommended layers in {words} ({m.converter}): "
             + (f"{fmt_score(m.metrics.score, m.metrics.share)}" if m.metrics else "accuracy not measured")

@@ -7,6 +7,7 @@ from typing import Optional
 
 from reporter.core import judgement as jd
 from reporter.core import variants
+from reporter.core.errors import plain
 from reporter.core.formatting import fmt_ms, fmt_mse, fmt_percent, fmt_score, fmt_signed_bytes
 from reporter.render import steps
 from reporter.model.report import layer_of
@@ -18,7 +19,7 @@ def verdict(report: Report, v: VariantResult, f: VariantFinding) -> str:
     """One line: "FIQ: accuracy 63.2 % against float's 95.6 % (−32.5 points, p < 0.001); 3.9x smaller than
     float"."""
     if not f.ok:
-        return f"{f.label}: failed: {v.error}"
+        return f"{f.label}: failed: {plain(v.error)}"
     ref = report.variant(variants.FLOAT)
     ref = ref if ref is not None and ref.ok else None
     parts = []
@@ -76,7 +77,7 @@ def blame(report: Report, v: VariantResult, b: BlameFinding) -> str:
     layers = ", ".join(layer_of(n) or n for n in b.fix_layers)
     if b.fix_status == "failed":
         return (f"{label}'s per-layer error blames {where}; the model keeping {layers} in float could not be built:"
-                f" {fix.error or (fix.model.error if fix.model else '')}.")
+                f" {plain(fix.error or (fix.model.error if fix.model else ''))}.")
     m = fix.model
     if b.fix_vs_float is None:
         return (f"{label}'s per-layer error blames {where}; keeping {layers} in float ({b.fix_converter}) was built,"
