@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import sys
 import traceback
+from typing import Optional
 
 from reporter.core.version import __version__
 from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
-from reporter.run.settings import FORMATS, GATE_BY_NAME, RUN, add_flag, add_flags, from_args
+from reporter.run.demo import MODELS as DEMO_MODELS
+from reporter.run.settings import FORMATS, GATE, GATE_BY_NAME, RUN, add_flag, add_flags, from_args
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -44,8 +47,12 @@ BASELINE_HELP = ("an earlier run to compare with (report.json, report folder or 
                  " accuracy falls more than D below the baseline's")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = dict(formatter_class=argparse.RawDescriptionHelpFormatter, epilog=help_text())
+def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
+    """The command line's parser; `width` fixes the help's line width (the generated reference), else the
+    terminal's."""
+    formatter = (functools.partial(argparse.RawDescriptionHelpFormatter, width=width) if width
+                 else argparse.RawDescriptionHelpFormatter)
+    common = dict(formatter_class=formatter, epilog=help_text())
     parser = _Parser(
         prog="quant-report",
         description="What int8 quantization did to a TensorFlow model, and which layers to keep in float.",
@@ -53,10 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"quant-report {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser.subcommands = {}  # name -> parser, for the generated reference
 
     def subcommand(name, help_):
         p = sub.add_parser(name, help=help_, description=help_, **common)
         p.set_defaults(_parser=p)
+        parser.subcommands[name] = p
         return p
 
     run = subcommand("run", "report on one model and its data")
@@ -106,9 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--out", help="output file (default: report.html, report.pdf or summary.md beside it)")
     render.add_argument("--debug", action="store_true", help="show tracebacks")
 
-    demo = subcommand("demo", "train (once) and report on the three built-in demo models")
+    demo = subcommand("demo", f"train (once) and report on the {len(DEMO_MODELS)} built-in demo models")
     demo.add_argument("--models", type=_demo_models, default=None,
-                      help="comma-separated subset of: digits_cnn, digits_lstm, breast_cancer_mlp")
+                      help=f"comma-separated subset of: {', '.join(DEMO_MODELS)}")
     _add_run_options(demo)
     return parser
 
@@ -124,13 +133,11 @@ def _positive(text: str) -> int:
 
 
 def _demo_models(text: str) -> tuple:
-    from reporter.run.demo import MODELS
-
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in MODELS]
+    unknown = [n for n in names if n not in DEMO_MODELS]
     if unknown or not names:
         raise argparse.ArgumentTypeError(f"unknown demo model(s) {', '.join(unknown) or repr(text)}:"
-                                         f" choose from {', '.join(MODELS)}")
+                                         f" choose from {', '.join(DEMO_MODELS)}")
     return names
 
 
@@ -139,6 +146,42 @@ def _add_run_options(p: argparse.ArgumentParser):
     add_flags(p, RUN)
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+REFERENCE_WIDTH = 100  # the generated reference's line width, whatever the terminal
+
+
+def reference_markdown() -> str:
+    """docs/reference/settings.md: every run setting as declared (reporter/run/settings.py: flag, batch-file key,
+    value, default, help) and each subcommand's --help, at a fixed width. `python -m reporter.cli reference`
+    writes it; tests/test_docs.py checks the page is what this makes."""
+    def cell(text) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    def default(setting) -> str:
+        value = setting.default
+        if value is None or value == () or value == []:
+            return "none"
+        return ",".join(value) if isinstance(value, (tuple, list)) else str(value).lower() if isinstance(
+            value, bool) else str(value)
+
+    lines = ["# Settings and command-line reference", "",
+             "Generated from the settings' declarations (`reporter/run/settings.py`) and the command line's parser by"
+             " `python -m reporter.cli reference > docs/reference/settings.md`; a test checks this page is what they"
+             " make.", "",
+             "## Run settings", "",
+             "Each is a flag of `run` and `demo`, a key of a batch file's `[defaults]` or `[[model]]`, a keyword of"
+             " `reporter.run(...)`, and a field of report.json's `settings` (but `formats` and `data_timeout`, which"
+             " change how a run is written or waited for, not what it measures).", "",
+             "| flag | batch key / keyword | value | default | what |", "|---|---|---|---|---|"]
+    lines += [f"| `{s.flag}` | `{s.name}` | {cell(s.must_be)} | `{cell(default(s))}` | {cell(s.help)} |" for s in RUN]
+    lines += ["", "## Gate settings", "", "`run --max-accuracy-drop D [--gate-variant V]`; a batch file's `[gate]`"
+              " takes `max_accuracy_drop` and `variant`.", "",
+              "| setting | value | default | what |", "|---|---|---|---|"]
+    lines += [f"| `{s.name}` | {cell(s.must_be)} | `{cell(default(s))}` | {cell(s.help)} |" for s in GATE]
+    for name, sub in build_parser(REFERENCE_WIDTH).subcommands.items():
+        lines += ["", f"## quant-report {name}", "", "```text", sub.format_help().rstrip(), "```"]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
@@ -505,3 +548,7 @@ def _batch(args) -> int:
                                 if args.baseline else (True, True))
     return exit_code(failed=bool(idx.failed), gate_failed=bool(idx.gate_failures) or not baseline_passed,
                      gate_not_applied=not applied)
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["reference"]:  # python -m reporter.cli reference
+    sys.stdout.write(reference_markdown())

@@ -108,7 +108,9 @@ def test_every_json_reader_says_it_alike(tmp_path, capsys):
 
 # --- (c) the contained child's log -------------------------------------------------------------------------
 def _leftovers(folder: Path) -> list:
-    return sorted(p.name for p in folder.iterdir() if p.name.startswith("quant-report-contained-"))
+    from reporter.core.children import LOG_PREFIX
+
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith(LOG_PREFIX))
 
 
 def test_child_log_leaves_nothing_in_tmpdir_after_sigkill(tmp_path):

@@ -9,8 +9,6 @@ the executor (`--executor local` or `ray`); reporter.batch.runner runs the batch
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import os
 import queue as queue_mod
 import time
 from dataclasses import dataclass
@@ -18,7 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from reporter.batch.display import Display
-from reporter.batch.worker import Job, Outcome, child, outcome as worker_outcome
+from reporter.batch.worker import Job, Outcome, in_worker, listen, outcome as worker_outcome
+from reporter.core import children
 
 STOP_SECONDS = 15.0  # a stopped batch waits this long for its workers to clean up, then kills them
 
@@ -52,69 +51,71 @@ class Executor:
 
 
 class LocalPool(Executor):
-    """The local pool: one spawned worker process per model, at most `options.jobs` at once. Interrupted, it
-    stops the workers it started before the interruption goes on."""
+    """The local pool: one worker process (reporter.core.children.Child) per model, at most `options.jobs` at once.
+    Interrupted, it stops the workers it started before the interruption goes on."""
 
     def __init__(self, options: BatchOptions, display: Display):
         super().__init__(options, display)
         self._messages = None
-        self._running: dict[str, tuple] = {}  # model name -> (worker process, job)
-        self._results: dict[str, dict] = {}  # model name -> what its worker reported when it was done
+        self._running: dict[str, tuple] = {}  # model name -> (worker, its call's future, job)
 
     def run(self, jobs: list[Job]) -> None:
-        ctx = multiprocessing.get_context("spawn")  # a fresh interpreter: no TensorFlow state is shared
-        self._messages = ctx.Queue()
+        import multiprocessing
+
+        self._messages = multiprocessing.get_context("spawn").Queue()  # stages, from every worker
         try:
-            self._run_workers(ctx, list(jobs))
+            self._run_workers(list(jobs))
         except BaseException:
             self._stop_workers()
             raise
         finally:
             self._messages.close()
 
+    def _start(self, job: Job):
+        worker = children.Child(f"the worker of {job.name}", initializer=listen, initargs=(self._messages,),
+                                name=f"quant-report:{job.name}", daemon=False)  # a fresh interpreter per model
+        self._running[job.name] = (worker, worker.submit(in_worker, job), job)
+        self.display.stage(job.name, "starting")
+
+    def _run_workers(self, pending: list[Job]):
+        while pending or self._running:
+            while pending and len(self._running) < max(1, self.options.jobs):
+                self._start(pending.pop(0))
+            self._drain(timeout=0.2)
+            self.display.tick()
+            for name, (worker, future, job) in list(self._running.items()):
+                if future.done():
+                    self._finish(name, worker, future, job)
+
+    def _finish(self, name: str, worker: children.Child, future, job: Job):
+        """The model's outcome, from what its worker returned, or how the worker died."""
+        result = future.result() if future.done() and not future.cancelled() and future.exception() is None \
+            else None
+        worker.close()
+        self._drain(timeout=0.0)
+        outcome = worker_outcome(job, result, worker.exitcode, self.display.stages.get(name, "start"),
+                                 Path(job.out))
+        del self._running[name]
+        self._finished(outcome)
+
     def _stop_workers(self):
         """Sends every running worker SIGTERM (it removes its staging folder and ends), kills one that has not
         ended after STOP_SECONDS, and records the outcome of any that finished meanwhile."""
-        running, display = self._running, self.display
-        for proc, _ in running.values():
+        for worker, _, _ in self._running.values():
             with contextlib.suppress(Exception):
-                proc.terminate()
+                worker.terminate()
         deadline = time.monotonic() + STOP_SECONDS
-        while any(proc.is_alive() for proc, _ in running.values()) and time.monotonic() < deadline:
+        while any(w.alive() for w, _, _ in self._running.values()) and time.monotonic() < deadline:
             self._drain(timeout=0.2)  # a worker must not block on a full queue
-        for name, (proc, job) in list(running.items()):
-            if proc.is_alive():
-                proc.kill()
-            proc.join(5)
+        for name, (worker, future, job) in list(self._running.items()):
+            if worker.alive():
+                worker.kill()
+            worker.close()
             self._drain(timeout=0.0)
-            if name in self._results:  # it finished just before it was told to stop
-                self.outcomes[name] = worker_outcome(job, self._results[name], proc.exitcode,
-                                                     display.stages.get(name, "start"), Path(job.out))
-                display.stages.pop(name, None)
-
-    def _run_workers(self, ctx, pending: list[Job]):
-        running, display = self._running, self.display
-        while pending or running:
-            while pending and len(running) < max(1, self.options.jobs):
-                job = pending.pop(0)
-                proc = ctx.Process(target=child, args=(os.getpid(), job, self._messages),
-                                   name=f"quant-report:{job.name}")
-                proc.start()
-                running[job.name] = (proc, job)
-                display.stage(job.name, "starting")
-            self._drain(timeout=0.2)
-            display.tick()
-            for name, (proc, job) in list(running.items()):
-                if proc.is_alive():
-                    continue
-                proc.join()
-                if name not in self._results:  # the worker may have sent its result just before exiting
-                    self._drain(timeout=1.0)
-                outcome = worker_outcome(job, self._results.get(name), proc.exitcode,
-                                         display.stages.get(name, "start"), Path(job.out))
-                self.outcomes[name] = outcome
-                del running[name]
-                display.finish(outcome)
+            if future.done() and not future.cancelled() and future.exception() is None:  # finished just before
+                self.outcomes[name] = worker_outcome(job, future.result(), worker.exitcode,
+                                                     self.display.stages.get(name, "start"), Path(job.out))
+                self.display.stages.pop(name, None)
 
     def _drain(self, timeout: float):
         deadline = time.monotonic() + timeout
@@ -125,5 +126,3 @@ class LocalPool(Executor):
                 return
             if kind == "stage":
                 self.display.stage(name, payload)
-            elif kind == "done":
-                self._results[name] = payload

@@ -79,24 +79,33 @@ class FileLock:
         return False
 
 
-def child(parent: int, job: Job, messages) -> None:
-    """A local batch worker process: it dies with the batch driver (`parent`), and SIGTERM (the driver
-    stopping it) or Ctrl-C removes the model's staging folder before it ends."""
-    from reporter.core.lifetime import TERMINATED_EXIT, Terminated, die_with_parent, terminate_raises
+_messages = None  # in a local worker process: the queue its stages go to (handed over when the process starts)
 
-    die_with_parent(parent)
+
+def listen(messages) -> None:
+    """A local worker process's first step (reporter.core.children.Child's initializer): where its stages go."""
+    global _messages
+    _messages = messages
+
+
+def in_worker(job: Job) -> dict:
+    """One model in a local worker process (a reporter.core.children.Child, which dies with the batch driver): its
+    outcome. SIGTERM (the driver stopping it) or Ctrl-C removes the model's staging folder, then the process
+    ends."""
+    from reporter.core.lifetime import TERMINATED_EXIT, Terminated, terminate_raises
+
     try:
         with terminate_raises():
-            work(job, messages)
+            return work(job, _messages)
     except Terminated:
         sys.exit(TERMINATED_EXIT)
     except KeyboardInterrupt:
         sys.exit(128 + signal.SIGINT)
 
 
-def work(job: Job, messages) -> None:
-    """Runs one model in a fresh process; reports stages and the outcome through `messages`."""
-    import resource
+def work(job: Job, messages) -> dict:
+    """Runs one model in a fresh process; reports stages and the outcome through `messages`, and returns the
+    outcome."""
     import traceback
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -152,9 +161,24 @@ def work(job: Job, messages) -> None:
         if made is not None:
             shutil.rmtree(made, ignore_errors=True)
     outcome["seconds"] = round(time.perf_counter() - t0, 2)
-    outcome["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
+    outcome["peak_rss_mb"] = peak_rss_mb()
     log.flush()
     messages.put(("done", name, outcome))
+    return outcome
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory (VmHWM): its own, where getrusage's ru_maxrss also counts what the
+    process that forked it had reached before the exec."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024.0, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
 def outcome(job: Job, result: Optional[dict], exitcode: int, stage: str, out: Path) -> Outcome:

@@ -25,6 +25,7 @@ from reporter.core import variants
 MIN_MODEL_BYTES = 2 * 1024 * 1024  # below this a conversion takes about a second: not worth a second TensorFlow
 VARIANTS = variants.SIDE_PROCESS  # made by TensorFlow's converter from the SavedModel (the registry's `side`)
 LITERT_CALIBRATION = "litert-calibration"
+STOP_SECONDS = 5.0  # a busy worker asked to stop gets this long, then it is killed
 
 
 def worth_it(model_path: Path, enabled: bool = True) -> bool:
@@ -37,33 +38,31 @@ def worth_it(model_path: Path, enabled: bool = True) -> bool:
 
 
 class SideConverter:
-    """One spawned worker process and the conversions it was asked for, by variant."""
+    """One spawned worker process (reporter.core.children) and the conversions it was asked for, by variant."""
 
     def __init__(self):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from reporter.core import children
 
-        # The worker dies with this process (a run killed by SIGKILL leaves no converter writing into its
-        # staging folder) and, stopped by `close`, removes its autograph temp files first.
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                         initializer=_start, initargs=(os.getpid(),))
+        # The worker dies with this process (a run killed by SIGKILL leaves no converter writing into its staging
+        # folder), imports TensorFlow while the run imports its own and, stopped by `close`, removes its autograph
+        # temp files first.
+        self._child = children.Child("the side converter", initializer=_start, name="quant-report-side")
         self._futures: dict[str, Future] = {}
-        self._warm = self._pool.submit(_warm_up)  # TensorFlow imports there while it imports here
 
     def call(self, fn, *args) -> Future:
         """Runs `fn(*args)` (a module-level function: it is pickled by name) in the worker."""
-        return self._pool.submit(fn, *args)
+        return self._child.submit(fn, *args)
 
     def submit(self, folder: str, variant: str, x_calib=None):
         """Starts converting `variant` from the SavedModel in `folder`."""
         if variant not in self._futures:
-            self._futures[variant] = self._pool.submit(_convert, folder, variant, x_calib)
+            self._futures[variant] = self._child.submit(_convert, folder, variant, x_calib)
 
     def submit_calibration(self, float_model: bytes, x_calib):
         """Starts LiteRT Quantizer's calibration of the float model (the min/max statistics every LiteRT model of
         the run reads: the recommended layers in 16x8 or dynamic range, a blamed layer's scheme fix)."""
         if LITERT_CALIBRATION not in self._futures:
-            self._futures[LITERT_CALIBRATION] = self._pool.submit(_litert_calibration, bytes(float_model), x_calib)
+            self._futures[LITERT_CALIBRATION] = self._child.submit(_litert_calibration, bytes(float_model), x_calib)
 
     def calibration(self):
         """The statistics, or None when the worker failed (the caller calibrates itself)."""
@@ -91,37 +90,23 @@ class SideConverter:
         """Stops the worker, whatever it is doing (a failed run does not wait for its conversions)."""
         for future in self._futures.values():
             future.cancel()
-        processes = list(getattr(self._pool, "_processes", {}).values())
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        for process in processes:
-            with contextlib.suppress(Exception):
-                process.terminate()
-                process.join(5)
-                if process.is_alive():  # busy in TensorFlow's C++ for longer: nothing of it is needed
-                    process.kill()
-                    process.join(5)
+        self._child.close(grace=STOP_SECONDS)
 
 
-def _start(parent: int):
-    """The worker's initializer: it dies with the run, and SIGTERM (from `close`) ends it at once, without
-    TensorFlow's teardown but with its autograph temp files removed."""
+def _start():
+    """The worker's first step: SIGTERM (from `close`) ends it at once, without TensorFlow's teardown but with its
+    autograph temp files removed; then TensorFlow is imported."""
     import signal
 
-    from reporter.core.lifetime import TERMINATED_EXIT, die_with_parent, remove_autograph_files
+    from reporter.core.lifetime import TERMINATED_EXIT, remove_autograph_files
 
     def stop(signum, frame):
         remove_autograph_files()
         os._exit(TERMINATED_EXIT)
 
     signal.signal(signal.SIGTERM, stop)
-    die_with_parent(parent)
-
-
-def _warm_up() -> bool:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
     import tensorflow  # noqa: F401 - the import is the point
-
-    return True
 
 
 def _convert(folder: str, variant: str, x_calib) -> bytes:

@@ -8,10 +8,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import multiprocessing
-import re
-import subprocess
-import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
@@ -20,10 +16,9 @@ import numpy as np
 
 from reporter.measure import evaluate, runtime, structure
 from reporter.measure.signature import Signature
-from reporter.model.hardware import CpuOp, MicroFigures, VelaFigures
+from reporter.model.hardware import MicroFigures, VelaFigures
 
 MICRO_TIMEOUT_S = 1800  # the whole evaluation data through TFLite Micro, one sample at a time
-VELA_TIMEOUT_S = 600
 TOOLS = {"tflite-micro": "tflite_micro", "ethos-u-vela": "ethos-u-vela"}
 
 
@@ -121,57 +116,9 @@ def reference_outputs(model: bytes, x) -> dict[str, np.ndarray]:
     return evaluate.predict_all(model, x, reference=True)
 
 
-# --- Vela --------------------------------------------------------------------------------------------------
-_WARNING = re.compile(r"Warning \(supported operators\) operator: (\S+), ofm: '(.*)'\s*\nReason: (.*)")
-_COUNT = re.compile(r"(CPU|NPU) operators = (\d+)")
-
-
+# --- Vela ---------------------------------------------------------------------------------------------------
 def vela(model: bytes, config: str, workdir: Path) -> VelaFigures:
-    """`model` compiled by Vela for the Ethos-U `config`, in a folder under `workdir` removed afterwards: the ops on
-    the NPU and those left on the CPU with Vela's reasons, SRAM and flash used, and the estimated inference time.
-    Raises RuntimeError with Vela's own last line when it cannot compile the model."""
-    with tempfile.TemporaryDirectory(prefix=".vela-", dir=workdir) as tmp:
-        path = Path(tmp) / "model.tflite"
-        path.write_bytes(model)
-        out = Path(tmp) / "out"
-        try:
-            done = subprocess.run([sys.executable, "-m", "ethosu.vela", str(path), "--accelerator-config", config,
-                                   "--output-dir", str(out)], capture_output=True, text=True,
-                                  timeout=VELA_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"Vela did not finish within {VELA_TIMEOUT_S} s") from None
-        text = done.stdout + "\n" + done.stderr
-        summary = next(out.glob("*_summary_*.csv"), None) if out.exists() else None
-        if done.returncode != 0 or summary is None:
-            lines = [line.strip() for line in text.splitlines() if line.strip()]
-            raise RuntimeError(f"Vela could not compile the model: {lines[-1] if lines else 'no output'}"[:400])
-        row = _summary(summary.read_text(encoding="utf-8"))
-    counts = {kind: int(n) for kind, n in _COUNT.findall(text)}
-    cpu = [CpuOp(op, tensor, reason.strip()) for op, tensor, reason in _WARNING.findall(text)]
-    host = structure.host_tensor_names(model)  # Vela names an op by its output
-    return VelaFigures(
-        config=config, npu_ops=counts.get("NPU", 0), cpu_ops=counts.get("CPU", 0), cpu=cpu,
-        host_ops=sum(1 for c in cpu if c.tensor in host),
-        sram_kib=_number(row, "sram_memory_used"), flash_kib=_number(row, "off_chip_flash_memory_used"),
-        inference_ms=_scaled(row, "inference_time", 1000.0), clock_mhz=_scaled(row, "core_clock", 1e-6),
-        system_config=row.get("system_config", ""))
+    """`model` compiled by Vela for the Ethos-U `config` (reporter.measure.vela: read from the files Vela writes)."""
+    from reporter.measure import vela as vela_tool
 
-
-def _summary(text: str) -> dict[str, str]:
-    import csv
-    import io
-
-    rows = list(csv.DictReader(io.StringIO(text)))
-    return rows[0] if rows else {}
-
-
-def _number(row: dict, key: str) -> Optional[float]:
-    try:
-        return float(row[key])
-    except (KeyError, ValueError):
-        return None
-
-
-def _scaled(row: dict, key: str, factor: float) -> Optional[float]:
-    value = _number(row, key)
-    return value * factor if value is not None else None
+    return vela_tool.compile_model(model, config, workdir)

@@ -5,16 +5,12 @@ A damaged flatbuffer (a few bytes changed) can pass every cheap check and then m
 gigabytes, abort the interpreter, or raise a decode error deep inside a converter. The child parses the whole
 model (every table, string and vector, as LiteRT Quantizer does), builds the interpreter, allocates its tensors
 and runs it once on zeros; the parent waits with a time limit. Whatever goes wrong there becomes one line
-naming the file, and the run stops before any report is written.
-
-Run as `python -m reporter.run.tflite_check FILE`: imports neither TensorFlow nor the rest of quant-report.
+naming the file, and the run stops before any report is written. The child (reporter.core.children) imports
+neither TensorFlow nor the rest of quant-report.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -26,28 +22,22 @@ OK = "ok"
 
 def problem(path: Path) -> Optional[str]:
     """None when the model parses and runs once in the child; else what went wrong, in a few words."""
+    from reporter.core import children
+
     size = path.stat().st_size
     limit = BASE_MEMORY + PER_MODEL_BYTE * size
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "TF_CPP_MIN_LOG_LEVEL": "3"}
     try:
-        args = [sys.executable, "-m", "reporter.run.tflite_check", str(path), str(limit), str(os.getpid())]
-        run = subprocess.run(args, capture_output=True, text=True, timeout=BASE_SECONDS + size / 1e6, env=env)
-    except subprocess.TimeoutExpired:
+        found = children.run_once(_check, str(path), limit, timeout=BASE_SECONDS + size / 1e6,
+                                  what="the TFLite interpreter")
+    except children.TimedOut:
         return f"the TFLite interpreter did not finish loading and running it once in {BASE_SECONDS} s"
-    last = (run.stdout.strip().splitlines() or [""])[-1]
-    if run.returncode == 0 and last == OK:
-        return None
-    if last.startswith("error: "):
-        return last[len("error: "):]
-    if run.returncode < 0:
-        import signal
-
-        name = signal.Signals(-run.returncode).name
-        return f"the TFLite interpreter crashed on it ({name})"
-    err = [line for line in run.stderr.strip().splitlines() if line.strip()]
-    if any("MemoryError" in line or "bad_alloc" in line for line in err):
-        return f"reading it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged size or length field)"
-    return f"the TFLite interpreter failed on it: {err[-1][:200] if err else f'exit code {run.returncode}'}"
+    except children.Crashed as crash:
+        if any("MemoryError" in line or "bad_alloc" in line for line in crash.tail):
+            return f"reading it needs more than {limit / (1 << 30):.1f} GB of memory (a damaged size or length field)"
+        if crash.how.startswith("SIG"):
+            return f"the TFLite interpreter crashed on it ({crash.how})"
+        return f"the TFLite interpreter failed on it: {crash.tail[-1][:200] if crash.tail else crash.how}"
+    return None if found == OK else found
 
 
 def _check(path: str, limit: int) -> str:
@@ -110,11 +100,3 @@ def _names(model):
         yield "custom op name", code.customCode
     for meta in model.metadata or []:
         yield "metadata name", meta.name
-
-
-if __name__ == "__main__":
-    from reporter.core.lifetime import die_with_parent
-
-    die_with_parent(int(sys.argv[3]))  # a run killed by SIGKILL leaves no check behind
-    result = _check(sys.argv[1], int(sys.argv[2]))
-    print(result if result == OK else f"error: {result}", flush=True)
