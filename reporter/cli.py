@@ -27,6 +27,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (so `main` returns 2) instead of exiting, and that answers a
     mistyped flag with this subcommand's usage and the closest flag."""
 
+    def add_argument(self, *names, **kwargs):
+        """argparse's, and the long flags kept (argparse keeps its own list private) for the did-you-mean line."""
+        action = super().add_argument(*names, **kwargs)
+        self.__dict__.setdefault("long_flags", []).extend(o for o in action.option_strings if o.startswith("--"))
+        return action
+
     def error(self, message):
         raise UsageError(f"{self.format_usage().strip()}\n{self.prog}: error: {message}")
 
@@ -34,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
         args, extras = self.parse_known_args(args, namespace)
         if extras:
             sub = getattr(args, "_parser", self)
-            flags = [o for action in sub._actions for o in action.option_strings if o.startswith("--")]
+            flags = getattr(sub, "long_flags", [])
             first = extras[0].split("=", 1)[0]
             close = difflib.get_close_matches(first, flags, n=1, cutoff=0.6) if first.startswith("-") else []
             hint = f"; did you mean {close[0]}?" if close else ""

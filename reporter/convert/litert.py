@@ -60,12 +60,12 @@ def _recipe(scheme: str, own: Mapping[str, list] = None) -> list[dict]:
 
 def _scopes(model: bytes) -> tuple[dict[str, str], dict[str, str], str, list]:
     """Output tensor name -> its op's scope, and -> its op type; the signature and its input names."""
-    from reporter.measure import runtime
+    from reporter.measure import graph, runtime
 
     it = runtime.load(model)
     tensors = it.get_tensor_details()
     scopes, op_types = {}, {}
-    for op in it._get_ops_details():
+    for op in graph.op_details(model):
         names = [tensors[i]["name"] for i in op["outputs"] if i >= 0 and tensors[i]["name"]]
         if not names:
             continue

@@ -147,7 +147,7 @@ def _load(model: bytes) -> _Model:
     tensors = {}
     for d in it.get_tensor_details():
         tensors[int(d["index"])] = d
-    ops = [op for op in it._get_ops_details() if op.get("op_name") != "DELEGATE"]
+    ops = graph.op_details(bytes(model))
     producer = {}
     for k, op in enumerate(ops):
         for t in op["outputs"]:

@@ -8,7 +8,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.measure import runtime
+from reporter.measure import graph, runtime
 from reporter.measure.signature import Port, Signature, by_position, read
 
 
@@ -139,7 +139,7 @@ def _integer_outputs(model: bytes) -> dict[str, dict]:
     sig = signature(model)
     tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
     makers = {}
-    for op in interpreter._get_ops_details():  # noqa: SLF001 - the only way to read which op makes a tensor
+    for op in graph.op_details(model):
         for out in op["outputs"]:
             makers[int(out)] = op
     found = {}

@@ -65,6 +65,13 @@ def main_ops(obj) -> list[tuple[str, list[int], list[int]]]:
             for op in obj.subgraphs[0].operators or []]
 
 
+def op_details(model: bytes) -> list[dict]:
+    """The main subgraph's ops as LiteRT's interpreter lists them (index, op_name, inputs, outputs), read from the
+    flatbuffer: the interpreter's op list is private API (`_get_ops_details`), its ops are the file's, in order."""
+    return [{"index": k, "op_name": name, "inputs": inputs, "outputs": outputs}
+            for k, (name, inputs, outputs) in enumerate(main_ops(read_model(model)))]
+
+
 def host_outputs(obj) -> list[int]:
     """The main subgraph's tensors the host ops (reporter.core.targets.rules.host_group: a detector's postprocess)
     write, in op order: the postprocess outputs and those of the QUANTIZE/DEQUANTIZE ops carrying them on (not the

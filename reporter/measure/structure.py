@@ -216,10 +216,10 @@ def quantized_tensors(model: bytes) -> int:
 def producers(model: bytes) -> dict[int, str]:
     """Tensor index -> the type of the op that produces it (main subgraph): e.g. an output made by LOGISTIC
     is one sigmoid unit's probability, by SOFTMAX class scores."""
-    from reporter.measure import runtime
+    from reporter.measure import graph
 
     found = {}
-    for op in runtime.load(model)._get_ops_details():
+    for op in graph.op_details(model):
         for i in op["outputs"]:
             if i >= 0:
                 found[int(i)] = op["op_name"]

@@ -50,13 +50,25 @@ def recurrent_layers(model) -> list[str]:
     import keras
 
     found = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
+    for layer in _layers(model):
         if isinstance(layer, keras.layers.RNN):
             found.append(type(layer).__name__)
-        inner = getattr(layer, "forward_layer", None)  # Bidirectional: not always a sub-layer the walk reaches
-        if inner is not None and isinstance(inner, keras.layers.RNN):
-            found.append(type(inner).__name__)
     return found
+
+
+def _layers(layer):
+    """Every layer inside `layer`, depth first, through the public attributes that hold layers: a model's or
+    Sequential's `layers`, a wrapper's `layer` (TimeDistributed), a Bidirectional's `forward_layer` and
+    `backward_layer`."""
+    children = list(getattr(layer, "layers", None) or [])
+    children += [getattr(layer, name, None) for name in ("layer", "forward_layer", "backward_layer")]
+    seen = set()
+    for child in children:
+        if child is None or id(child) in seen or child is layer:
+            continue
+        seen.add(id(child))
+        yield child
+        yield from _layers(child)
 
 
 def build_twin(model, shapes: Optional[dict] = None):

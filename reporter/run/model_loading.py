@@ -193,10 +193,11 @@ class _TwinExport:
     def cleanup(self):
         self._traced.cleanup()
 
-    def _export(self, folder: str) -> None:
+    def export(self, folder: str) -> None:
+        """The twin exported as a SavedModel into `folder` (the side process's export)."""
         if keras_twin.unknown_dims(self.twin):  # its sizes come from the data, which the side process has not
             raise RuntimeError("the tf_keras twin's input sizes come from the data: exported by the run itself")
-        self._traced._export(folder)
+        self._traced.export(folder)
 
 
 def import_custom_objects(module: str, trust: bool, code_dir: Optional[str] = None) -> None:
@@ -311,6 +312,10 @@ class traced_once:
                 self._exported = False
         return self._exported
 
+    def export(self, folder: str) -> None:
+        """The model exported as a SavedModel into `folder` (the side process's export)."""
+        self._export(folder)
+
     def saved_model_folder(self) -> Optional[str]:
         """The SavedModel every converter reads, exported now if it was not yet; None if the export failed."""
         return self._folder if self._ensure_export() else None
@@ -326,7 +331,7 @@ def export_saved_model(model_path: str, trust: bool, folder: str, custom_objects
     """Loads the Keras model (in safe mode unless `trust`, as the run does) and exports it into `folder`: run in
     the side process (reporter.convert.side) while the run imports TensorFlow and loads the model itself."""
     loaded = load_model(model_path, trust=trust, custom_objects=custom_objects, code_dir=code_dir)
-    loaded.make_converter._export(folder)
+    loaded.make_converter.export(folder)
     return folder
 
 
