@@ -105,6 +105,42 @@ def with_static_shapes(model: bytes) -> bytes:
     return write_model(obj, drop_orphans=False)
 
 
+def offset_buffers(model: bytes) -> int:
+    """How many of the model's buffers are stored after the flatbuffer (`Buffer.offset`/`size`, as LiteRT Quantizer
+    writes weights once they pass 256 KiB) rather than inline (`Buffer.data`)."""
+    read = schema().Model.GetRootAs(bytearray(model), 0)
+    return sum(1 for i in range(read.BuffersLength()) if read.Buffers(i).Offset() > 1)
+
+
+def with_buffers_inline(model: bytes) -> bytes:
+    """`model` with every buffer stored after the flatbuffer (`offset_buffers`) moved inline, as TF's converter
+    writes them: TFLite Micro and Vela read `Buffer.data` only and ignore the offsets (TFLite Micro then computes
+    on uninitialized arena memory). The same tensors and values; a model with no such buffer is returned as it is,
+    byte for byte."""
+    if not offset_buffers(model):
+        return model
+    raw = bytearray(model)
+    obj = read_model(model)
+    for n, buffer in enumerate(obj.buffers):
+        if (buffer.offset or 0) > 1:
+            buffer.data = buffer_view(raw, obj, n).copy()
+            buffer.offset, buffer.size = 0, 0
+    return write_model(obj, drop_orphans=False)
+
+
+def with_op_outputs(model: bytes) -> tuple[bytes, list[tuple[str, int]]]:
+    """`model` (its buffers inline) with the main subgraph's outputs replaced by every op's output tensor in
+    execution order, so that a runtime that hands back graph outputs only (TFLite Micro) returns each op's result;
+    and each op's (name, output tensor), output by output. The ops and their values are unchanged."""
+    obj = read_model(with_buffers_inline(model))
+    ops: list[tuple[str, int]] = []
+    for name, _, outs in main_ops(obj):
+        if outs and outs[0] >= 0 and all(outs[0] != t for _, t in ops):
+            ops.append((name, outs[0]))
+    obj.subgraphs[0].outputs = np.array([t for _, t in ops], np.int32)
+    return write_model(obj, drop_orphans=False), ops
+
+
 def quantized_host_outputs(obj) -> list[int]:
     """Positions of the QUANTIZE ops that read a host op's float output (a detector's postprocess) and write a graph
     output: what makes a detector's outputs int8 (and clip to their calibration ranges)."""

@@ -108,6 +108,7 @@ class Target:
     reference_kernels: bool = False  # each candidate's default kernels are also compared with the reference ones
     integer_hardware: bool = False  # integer-only hardware: the repair ladder climbs when no model meets the target
     int16_activations: bool = False  # its tool runs 16x8 (int16 activations): the repair ladder's last rung tries it
+    inline_buffers: bool = False  # its tool reads a buffer's bytes inline only: every model measured is written so
 
     @property
     def checked(self) -> bool:
