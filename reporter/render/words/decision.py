@@ -10,8 +10,10 @@ from typing import Optional
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score, p_text
+from reporter.findings.decision import models
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
+from reporter.model.hardware import MicroFigures
 from reporter.model.variant import OnTarget
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
@@ -118,8 +120,36 @@ def hardware(on: OnTarget) -> str:
                      f" over {mc.reference_samples:,} samples")
             if mc.max_steps:
                 text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
-        return text + "." + host
+        cause = micro_cause(mc)
+        return text + (f": {cause}" if cause else "") + "." + host
     return host.strip()
+
+
+def micro_cause(mc: MicroFigures) -> str:
+    """Why TFLite Micro's outputs differ from LiteRT's reference kernels', as its check found it; "" when they agree
+    or no cause was found."""
+    if not mc.disagrees:
+        return ""
+    if mc.offset_buffers:
+        n = mc.offset_buffers
+        return (f"TFLite Micro does not read the {n} weight buffer{'s' if n != 1 else ''} the file stores after the"
+                f" model (offset buffers) and computes on uninitialized memory: write the file with its buffers inline")
+    if mc.kernel_op:
+        return (f"TFLite Micro's {mc.kernel_op} kernel (op {mc.kernel_op_position} of the graph) computes values up"
+                f" to {mc.kernel_op_steps:g} quantization steps from the reference kernel's on the same inputs")
+    return ""
+
+
+def _on_micro(report: Report, o: Option) -> str:
+    """"; TFLite Micro's outputs equal LiteRT's reference kernels' on only 1.1 % of values: <cause>" for a model
+    TFLite Micro computes otherwise than the reference kernels, for a cause its check found; else ""."""
+    m = next((m for m in models(report) if m.name == o.name), None)
+    mc = m.on_target.micro if m is not None and m.on_target is not None else None
+    cause = micro_cause(mc) if mc is not None else ""
+    if not cause:
+        return ""
+    return (f"; TFLite Micro's outputs equal LiteRT's reference kernels' on only {fmt_percent(mc.identical_share)}"
+            f" of values: {cause}")
 
 
 def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str:
@@ -200,9 +230,9 @@ def _loss(report: Report, o: Option) -> str:
         metric, share = report.metric()
         p = f", {p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
         where = f" on {o.kernels}" if o.kernels else ""
-        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}"
+        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}{_on_micro(report, o)}"
     if o.output_mse is not None:
-        return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}"
+        return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}{_on_micro(report, o)}"
     return "falls short"
 
 
