@@ -114,18 +114,15 @@ def offset_buffers(model: bytes) -> int:
 
 def with_buffers_inline(model: bytes) -> bytes:
     """`model` with every buffer stored after the flatbuffer (`offset_buffers`) moved inline, as TF's converter
-    writes them: TFLite Micro and Vela read `Buffer.data` only and ignore the offsets (TFLite Micro then computes
-    on uninitialized arena memory). The same tensors and values; a model with no such buffer is returned as it is,
-    byte for byte."""
+    writes them (flatbuffer_utils' reader moves them): TFLite Micro and Vela read `Buffer.data` only and ignore the
+    offsets (TFLite Micro then computes on uninitialized arena memory). The same tensors and values; a model with no
+    such buffer is returned as it is, byte for byte."""
     if not offset_buffers(model):
         return model
-    raw = bytearray(model)
-    obj = read_model(model)
-    for n, buffer in enumerate(obj.buffers):
-        if (buffer.offset or 0) > 1:
-            buffer.data = buffer_view(raw, obj, n).copy()
-            buffer.offset, buffer.size = 0, 0
-    return write_model(obj, drop_orphans=False)
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(flatbuffer_utils.read_model_from_bytearray(
+        bytearray(model))))
 
 
 def with_op_outputs(model: bytes) -> tuple[bytes, list[tuple[str, int]]]:

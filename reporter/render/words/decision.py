@@ -84,6 +84,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     else:
         why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
+    text += _micro_causes(report, d)
     if d.would_meet:
         would = d.option(d.would_meet)
         text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
@@ -140,16 +141,19 @@ def micro_cause(mc: MicroFigures) -> str:
     return ""
 
 
-def _on_micro(report: Report, o: Option) -> str:
-    """"; TFLite Micro's outputs equal LiteRT's reference kernels' on only 1.1 % of values: <cause>" for a model
-    TFLite Micro computes otherwise than the reference kernels, for a cause its check found; else ""."""
-    m = next((m for m in models(report) if m.name == o.name), None)
-    mc = m.on_target.micro if m is not None and m.on_target is not None else None
-    cause = micro_cause(mc) if mc is not None else ""
-    if not cause:
-        return ""
-    return (f"; TFLite Micro's outputs equal LiteRT's reference kernels' on only {fmt_percent(mc.identical_share)}"
-            f" of values: {cause}")
+def _micro_causes(report: Report, d: Decision) -> str:
+    """" On TFLite Micro, FIQ (1.0 % of its output values equal to LiteRT's reference kernels'): <cause>." for the
+    models TFLite Micro computes otherwise than the reference kernels, for a cause its check found; else ""."""
+    by_name = {m.name: m for m in models(report)}
+    pairs = []
+    for o in d.options:
+        on = by_name[o.name].on_target if o.name in by_name else None
+        mc = on.micro if on is not None else None
+        cause = micro_cause(mc) if mc is not None else ""
+        if cause:
+            pairs.append((f"{o.label} ({fmt_percent(mc.identical_share)} of its output values equal to LiteRT's"
+                          f" reference kernels')", cause))
+    return "".join(f" On TFLite Micro, {said}." for said in _grouped(pairs))
 
 
 def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str:
@@ -230,9 +234,9 @@ def _loss(report: Report, o: Option) -> str:
         metric, share = report.metric()
         p = f", {p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
         where = f" on {o.kernels}" if o.kernels else ""
-        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}{_on_micro(report, o)}"
+        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}"
     if o.output_mse is not None:
-        return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}{_on_micro(report, o)}"
+        return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}"
     return "falls short"
 
 
