@@ -14,7 +14,7 @@ import pytest
 import offset_buffer_fixtures as F
 import regression_fixtures as R
 from conftest import run_recorded
-from independent import litert_raw, micro_raw, outputs
+from independent import litert_raw, micro_raw, outputs, quantize
 
 pytestmark = pytest.mark.slow  # a small CNN trained (seconds, cached), converted and run through TFLite Micro
 
@@ -161,9 +161,15 @@ def test_written_inline_the_same_model_runs_on_tflite_micro_as_on_the_reference_
     assert _same_share(inline, x[:64]) >= 0.99
     _, figures = hardware.micro_run(inline, x[:64], 64)
     assert not figures.disagrees and figures.offset_buffers == 0
+    from reporter.measure import micro_causes
     from reporter.render.words.decision import micro_cause
 
     assert micro_cause(figures) == ""
+    # where TFLite Micro agrees op by op, no op's kernel is blamed
+    from ai_edge_litert.interpreter import Interpreter
+
+    (inp,) = Interpreter(model_content=inline).get_input_details()
+    assert micro_causes.found(inline, [quantize(x[:8], *inp["quantization"])], hardware.micro_raw) == {}
 
 
 # --- 4. a regression model's figure on the target is its error ----------------------------------------------------
@@ -187,3 +193,21 @@ def test_a_regression_models_figure_on_micro_is_its_output_error_not_a_percentag
         assert on_target.startswith("MSE "), on_target
         assert float(on_target.split()[1]) == pytest.approx(mse, rel=1e-3), on_target
         assert not on_target.split("(")[0].strip().endswith("%"), on_target
+
+
+# --- 5. a refusal is said in the user's terms, TFLite Micro's own text kept in report.json ------------------------
+def test_tflite_micros_refusal_is_said_by_the_op_without_its_source_files_or_node_numbers(wide):
+    from litert_quantizer import quantizer, recipe
+
+    from reporter.measure import hardware
+    from reporter.render.words.decision import in_user_terms
+
+    float_model, x, _, _, _, _ = wide
+    drq = bytes(quantizer.Quantizer(float_model, recipe.dynamic_wi8_afp32()).quantize().quantized_model)
+    with pytest.raises(RuntimeError) as refused:
+        hardware.micro_run(drq, x[:2], 2)
+    raw = str(refused.value)
+    assert "Hybrid models are not supported" in raw and ".cc" in raw  # TFLite Micro's own words, kept as it said
+    said = in_user_terms(raw)
+    assert "hybrid models" in said and "TFLite Micro" in said, said
+    assert not any(word in said for word in (".cc", "Node ", "number", "status", "Error", "Exception")), said

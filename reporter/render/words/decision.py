@@ -5,6 +5,7 @@ would meet it."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from reporter.core import targets as tg
@@ -71,11 +72,12 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     if d.why == mf.NO_CANDIDATE:
         adds = target.adds  # a variant the target added: its error is said here (no other line says it)
         judged = {o.name: o for o in d.options}
-        reasons = [f"{variants.short(v.name)} failed" + (f": {v.error}" if v.name in adds else "") if not v.ok
+        reasons = [f"{variants.short(v.name)} failed" + (f": {in_user_terms(v.error)}" if v.name in adds else "")
+                   if not v.ok
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
-        reasons += _grouped([(o.label, o.not_there) for o in d.options if o.not_there])
+        reasons += _grouped([(o.label, in_user_terms(o.not_there)) for o in d.options if o.not_there])
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     elif d.runner_up:
         closest = d.option(d.runner_up)
@@ -88,7 +90,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     if d.would_meet:
         would = d.option(d.would_meet)
         text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
-                 f" but {would.not_there or target.runs_not or 'it does not run there'}.")
+                 f" but {in_user_terms(would.not_there) or target.runs_not or 'it does not run there'}.")
     return text
 
 
@@ -124,6 +126,28 @@ def hardware(on: OnTarget) -> str:
         cause = micro_cause(mc)
         return text + (f": {cause}" if cause else "") + "." + host
     return host.strip()
+
+
+# A target tool's reason as it printed it (report.json and run.log keep it so), read for the sentence's words.
+_SOURCE = re.compile(r"\S+\.(?:cc|cpp|c|h)(?::\d+)?\s*")  # a C++ source file and line
+_NODE = re.compile(r"Node (\w+) \(number (\d+)\) failed to prepare with status \d+")
+_MISSING = re.compile(r"Didn't find op for builtin opcode '(\w+)'")
+_HYBRID = "Hybrid models are not supported"
+_EXCEPTION = re.compile(r"^\w*(?:Error|Exception): ")
+
+
+def in_user_terms(reason: str) -> str:
+    """A target tool's reason (TFLite Micro's, Vela's, LiteRT's) in the user's terms, for a sentence: what TFLite
+    Micro refuses named by the op, never its source files, node numbers or an exception's class."""
+    if _HYBRID in reason:
+        return "TFLite Micro does not run hybrid models (int8 weights computed in float, as dynamic range makes them)"
+    missing = _MISSING.search(reason)
+    if missing:
+        return f"TFLite Micro has no {missing.group(1)} kernel"
+    node = _NODE.search(reason)
+    if node:
+        return f"TFLite Micro's {node.group(1)} kernel refuses op {int(node.group(2)) + 1} of the graph"
+    return _EXCEPTION.sub("", _SOURCE.sub("", reason)).strip()
 
 
 def micro_cause(mc: MicroFigures) -> str:
