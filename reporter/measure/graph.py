@@ -87,7 +87,7 @@ def with_static_shapes(model: bytes) -> bytes:
     them, is returned as it is, byte for byte."""
     if not _has_host_op(model):  # the common case, read without unpacking the whole model
         return model
-    obj = read_model(model)
+    obj = read_model(with_buffers_inline(model))  # rewritten, an offset would point past the new file's end
     outputs = host_outputs(obj)
     if not outputs:
         return model
@@ -154,7 +154,7 @@ def without_output_quantize(model: bytes) -> bytes:
     """`model` with the QUANTIZE ops after its host postprocess removed (`quantized_host_outputs`): each graph and
     signature output becomes the postprocess's own float output. Exact for the network: only the outputs' int8
     rounding and clipping go."""
-    obj = read_model(model)
+    obj = read_model(with_buffers_inline(model))  # rewritten, an offset would point past the new file's end
     drop = quantized_host_outputs(obj)
     if not drop:
         return model

@@ -32,7 +32,7 @@ class Tools(Protocol):
 
     def micro_run(self, model: bytes, x, reference_samples: int) -> tuple:
         """(outputs by signature key, MicroFigures): TFLite Micro's run, with its parity against the reference
-        kernels over the first `reference_samples` samples."""
+        kernels over the first `reference_samples` samples and, where they disagree, the cause found."""
 
     def vela(self, model: bytes, config: str, workdir: Path) -> object:
         """Vela's compilation (VelaFigures) for the Ethos-U `config`."""

@@ -26,6 +26,15 @@ class TargetRow:
     chosen: bool
 
 
+def figure(basis: Basis, o) -> str:
+    """A judged option's figure on the target's kernels against float: its score ("85.3 % (within noise: ...)"), or
+    without a metric its output error (the decision's R² is a ranking, no figure to show)."""
+    if not basis.report.measurable():
+        return fmt_mse(o.output_mse, o.output_variance) if o.output_mse is not None else NOT_MEASURED
+    score = fmt_score(o.score, basis.metric[1]) if o.score is not None else NOT_MEASURED
+    return score + (f" ({o.vs_float.text})" if o.vs_float is not None and o.vs_float.text else "")
+
+
 class TargetView:
     def __init__(self, basis: Basis):
         self.basis = basis
@@ -66,14 +75,11 @@ class TargetView:
             if self.basis.report.measurable():
                 default = model.metrics.score if model.metrics is not None else None
                 shown = fmt_score(default, share) if default is not None else NOT_MEASURED
-                score = fmt_score(o.score, share) if o.score is not None else NOT_MEASURED
-            else:  # no metric: the output error against float (the decision's R² is no figure to show)
+            else:  # no metric: the output error against float
                 error = model.output_error
                 shown = fmt_mse(error.mse, error.float_variance) if error is not None else NOT_MEASURED
-                score = fmt_mse(o.output_mse, o.output_variance) if o.output_mse is not None else NOT_MEASURED
-            vs = f" ({o.vs_float.text})" if o.vs_float is not None and o.vs_float.text else ""
             rows.append(TargetRow(
-                model=o.label, runs=self._runs(on), on_target=score + vs, default=shown,
+                model=o.label, runs=self._runs(on), on_target=figure(self.basis, o), default=shown,
                 figures=self._figures(on), chosen=o.name == decision.variant,
                 cpu_ops=[f"{c.op}: {c.reason}" for c in on.vela.cpu] if on.vela is not None else []))
         return rows

@@ -11,7 +11,6 @@ from typing import Optional
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score, p_text
-from reporter.findings.decision import models
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
 from reporter.model.hardware import MicroFigures
@@ -86,7 +85,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     else:
         why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
-    text += _micro_causes(report, d)
+    text += _micro_causes(d)
     if d.would_meet:
         would = d.option(d.would_meet)
         text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
@@ -165,18 +164,11 @@ def micro_cause(mc: MicroFigures) -> str:
     return ""
 
 
-def _micro_causes(report: Report, d: Decision) -> str:
+def _micro_causes(d: Decision) -> str:
     """" On TFLite Micro, FIQ (1.0 % of its output values equal to LiteRT's reference kernels'): <cause>." for the
     models TFLite Micro computes otherwise than the reference kernels, for a cause its check found; else ""."""
-    by_name = {m.name: m for m in models(report)}
-    pairs = []
-    for o in d.options:
-        on = by_name[o.name].on_target if o.name in by_name else None
-        mc = on.micro if on is not None else None
-        cause = micro_cause(mc) if mc is not None else ""
-        if cause:
-            pairs.append((f"{o.label} ({fmt_percent(mc.identical_share)} of its output values equal to LiteRT's"
-                          f" reference kernels')", cause))
+    pairs = [(f"{o.label} ({fmt_percent(o.micro.identical_share)} of its output values equal to LiteRT's reference"
+              f" kernels')", micro_cause(o.micro)) for o in d.options if o.micro is not None and micro_cause(o.micro)]
     return "".join(f" On TFLite Micro, {said}." for said in _grouped(pairs))
 
 
