@@ -114,9 +114,9 @@ def offset_buffers(model: bytes) -> int:
 
 def with_buffers_inline(model: bytes) -> bytes:
     """`model` with every buffer stored after the flatbuffer (`offset_buffers`) moved inline, as TF's converter
-    writes them (flatbuffer_utils' reader moves them): TFLite Micro and Vela read `Buffer.data` only and ignore the
-    offsets (TFLite Micro then computes on uninitialized arena memory). The same tensors and values; a model with no
-    such buffer is returned as it is, byte for byte."""
+    writes them (flatbuffer_utils' reader moves them): TFLite Micro reads `Buffer.data` only and ignores the offsets
+    (it then computes on uninitialized arena memory). The same tensors and values; a model with no such buffer is
+    returned as it is, byte for byte."""
     if not offset_buffers(model):
         return model
     from tensorflow.lite.tools import flatbuffer_utils

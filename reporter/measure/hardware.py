@@ -56,16 +56,18 @@ def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.n
     return outputs, found["arena_bytes"], feeds
 
 
-def micro_raw(model: bytes, feeds: list, outputs: int) -> dict:
+def micro_raw(model: bytes, feeds: list, outputs: int, arena_size: Optional[int] = None) -> dict:
     """`feeds` (one array per input, in the model's input order and dtype) through TFLite Micro in a spawned process
-    of its own: {"outputs": the first `outputs` graph outputs, raw, "arena_bytes"}. Raises RuntimeError with TFLite
-    Micro's own reason when it cannot load or run the model."""
+    of its own, in a tensor arena of `arena_size` bytes (None: TFLite Micro's default): {"outputs": the first
+    `outputs` graph outputs, raw, "arena_bytes"}. Raises RuntimeError with TFLite Micro's own reason when it cannot
+    load or run the model."""
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         from reporter.measure import micro_child
 
         try:
-            found = pool.submit(micro_child.run, bytes(model), feeds, outputs).result(timeout=MICRO_TIMEOUT_S)
+            found = pool.submit(micro_child.run, bytes(model), feeds, outputs, arena_size).result(
+                timeout=MICRO_TIMEOUT_S)
         except concurrent.futures.process.BrokenProcessPool:
             raise RuntimeError("TFLite Micro crashed running the model") from None
         except concurrent.futures.TimeoutError:

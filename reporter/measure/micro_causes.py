@@ -12,21 +12,25 @@ from reporter.measure import graph, runtime
 from reporter.model.hardware import FEW_STEPS
 
 DIAGNOSED_SAMPLES = 8  # samples each op's outputs are compared on (every op's output kept: the arena grows)
+ARENA_SLACK = 64 * 1024  # TFLite Micro's own records and alignment beside the tensors
 
 
-def found(model: bytes, feeds: list, run: Callable[[bytes, list, int], dict]) -> dict:
+def found(model: bytes, feeds: list, run: Callable[[bytes, list, int, int], dict]) -> dict:
     """The cause, as MicroFigures' fields: {"offset_buffers": n} when the file stores buffers after the flatbuffer;
     else the first op (execution order) whose output differs by more than FEW_STEPS quantization steps between
     TFLite Micro and the reference kernels on the first samples of `feeds` (one array per input, in the model's input
     order and dtype), {"kernel_op", "kernel_op_position", "kernel_op_steps"}; {} when no op does. `run` is TFLite
-    Micro's run (reporter.measure.hardware.micro_raw: raw outputs in graph-output order)."""
+    Micro's run (reporter.measure.hardware.micro_raw: raw outputs in graph-output order, in an arena of the size
+    given)."""
     stored_after = graph.offset_buffers(model)
     if stored_after:
         return {"offset_buffers": stored_after}
     probe, ops = graph.with_op_outputs(model)
     part = [np.asarray(f)[:DIAGNOSED_SAMPLES] for f in feeds]
-    micro = run(probe, part, len(ops))["outputs"]
     reference = _reference(probe, part, [t for _, t in ops])
+    # every op's output kept to the end: room for all of them beside TFLite Micro's default arena (10x the model)
+    arena = 10 * len(probe) + sum(r.nbytes // max(1, len(r)) for r in reference) + ARENA_SLACK
+    micro = run(probe, part, len(ops), arena)["outputs"]
     for position, ((name, _), ours, ref) in enumerate(zip(ops, micro, reference), start=1):
         if not np.issubdtype(ref.dtype, np.integer) or not ref.size:  # steps of a quantized tensor only
             continue
