@@ -211,3 +211,46 @@ def test_tflite_micros_refusal_is_said_by_the_op_without_its_source_files_or_nod
     said = in_user_terms(raw)
     assert "hybrid models" in said and "TFLite Micro" in said, said
     assert not any(word in said for word in (".cc", "Node ", "number", "status", "Error", "Exception")), said
+
+
+# --- 6. the report of the issue's bug names its cause ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def as_written_run(wide, tmp_path_factory):
+    """`--target micro-as-written`: micro's own target with `inline_buffers` off, registered for the run (and only
+    for it), so that TFLite Micro checks the files as LiteRT Quantizer writes them: the report the issue quotes."""
+    import dataclasses
+    import types
+
+    from reporter.core import targets
+
+    family = types.ModuleType("micro_as_written")
+    family.HELP = "micro-as-written (TFLite Micro on the files as LiteRT Quantizer writes them)"
+    family.TARGETS = (dataclasses.replace(targets.of("micro"), name="micro-as-written", inline_buffers=False),)
+    _, _, _, _, model, data = wide
+    out = tmp_path_factory.mktemp("as_written")
+    targets.register(family)
+    try:
+        code, error = run_recorded(model, data, out, "wide", "--target", "micro-as-written", "--variants",
+                                   "float,fiq", "--formats", "json,md", "--latency-runs", "0")
+    finally:
+        targets.unregister(family)
+    assert error is None and code is not None, error
+    folder = out / "wide"
+    return folder, json.loads((folder / "report.json").read_text())
+
+
+def test_where_tflite_micro_reads_the_offset_file_the_headline_names_the_offset_buffers(wide, as_written_run):
+    _, x, _, _, _, _ = wide
+    folder, report = as_written_run
+    fiq = (folder / "fiq.tflite").read_bytes()
+    stored_after = _offset_buffers(fiq)
+    assert stored_after >= 1  # the file as LiteRT Quantizer wrote it
+    (v,) = [v for v in report["variants"] if v["name"] == "fiq"]
+    micro = v["on_target"]["micro"]
+    n = micro["reference_samples"]
+    assert micro["identical_share"] < 0.5 and _same_share(fiq, x[:n]) < 0.5  # garbage, as TFLite Micro gives it here
+    assert micro["offset_buffers"] == stored_after
+    headline = report["findings"]["headline"][0]
+    assert f"does not read the {stored_after} weight buffers the file stores after the model (offset buffers)" \
+        in headline, headline
+    assert not any(word in headline for word in ("Error", "Exception", ".cc", "Node ")), headline

@@ -157,7 +157,7 @@ def micro_cause(mc: MicroFigures) -> str:
     if mc.offset_buffers:
         n = mc.offset_buffers
         return (f"TFLite Micro does not read the {n} weight buffer{'s' if n != 1 else ''} the file stores after the"
-                f" model (offset buffers) and computes on uninitialized memory: write the file with its buffers inline")
+                f" model (offset buffers) and computes on uninitialized memory; write the file with its buffers inline")
     if mc.kernel_op:
         return (f"TFLite Micro's {mc.kernel_op} kernel (op {mc.kernel_op_position} of the graph) computes values up"
                 f" to {mc.kernel_op_steps:g} quantization steps from the reference kernel's on the same inputs")
