@@ -12,6 +12,7 @@ from typing import Optional
 FEW_STEPS = 3
 AGREEING_SHARE = 0.99
 
+
 @dataclass(frozen=True)
 class CpuOp:
     """An op Vela leaves on the CPU, as Vela names it, with its reason."""

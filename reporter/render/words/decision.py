@@ -128,7 +128,8 @@ def hardware(on: OnTarget) -> str:
 
 
 # A target tool's reason as it printed it (report.json and run.log keep it so), read for the sentence's words.
-_SOURCE = re.compile(r"\S+\.(?:cc|cpp|c|h)(?::\d+)?\s*")  # a C++ source file and line
+_SOURCE = re.compile(r"\S+\.(?:cc|cpp|c|h)\b(?::\d+)?\s*")  # a C++ source file and line
+_INTERNAL = re.compile(r"->|kTfLite|[!=]=")  # a kernel's check as its C++ source spells it
 _NODE = re.compile(r"Node (\w+) \(number (\d+)\) failed to prepare with status \d+")
 _MISSING = re.compile(r"Didn't find op for builtin opcode '(\w+)'")
 _HYBRID = "Hybrid models are not supported"
@@ -145,7 +146,9 @@ def in_user_terms(reason: str) -> str:
         return f"TFLite Micro has no {missing.group(1)} kernel"
     node = _NODE.search(reason)
     if node:
-        return f"TFLite Micro's {node.group(1)} kernel refuses op {int(node.group(2)) + 1} of the graph"
+        said = _SOURCE.sub("", reason[:node.start()]).strip(" ;.")  # the kernel's own message, when it has words
+        return (f"TFLite Micro's {node.group(1)} kernel refuses op {int(node.group(2)) + 1} of the graph"
+                + (f" ({said})" if said and not _INTERNAL.search(said) else ""))
     return _EXCEPTION.sub("", _SOURCE.sub("", reason)).strip()
 
 
