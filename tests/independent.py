@@ -207,3 +207,55 @@ def used_types(model: bytes) -> dict:
         name = np.dtype(details[i]["dtype"]).name
         counts[name] = counts.get(name, 0) + 1
     return counts
+
+
+# --- TFLite Micro's interpreter and LiteRT's kernels, raw outputs ---------------------------------------------
+def quantize(x: np.ndarray, scale: float, zero: int) -> np.ndarray:
+    """Float values as int8 with a tensor's scale and zero point."""
+    return np.clip(np.round(x / scale + zero), -128, 127).astype(np.int8)
+
+
+def micro_raw(model: bytes, x: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """The model's outputs (int8, or float for a float output) over every sample of `x`, run by TFLite Micro's
+    interpreter one sample per invoke (reset between samples), an int8 input quantized with the input tensor's own
+    scale and zero point; with the output tensor's scale and zero point (1 and 0 for a float output)."""
+    from tflite_micro import runtime
+
+    it = runtime.Interpreter.from_bytes(bytes(model))
+    inp, out = it.get_input_details(0), it.get_output_details(0)
+    rows = []
+    for sample in x:
+        feed = sample[None].astype(np.float32)
+        if inp["dtype"] == np.int8:
+            q = inp["quantization_parameters"]
+            feed = quantize(feed, q["scales"][0], q["zero_points"][0])
+        it.set_input(feed, 0)
+        it.invoke()
+        rows.append(np.array(it.get_output(0))[0])
+        it.reset()
+    if out["dtype"] != np.int8:  # a float output (FIQ's float I/O): already real values
+        return np.stack(rows).astype(np.float64), 1.0, 0
+    q = out["quantization_parameters"]
+    return np.stack(rows).astype(np.int32), float(q["scales"][0]), int(q["zero_points"][0])
+
+
+def litert_raw(model: bytes, x: np.ndarray, reference: bool) -> np.ndarray:
+    """The outputs (raw, in the output tensor's type) of LiteRT's reference kernels (`reference`) or its default
+    kernels, one sample per invoke, variables reset between samples (an LSTM's state carries nothing over)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    resolver = OpResolverType.BUILTIN_REF if reference else OpResolverType.AUTO
+    it = Interpreter(model_content=model, experimental_op_resolver_type=resolver)
+    it.allocate_tensors()
+    inp, out = it.get_input_details()[0], it.get_output_details()[0]
+    rows = []
+    for sample in x:
+        feed = sample[None].astype(np.float32)
+        if inp["dtype"] == np.int8:
+            scale, zero = inp["quantization"]
+            feed = quantize(feed, scale, zero)
+        it.reset_all_variables()
+        it.set_tensor(inp["index"], feed)
+        it.invoke()
+        rows.append(it.get_tensor(out["index"])[0].copy())
+    return np.stack(rows)

@@ -93,7 +93,7 @@ def judge(report: "Report") -> list[Option]:
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
             npu_share=vela.npu_share if vela is not None else None,
             estimate_ms=vela.inference_ms if vela is not None and on.runs else None,
-            one_class=one_class(seen.metrics)))
+            one_class=one_class(seen.metrics), micro=on.micro if on is not None else None))
     return out
 
 

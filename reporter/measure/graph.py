@@ -94,7 +94,7 @@ def with_static_shapes(model: bytes) -> bytes:
     them, is returned as it is, byte for byte."""
     if not _has_host_op(model):  # the common case, read without unpacking the whole model
         return model
-    obj = read_model(model)
+    obj = read_model(with_buffers_inline(model))  # rewritten, an offset would point past the new file's end
     outputs = host_outputs(obj)
     if not outputs:
         return model
@@ -110,6 +110,39 @@ def with_static_shapes(model: bytes) -> bytes:
         tensors[i].shape = np.array(sizes[i], np.int32)
         tensors[i].shapeSignature = np.array(sizes[i], np.int32)
     return write_model(obj, drop_orphans=False)
+
+
+def offset_buffers(model: bytes) -> int:
+    """How many of the model's buffers are stored after the flatbuffer (`Buffer.offset`/`size`, as LiteRT Quantizer
+    writes weights once they pass 256 KiB) rather than inline (`Buffer.data`)."""
+    read = schema().Model.GetRootAs(bytearray(model), 0)
+    return sum(1 for i in range(read.BuffersLength()) if read.Buffers(i).Offset() > 1)
+
+
+def with_buffers_inline(model: bytes) -> bytes:
+    """`model` with every buffer stored after the flatbuffer (`offset_buffers`) moved inline, as TF's converter
+    writes them (flatbuffer_utils' reader moves them): TFLite Micro reads `Buffer.data` only and ignores the offsets
+    (it then computes on uninitialized arena memory). The same tensors and values; a model with no such buffer is
+    returned as it is, byte for byte."""
+    if not offset_buffers(model):
+        return model
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(flatbuffer_utils.read_model_from_bytearray(
+        bytearray(model))))
+
+
+def with_op_outputs(model: bytes) -> tuple[bytes, list[tuple[str, int]]]:
+    """`model` (its buffers inline) with the main subgraph's outputs replaced by every op's output tensor in
+    execution order, so that a runtime that hands back graph outputs only (TFLite Micro) returns each op's result;
+    and each op's (name, output tensor), output by output. The ops and their values are unchanged."""
+    obj = read_model(with_buffers_inline(model))
+    ops: list[tuple[str, int]] = []
+    for name, _, outs in main_ops(obj):
+        if outs and outs[0] >= 0 and all(outs[0] != t for _, t in ops):
+            ops.append((name, outs[0]))
+    obj.subgraphs[0].outputs = np.array([t for _, t in ops], np.int32)
+    return write_model(obj, drop_orphans=False), ops
 
 
 def quantized_host_outputs(obj) -> list[int]:
@@ -128,7 +161,7 @@ def without_output_quantize(model: bytes) -> bytes:
     """`model` with the QUANTIZE ops after its host postprocess removed (`quantized_host_outputs`): each graph and
     signature output becomes the postprocess's own float output. Exact for the network: only the outputs' int8
     rounding and clipping go."""
-    obj = read_model(model)
+    obj = read_model(with_buffers_inline(model))  # rewritten, an offset would point past the new file's end
     drop = quantized_host_outputs(obj)
     if not drop:
         return model

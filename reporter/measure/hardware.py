@@ -8,13 +8,14 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import multiprocessing
+import traceback
 from importlib import metadata
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
-from reporter.measure import evaluate, runtime, structure
+from reporter.measure import evaluate, micro_causes, runtime, structure
 from reporter.measure.signature import Signature
 from reporter.model.hardware import MicroFigures, VelaFigures
 
@@ -34,20 +35,34 @@ def versions() -> dict[str, str]:
 
 
 # --- TFLite Micro ------------------------------------------------------------------------------------------
-def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.ndarray], Optional[int]]:
+def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.ndarray], Optional[int], list]:
     """The model's outputs (dequantized, one row per sample, by signature key) over every sample of `x` run by
-    TFLite Micro, and the tensor arena it needed. Raises RuntimeError with TFLite Micro's own reason when it cannot
-    load or run the model (a hybrid DRQ model, an op its resolver lacks, a crash)."""
+    TFLite Micro, the tensor arena it needed, and the inputs it was fed (one array per input, in the model's input
+    order and dtype). Raises RuntimeError with TFLite Micro's own reason when it cannot load or run the model (a
+    hybrid DRQ model, an op its resolver lacks, a crash)."""
     x = evaluate.as_inputs(x)
     order_in, order_out = _positions(model, signature)
     feeds = [runtime.to_port(x[p.key] if len(signature.inputs) > 1 or len(x.arrays) > 1 else x.single(), p)
              for p in order_in]
+    found = micro_raw(model, feeds, len(order_out))
+    outputs = {p.key: runtime.from_port(np.asarray(arr).reshape(len(arr), -1) if arr.ndim > 1 else arr, p)
+               .reshape((len(arr), *np.asarray(arr).shape[1:]))
+               for p, arr in zip(order_out, found["outputs"])}
+    return outputs, found["arena_bytes"], feeds
+
+
+def micro_raw(model: bytes, feeds: list, outputs: int, arena_size: Optional[int] = None) -> dict:
+    """`feeds` (one array per input, in the model's input order and dtype) through TFLite Micro in a spawned process
+    of its own, in a tensor arena of `arena_size` bytes (None: TFLite Micro's default): {"outputs": the first
+    `outputs` graph outputs, raw, "arena_bytes"}. Raises RuntimeError with TFLite Micro's own reason when it cannot
+    load or run the model."""
     context = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
         from reporter.measure import micro_child
 
         try:
-            found = pool.submit(micro_child.run, bytes(model), feeds, len(order_out)).result(timeout=MICRO_TIMEOUT_S)
+            found = pool.submit(micro_child.run, bytes(model), feeds, outputs, arena_size).result(
+                timeout=MICRO_TIMEOUT_S)
         except concurrent.futures.process.BrokenProcessPool:
             raise RuntimeError("TFLite Micro crashed running the model") from None
         except concurrent.futures.TimeoutError:
@@ -56,10 +71,7 @@ def micro_outputs(model: bytes, x, signature: Signature) -> tuple[dict[str, np.n
             raise RuntimeError(f"TFLite Micro did not finish within {MICRO_TIMEOUT_S} s") from None
     if "error" in found:
         raise RuntimeError(found["error"])
-    outputs = {p.key: runtime.from_port(np.asarray(arr).reshape(len(arr), -1) if arr.ndim > 1 else arr, p)
-               .reshape((len(arr), *np.asarray(arr).shape[1:]))
-               for p, arr in zip(order_out, found["outputs"])}
-    return outputs, found["arena_bytes"]
+    return found
 
 
 def _positions(model: bytes, signature: Signature) -> tuple[list, list]:
@@ -100,14 +112,21 @@ def micro_figures(samples: int, arena: Optional[int], reference: Optional[dict],
 
 def micro_run(model: bytes, x, reference_samples: int) -> tuple[dict[str, np.ndarray], MicroFigures]:
     """The model through TFLite Micro over every sample of `x` (its outputs by signature key), and its figures: the
-    arena, and its parity with LiteRT's reference kernels over the first `reference_samples` samples."""
-    outputs, arena = micro_outputs(model, x, evaluate.signature(model))
+    arena, its parity with LiteRT's reference kernels over the first `reference_samples` samples, and, where the two
+    disagree beyond the kernels' own rounding, the cause found (reporter.measure.micro_causes)."""
+    outputs, arena, feeds = micro_outputs(model, x, evaluate.signature(model))
     outputs = evaluate.as_predicted(model, outputs)  # read as LiteRT's runs are (a detector's outputs packed)
     part = evaluate.as_inputs(x)[:reference_samples]
     reference = reference_outputs(model, part)
     figures = micro_figures(len(next(iter(outputs.values()))), arena, reference,
                             {k: v[:reference_samples] for k, v in outputs.items()}, model)
-    return outputs, dataclasses.replace(figures, reference_samples=len(next(iter(reference.values()))))
+    figures = dataclasses.replace(figures, reference_samples=len(next(iter(reference.values()))))
+    if figures.disagrees:
+        try:
+            figures = dataclasses.replace(figures, **micro_causes.found(model, feeds, micro_raw))
+        except (RuntimeError, ValueError):  # no cause found: the disagreement is said as measured
+            traceback.print_exc()  # into run.log
+    return outputs, figures
 
 
 # --- LiteRT's reference kernels ---------------------------------------------------------------------------

@@ -62,6 +62,9 @@ class Measurer:
     fallback: Optional[Score] = None
     scored: dict[str, Scored] = field(default_factory=dict)
     metric_error: str = ""  # the user's metric failed (the first error): the run fell back to `fallback`
+    # The target's tool reads buffers inline only (TFLite Micro): each model is written with its buffers inline
+    # (LiteRT Quantizer stores large ones after the flatbuffer), the file measured the file shipped.
+    inline_buffers: bool = False
 
     @property
     def score_error(self) -> str:
@@ -163,6 +166,8 @@ class Measurer:
         bad = structure.bad_scale(tflite)
         if not bad:  # a detector's outputs sized in the file (LiteRT allocates it): it runs on every runtime
             tflite = graph.with_static_shapes(tflite)
+        if self.inline_buffers:
+            tflite = graph.with_buffers_inline(tflite)
         (folder / f"{name}.tflite").write_bytes(tflite)
         if bad:  # LiteRT would crash the process allocating it: the variant fails, the run goes on
             raise NotRunnable(bad)

@@ -31,13 +31,14 @@ def _captured(fn):
     return result, error, text
 
 
-def run(model: bytes, inputs: list, outputs: int) -> dict:
+def run(model: bytes, inputs: list, outputs: int, arena_size=None) -> dict:
     """Every sample of `inputs` (one array per model input, in the model's input order, already in its dtype)
-    through TFLite Micro, one invoke each (reset between samples: no state carries over). Returns {"outputs":
-    [array per output], "arena_bytes": int or None} or {"error": one line, TFLite Micro's own words}."""
+    through TFLite Micro, one invoke each (reset between samples: no state carries over), in a tensor arena of
+    `arena_size` bytes (None: TFLite Micro's default, 10x the model). Returns {"outputs": [array per output],
+    "arena_bytes": int or None} or {"error": one line, TFLite Micro's own words}."""
     from tflite_micro import runtime
 
-    made, error, text = _captured(lambda: runtime.Interpreter.from_bytes(bytes(model)))
+    made, error, text = _captured(lambda: runtime.Interpreter.from_bytes(bytes(model), arena_size=arena_size))
     if error is not None:
         return {"error": _reason(error, text)}
     it = made

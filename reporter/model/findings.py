@@ -14,6 +14,7 @@ from typing import Optional
 
 from reporter.core import variants
 from reporter.core.records import unstored
+from reporter.model.hardware import MicroFigures
 from reporter.model.kernels import ReferenceAgreement
 
 # How a Comparison's numbers read (`Comparison.measure`).
@@ -318,6 +319,7 @@ class Option:
     estimate_ms: Optional[float] = None  # an Ethos-U target: Vela's estimated inference time
     one_class: Optional[int] = None  # it predicts this class for (nearly) every sample (judgement.DEGENERATE_SHARE)
     loses: bool = unstored(False)  # worse than float beyond noise (`vs_float`'s paired test)
+    micro: Optional[MicroFigures] = unstored(None)  # TFLite Micro's run of it (its variant's on_target keeps it)
     # Its latency against float's and the shipped model's, as VariantFinding.latency_vs_float (None: not timed)
     latency_vs_float: Optional[int] = unstored(None)
     latency_vs_ship: Optional[int] = unstored(None)

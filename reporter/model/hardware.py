@@ -7,6 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+# TFLite Micro agrees with LiteRT's reference kernels (both implement the same integer arithmetic) on ~99.9 % of
+# output values, 1-2 quantization steps apart at most; beyond these it computes something else, for a cause.
+FEW_STEPS = 3
+AGREEING_SHARE = 0.99
 
 
 @dataclass(frozen=True)
@@ -49,3 +53,16 @@ class MicroFigures:
     reference_samples: int = 0  # samples compared with LiteRT's reference kernels
     identical_share: Optional[float] = None  # share of output values equal to the reference kernels'
     max_steps: Optional[float] = None  # the largest difference, in steps of the output's quantization scale
+    # Why it disagrees with the reference kernels (`disagrees`), as found: buffers stored after the flatbuffer
+    # (Buffer.offset), which TFLite Micro does not read; else the first op whose TFLite Micro kernel gives values
+    # more than FEW_STEPS from the reference kernel's (its name, its position in execution order from 1, the steps).
+    offset_buffers: int = 0
+    kernel_op: str = ""
+    kernel_op_position: int = 0
+    kernel_op_steps: Optional[float] = None
+
+    @property
+    def disagrees(self) -> bool:
+        """Its outputs differ from the reference kernels' beyond the kernels' own rounding."""
+        return (self.identical_share is not None and self.identical_share < AGREEING_SHARE) or \
+            (self.max_steps is not None and self.max_steps > FEW_STEPS)

@@ -309,7 +309,7 @@ def _measure(ctx: RunContext,
     calibration (`crash`), FIQ fails with it and the other calibrated variants convert in a child of their own."""
     s, side_conv = ctx.settings, ctx.side
     m = Measurer(ctx.folder, ctx.data, ctx.task, ctx.progress, s.latency_runs, heads=list(ctx.heads),
-                 score=ctx.score, fallback=ctx.task_score)
+                 score=ctx.score, fallback=ctx.task_score, inline_buffers=targets.of(s.target).inline_buffers)
     results: dict[str, VariantResult] = {}
     for variant in ctx.variants:
         build, converter = _crashed_builder(ctx, variant, crash) if crash is not None else (None, None)

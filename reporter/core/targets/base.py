@@ -32,7 +32,7 @@ class Tools(Protocol):
 
     def micro_run(self, model: bytes, x, reference_samples: int) -> tuple:
         """(outputs by signature key, MicroFigures): TFLite Micro's run, with its parity against the reference
-        kernels over the first `reference_samples` samples."""
+        kernels over the first `reference_samples` samples and, where they disagree, the cause found."""
 
     def vela(self, model: bytes, config: str, workdir: Path) -> object:
         """Vela's compilation (VelaFigures) for the Ethos-U `config`."""
@@ -108,6 +108,7 @@ class Target:
     reference_kernels: bool = False  # each candidate's default kernels are also compared with the reference ones
     integer_hardware: bool = False  # integer-only hardware: the repair ladder climbs when no model meets the target
     int16_activations: bool = False  # its tool runs 16x8 (int16 activations): the repair ladder's last rung tries it
+    inline_buffers: bool = False  # its tool reads a buffer's bytes inline only: every model measured is written so
 
     @property
     def checked(self) -> bool:

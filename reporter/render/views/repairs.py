@@ -7,9 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_score
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes
 from reporter.model import repair as rp
 from reporter.render.views.common import Basis
+from reporter.render.views.target import figure
 
 STATUS = {
     rp.MEETS: "meets the accuracy target: the ladder stops here",
@@ -39,13 +40,12 @@ class RepairsView:
     @cached_property
     def rows(self) -> list[RepairRow]:
         report, decision = self.basis.report, self.basis.findings.decision
-        share = self.basis.metric[1]
         rows = []
         for r in report.repairs:
             option = decision.option(r.model.name) if decision is not None and r.model is not None else None
             accuracy = "–" if r.status in (rp.DOES_NOT_APPLY, rp.NOT_TRIED) else NOT_MEASURED  # nothing was built
-            if option is not None and option.score is not None:
-                accuracy = fmt_score(option.score, share) + (f" ({option.vs_float.text})" if option.vs_float else "")
+            if option is not None and (option.score is not None or option.output_mse is not None):
+                accuracy = figure(self.basis, option)
             runs = "–" if option is None else "yes" if option.runs else f"no: {option.not_there or 'not integer-only'}"
             status = STATUS.get(r.status, r.status) + (f": {r.error}" if r.error else "")
             rows.append(RepairRow(r.label, r.detail, accuracy, fmt_bytes(r.model.size_bytes) if r.model else "–",

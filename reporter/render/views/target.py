@@ -10,19 +10,29 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import targets
-from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_percent, fmt_score
+from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score
 from reporter.render.views.common import Basis
+from reporter.render.words.decision import micro_cause
 
 
 @dataclass(frozen=True)
 class TargetRow:
     model: str
     runs: str  # "yes", or "no: <the tool's reason>"
-    on_target: str  # the score on the target's kernels, against float
-    default: str  # the score on LiteRT's default kernels
+    on_target: str  # the score on the target's kernels, against float (a model without a metric: its output error)
+    default: str  # the score (or output error) on LiteRT's default kernels
     figures: str  # the tool's figures
     cpu_ops: list[str]  # Vela: each op left on the CPU, "OP: reason"
     chosen: bool
+
+
+def figure(basis: Basis, o) -> str:
+    """A judged option's figure on the target's kernels against float: its score ("85.3 % (within noise: ...)"), or
+    without a metric its output error (the decision's R² is a ranking, no figure to show)."""
+    if not basis.report.measurable():
+        return fmt_mse(o.output_mse, o.output_variance) if o.output_mse is not None else NOT_MEASURED
+    score = fmt_score(o.score, basis.metric[1]) if o.score is not None else NOT_MEASURED
+    return score + (f" ({o.vs_float.text})" if o.vs_float is not None and o.vs_float.text else "")
 
 
 class TargetView:
@@ -62,12 +72,14 @@ class TargetView:
             on = model.on_target if model is not None else None
             if on is None:
                 continue
-            default = model.metrics.score if model.metrics is not None else None
-            score = fmt_score(o.score, share) if o.score is not None else NOT_MEASURED
-            vs = f" ({o.vs_float.text})" if o.vs_float is not None and o.vs_float.text else ""
+            if self.basis.report.measurable():
+                default = model.metrics.score if model.metrics is not None else None
+                shown = fmt_score(default, share) if default is not None else NOT_MEASURED
+            else:  # no metric: the output error against float
+                error = model.output_error
+                shown = fmt_mse(error.mse, error.float_variance) if error is not None else NOT_MEASURED
             rows.append(TargetRow(
-                model=o.label, runs=self._runs(on), on_target=score + vs,
-                default=fmt_score(default, share) if default is not None else NOT_MEASURED,
+                model=o.label, runs=self._runs(on), on_target=figure(self.basis, o), default=shown,
                 figures=self._figures(on), chosen=o.name == decision.variant,
                 cpu_ops=[f"{c.op}: {c.reason}" for c in on.vela.cpu] if on.vela is not None else []))
         return rows
@@ -110,5 +122,6 @@ class TargetView:
             if m.identical_share is not None:
                 parts.append(f"{fmt_percent(m.identical_share)} of values equal to LiteRT's reference kernels"
                              + (f", largest difference {m.max_steps:g} steps" if m.max_steps else ""))
-            return ", ".join(parts)
+            cause = micro_cause(m)
+            return ", ".join(parts) + (f": {cause}" if cause else "")
         return ""

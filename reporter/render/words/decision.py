@@ -5,6 +5,7 @@ would meet it."""
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from reporter.core import targets as tg
@@ -13,6 +14,7 @@ from reporter.core.errors import plain
 from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score, p_text
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
+from reporter.model.hardware import MicroFigures
 from reporter.model.variant import OnTarget
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
@@ -70,11 +72,12 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     if d.why == mf.NO_CANDIDATE:
         adds = target.adds  # a variant the target added: its error is said here (no other line says it)
         judged = {o.name: o for o in d.options}
-        reasons = [f"{variants.short(v.name)} failed" + (f": {plain(v.error)}" if v.name in adds else "") if not v.ok
+        reasons = [f"{variants.short(v.name)} failed" + (f": {in_user_terms(v.error)}" if v.name in adds else "")
+                   if not v.ok
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
-        reasons += _grouped([(o.label, o.not_there) for o in d.options if o.not_there])
+        reasons += _grouped([(o.label, in_user_terms(o.not_there)) for o in d.options if o.not_there])
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     elif d.runner_up:
         closest = d.option(d.runner_up)
@@ -83,10 +86,11 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     else:
         why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
+    text += _micro_causes(d)
     if d.would_meet:
         would = d.option(d.would_meet)
         text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
-                 f" but {would.not_there or target.runs_not or 'it does not run there'}.")
+                 f" but {in_user_terms(would.not_there) or target.runs_not or 'it does not run there'}.")
     return text
 
 
@@ -119,8 +123,56 @@ def hardware(on: OnTarget) -> str:
                      f" over {mc.reference_samples:,} samples")
             if mc.max_steps:
                 text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
-        return text + "." + host
+        cause = micro_cause(mc)
+        return text + (f": {cause}" if cause else "") + "." + host
     return host.strip()
+
+
+# A target tool's reason as it printed it (report.json and run.log keep it so), read for the sentence's words.
+_SOURCE = re.compile(r"\S+\.(?:cc|cpp|c|h)\b(?::\d+)?\s*")  # a C++ source file and line
+_INTERNAL = re.compile(r"->|kTfLite|[!=]=")  # a kernel's check as its C++ source spells it
+_NODE = re.compile(r"Node (\w+) \(number (\d+)\) failed to prepare with status \d+")
+_MISSING = re.compile(r"Didn't find op for builtin opcode '(\w+)'")
+_HYBRID = "Hybrid models are not supported"
+
+
+def in_user_terms(reason: str) -> str:
+    """A target tool's reason (TFLite Micro's, Vela's, LiteRT's) in the user's terms, for a sentence: what TFLite
+    Micro refuses named by the op, never its source files, node numbers or an exception's class."""
+    if _HYBRID in reason:
+        return "TFLite Micro does not run hybrid models (int8 weights computed in float, as dynamic range makes them)"
+    missing = _MISSING.search(reason)
+    if missing:
+        return f"TFLite Micro has no {missing.group(1)} kernel"
+    node = _NODE.search(reason)
+    if node:
+        said = _SOURCE.sub("", reason[:node.start()]).strip(" ;.")  # the kernel's own message, when it has words
+        return (f"TFLite Micro's {node.group(1)} kernel refuses op {int(node.group(2)) + 1} of the graph"
+                + (f" ({said})" if said and not _INTERNAL.search(said) else ""))
+    return plain(_SOURCE.sub("", reason)) if reason and reason.strip() else ""
+
+
+def micro_cause(mc: MicroFigures) -> str:
+    """Why TFLite Micro's outputs differ from LiteRT's reference kernels', as its check found it; "" when they agree
+    or no cause was found."""
+    if not mc.disagrees:
+        return ""
+    if mc.offset_buffers:
+        n = mc.offset_buffers
+        return (f"TFLite Micro does not read the {n} weight buffer{'s' if n != 1 else ''} the file stores after the"
+                f" model (offset buffers) and computes on uninitialized memory; write the file with its buffers inline")
+    if mc.kernel_op:
+        return (f"TFLite Micro's {mc.kernel_op} kernel (op {mc.kernel_op_position} of the graph) computes values up"
+                f" to {mc.kernel_op_steps:g} quantization steps from the reference kernel's on the same inputs")
+    return ""
+
+
+def _micro_causes(d: Decision) -> str:
+    """" On TFLite Micro, FIQ (1.0 % of its output values equal to LiteRT's reference kernels'): <cause>." for the
+    models TFLite Micro computes otherwise than the reference kernels, for a cause its check found; else ""."""
+    pairs = [(f"{o.label} ({fmt_percent(o.micro.identical_share)} of its output values equal to LiteRT's reference"
+              f" kernels')", micro_cause(o.micro)) for o in d.options if o.micro is not None and micro_cause(o.micro)]
+    return "".join(f" On TFLite Micro, {said}." for said in _grouped(pairs))
 
 
 def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str:
