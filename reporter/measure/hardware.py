@@ -1,13 +1,11 @@
 """The target tools a target's check runs (reporter.core.targets.base.Tools): TFLite Micro's interpreter over the
 evaluation data, Arm's Vela compiler for an Ethos-U configuration, and LiteRT's reference kernels. Each tool runs in
-a child process that ends with the call (TFLite Micro in a spawned process of its own, Vela as its command line); a
-failure is that model's one-line finding, never the run's."""
+a child process that ends with the call (reporter.core.children: TFLite Micro in a spawned process of its own, Vela
+as its command line); a failure is that model's one-line finding, never the run's."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
-import multiprocessing
 import traceback
 from importlib import metadata
 from pathlib import Path
@@ -56,19 +54,14 @@ def micro_raw(model: bytes, feeds: list, outputs: int, arena_size: Optional[int]
     of its own, in a tensor arena of `arena_size` bytes (None: TFLite Micro's default): {"outputs": the first
     `outputs` graph outputs, raw, "arena_bytes"}. Raises RuntimeError with TFLite Micro's own reason when it cannot
     load or run the model."""
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        from reporter.measure import micro_child
+    from reporter.core import children
+    from reporter.measure import micro_child
 
-        try:
-            found = pool.submit(micro_child.run, bytes(model), feeds, outputs, arena_size).result(
-                timeout=MICRO_TIMEOUT_S)
-        except concurrent.futures.process.BrokenProcessPool:
-            raise RuntimeError("TFLite Micro crashed running the model") from None
-        except concurrent.futures.TimeoutError:
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.kill()
-            raise RuntimeError(f"TFLite Micro did not finish within {MICRO_TIMEOUT_S} s") from None
+    try:
+        found = children.run_once(micro_child.run, bytes(model), feeds, outputs, arena_size, timeout=MICRO_TIMEOUT_S,
+                                  what="TFLite Micro")
+    except children.Crashed as crash:
+        raise RuntimeError(f"TFLite Micro crashed running the model ({crash.how})") from None
     if "error" in found:
         raise RuntimeError(found["error"])
     return found

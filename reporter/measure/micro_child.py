@@ -13,51 +13,60 @@ import numpy as np
 ARENA_LINE = re.compile(r"Arena allocation total (\d+) bytes")
 
 
-def _captured(fn):
-    """`fn()` with the process's stderr (file descriptor 2, where TFLite Micro's C++ writes) captured: its result
-    and the text written."""
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
+class _Stderr:
+    """The process's stderr (file descriptor 2, where TFLite Micro's C++ writes) captured into one file for the
+    whole run; `call(fn)` gives fn's result or exception and the text written meanwhile."""
+
+    def __enter__(self):
+        self._saved = os.dup(2)
+        self._sink = tempfile.TemporaryFile()
+        os.dup2(self._sink.fileno(), 2)
+        return self
+
+    def call(self, fn):
+        start = self._sink.seek(0, os.SEEK_END)
         try:
             result, error = fn(), None
         except Exception as exc:  # noqa: BLE001 - returned with what TFLite Micro printed
             result, error = None, exc
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        sink.seek(0)
-        text = sink.read().decode("utf-8", "replace")
-    return result, error, text
+        self._sink.seek(start)
+        return result, error, self._sink.read().decode("utf-8", "replace")
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._sink.close()
 
 
 def run(model: bytes, inputs: list, outputs: int, arena_size=None) -> dict:
     """Every sample of `inputs` (one array per model input, in the model's input order, already in its dtype)
     through TFLite Micro, one invoke each (reset between samples: no state carries over), in a tensor arena of
     `arena_size` bytes (None: TFLite Micro's default, 10x the model). Returns {"outputs": [array per output],
-    "arena_bytes": int or None} or {"error": one line, TFLite Micro's own words}."""
+    "arena_bytes": int or None} or {"error": one line, TFLite Micro's own words}. The arena used is read from the
+    allocation report TFLite Micro prints (its Python interpreter returns no such value)."""
     from tflite_micro import runtime
 
-    made, error, text = _captured(lambda: runtime.Interpreter.from_bytes(bytes(model), arena_size=arena_size))
-    if error is not None:
-        return {"error": _reason(error, text)}
-    it = made
-    n = len(inputs[0]) if inputs else 0
-    found = [[] for _ in range(outputs)]
-    arena = None
-    for i in range(n):
-        for position, array in enumerate(inputs):
-            it.set_input(np.ascontiguousarray(array[i:i + 1]), position)
-        done, error, text = _captured(it.invoke)
+    with _Stderr() as stderr:
+        made, error, text = stderr.call(lambda: runtime.Interpreter.from_bytes(bytes(model), arena_size=arena_size))
         if error is not None:
             return {"error": _reason(error, text)}
-        for j in range(outputs):
-            found[j].append(np.array(it.get_output(j)))
-        if arena is None:
-            _, _, text = _captured(it.print_allocations)
-            match = ARENA_LINE.search(text)
-            arena = int(match.group(1)) if match else None
-        it.reset()
+        it = made
+        n = len(inputs[0]) if inputs else 0
+        found = [[] for _ in range(outputs)]
+        arena = None
+        for i in range(n):
+            for position, array in enumerate(inputs):
+                it.set_input(np.ascontiguousarray(array[i:i + 1]), position)
+            _, error, text = stderr.call(it.invoke)
+            if error is not None:
+                return {"error": _reason(error, text)}
+            for j in range(outputs):
+                found[j].append(np.array(it.get_output(j)))
+            if arena is None:
+                _, _, text = stderr.call(it.print_allocations)
+                match = ARENA_LINE.search(text)
+                arena = int(match.group(1)) if match else None
+            it.reset()
     return {"outputs": [np.concatenate(rows) if rows else np.zeros((0,)) for rows in found], "arena_bytes": arena}
 
 
