@@ -39,8 +39,7 @@ from reporter.run.settings import BY_NAME, GATE_BY_NAME, RunSettings, check_valu
 
 __all__ = ["run", "Report", "QuantReportError", "run_settings"]
 
-# Settings by their Python names: the run flags' own, the gate's, and quiet.
-GATE_NAMES = {"max_accuracy_drop": "max_accuracy_drop", "gate_variant": "variant"}
+# Settings by their Python names: the declared ones (reporter.core.schema: the run's and the gate's), and quiet.
 OTHER = ("quiet",)
 
 
@@ -197,7 +196,7 @@ def _shown(given, spec: str) -> str:
 def _checked(settings: dict) -> dict:
     """The settings as RunSettings keyword arguments, each checked by its declaration; a UsageError with one line
     for the first that is unknown or invalid."""
-    known = [*BY_NAME, *GATE_NAMES, *OTHER]
+    known = [*BY_NAME, *GATE_BY_NAME, *OTHER]
     values = {}
     for key, value in settings.items():
         if key in OTHER:
@@ -205,7 +204,7 @@ def _checked(settings: dict) -> dict:
                 raise UsageError(f"{key} must be true or false, not {value!r}")
             values[key] = value
             continue
-        setting = BY_NAME.get(key) or GATE_BY_NAME.get(GATE_NAMES.get(key, ""))
+        setting = BY_NAME.get(key) or GATE_BY_NAME.get(key)
         if setting is None:
             close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else f" (settings: {', '.join(sorted(known))})"

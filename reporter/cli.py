@@ -17,7 +17,7 @@ from reporter.core.version import __version__
 from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
 from reporter.run.demo import MODELS as DEMO_MODELS
-from reporter.run.settings import FORMATS, GATE, GATE_BY_NAME, RUN, add_flag, add_flags, from_args
+from reporter.run.settings import BATCH, FORMATS, GATE, RUN, add_flags, from_args
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -79,8 +79,7 @@ def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
     run.add_argument("--data", required=True,
                      help="an .npz with x, y and optional x_calib, or package.module:function returning them")
     run.add_argument("--name", help="report name (default: the model file's name)")
-    add_flag(run, GATE_BY_NAME["max_accuracy_drop"])
-    add_flag(run, GATE_BY_NAME["variant"], "--gate-variant")
+    add_flags(run, GATE)
     run.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
     _add_run_options(run)
 
@@ -93,13 +92,7 @@ def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
                        help="skip models whose complete report exists and whose inputs have not changed")
     batch.add_argument("--quiet", action="store_true", help="no progress display")
     batch.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
-    batch.add_argument("--executor", choices=("local", "ray"), default=None,
-                       help="local: worker processes on this machine (default); ray: one Ray task per model")
-    batch.add_argument("--address", metavar="ADDR", default=None,
-                       help="with --executor ray: the cluster to join (e.g. ray://head:10001 or auto);"
-                            " default: a local Ray instance with --jobs CPUs")
-    batch.add_argument("--cpus-per-task", type=_positive, default=None, metavar="N",
-                       help="with --executor ray: CPUs Ray reserves for each model (default 1)")
+    add_flags(batch, BATCH)
     batch.add_argument("--shared-dir", action="store_true",
                        help="with --executor ray: every node sees --out at the same path, so tasks write"
                             " their reports there instead of returning the files")
@@ -158,7 +151,7 @@ REFERENCE_WIDTH = 100  # the generated reference's line width, whatever the term
 
 
 def reference_markdown() -> str:
-    """docs/reference/settings.md: every run setting as declared (reporter/run/settings.py: flag, batch-file key,
+    """docs/reference/settings.md: every setting as declared (reporter/core/schema.py: flag, batch-file key,
     value, default, help) and each subcommand's --help, at a fixed width. `python -m reporter.cli reference`
     writes it; tests/test_docs.py checks the page is what this makes."""
     def cell(text) -> str:
@@ -172,7 +165,7 @@ def reference_markdown() -> str:
             value, bool) else str(value)
 
     lines = ["# Settings and command-line reference", "",
-             "Generated from the settings' declarations (`reporter/run/settings.py`) and the command line's parser by"
+             "Generated from the settings' declarations (`reporter/core/schema.py`) and the command line's parser by"
              " `python -m reporter.cli reference > docs/reference/settings.md`; a test checks this page is what they"
              " make.", "",
              "## Run settings", "",
@@ -181,10 +174,14 @@ def reference_markdown() -> str:
              " change how a run is written or waited for, not what it measures).", "",
              "| flag | batch key / keyword | value | default | what |", "|---|---|---|---|---|"]
     lines += [f"| `{s.flag}` | `{s.name}` | {cell(s.must_be)} | `{cell(default(s))}` | {cell(s.help)} |" for s in RUN]
-    lines += ["", "## Gate settings", "", "`run --max-accuracy-drop D [--gate-variant V]`; a batch file's `[gate]`"
-              " takes `max_accuracy_drop` and `variant`.", "",
-              "| setting | value | default | what |", "|---|---|---|---|"]
-    lines += [f"| `{s.name}` | {cell(s.must_be)} | `{cell(default(s))}` | {cell(s.help)} |" for s in GATE]
+    lines += ["", "## Gate settings", "", "Flags of `run`, keys of a batch file's `[gate]` table, keywords of"
+              " `reporter.run(...)`, fields of report.json's `settings`.", "",
+              "| flag | batch key | keyword | value | default | what |", "|---|---|---|---|---|---|"]
+    lines += [f"| `{s.flag}` | `{s.key}` | `{s.name}` | {cell(s.must_be)} | `{cell(default(s))}` | {cell(s.help)} |"
+              for s in GATE]
+    lines += ["", "## Batch settings", "", "Flags of `batch` and keys of a batch file's `[batch]` table (the flags win);"
+              " not recorded in report.json.", "", "| flag | batch key | value | default | what |", "|---|---|---|---|---|"]
+    lines += [f"| `{s.flag}` | `{s.key}` | {cell(s.must_be)} | `{cell(default(s))}` | {cell(s.help)} |" for s in BATCH]
     for name, sub in build_parser(REFERENCE_WIDTH).subcommands.items():
         lines += ["", f"## quant-report {name}", "", "```text", sub.format_help().rstrip(), "```"]
     return "\n".join(lines) + "\n"

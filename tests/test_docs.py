@@ -21,12 +21,12 @@ def test_mkdocs_builds_strict(tmp_path):
 
 def test_settings_reference_is_generated_from_the_declarations():
     from reporter.cli import reference_markdown
-    from reporter.run.settings import GATE, RUN
+    from reporter.core.schema import BATCH, GATE, RUN
 
     page = (ROOT / "docs" / "reference" / "settings.md").read_text()
     assert page == reference_markdown(), "regenerate: python -m reporter.cli reference > docs/reference/settings.md"
-    for setting in (*RUN, *GATE):  # every declared setting has its row, under its own name
-        assert f"| `{setting.name}` |" in page
+    for setting in (*RUN, *GATE, *BATCH):  # every declared setting has its row, under its flag and its batch key
+        assert f"| `{setting.flag}` | `{setting.key}` |" in page
 
 
 def test_readme_is_a_few_screens_and_links_every_page():

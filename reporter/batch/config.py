@@ -20,7 +20,7 @@ from reporter.model.decode import MAX_DEPTH, JSONLimitError, check_depth
 
 RUN_KEYS = settings.BY_NAME  # the batch file's run keys are the command line's run flags
 MODEL_KEYS = {"name", "path", "data"} | set(RUN_KEYS)
-GATE_KEYS = settings.GATE_BY_NAME
+GATE_KEYS = settings.GATE_BY_KEY
 
 
 class ConfigError(QuantReportError):
@@ -41,10 +41,7 @@ class ModelEntry:
     shown: tuple = ()  # (model, data) as the config file gives them: what the report shows
 
 
-EXECUTORS = ("local", "ray")
-# [batch]: where the models run (the command line's --executor, --address, --cpus-per-task win)
-BATCH_KEYS = {"executor": "'local' or 'ray'", "address": "a Ray cluster address (text)",
-              "cpus_per_task": "an integer >= 1"}
+BATCH_KEYS = settings.BATCH_BY_NAME  # [batch]: where the models run (the command line's flags win)
 
 
 @dataclass
@@ -131,12 +128,10 @@ def load(path) -> BatchConfig:
         problem(at("", -1, "batch"), "'batch' must be a table")
         batch = {}
     for key, value in batch.items():
-        ok = {"executor": lambda v: v in EXECUTORS, "address": lambda v: isinstance(v, str) and bool(v),
-              "cpus_per_task": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1}.get(key)
-        if ok is None:
+        if key not in BATCH_KEYS:
             problem(at("batch", -1, key), f"unknown key '{key}' in [batch] (allowed: {', '.join(sorted(BATCH_KEYS))})")
-        elif not ok(value):
-            problem(at("batch", -1, key), f"'{key}' must be {BATCH_KEYS[key]}, not {value!r}")
+        elif value is None or settings.check_value(BATCH_KEYS[key], value):
+            problem(at("batch", -1, key), f"'{key}' must be {BATCH_KEYS[key].must_be}, not {value!r}")
 
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):

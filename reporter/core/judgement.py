@@ -256,6 +256,7 @@ METRIC_BIG_POINTS = 5.0  # a metric more than this many points from float's: a b
 COUNT_BIG_RATIO = 2.0  # a count, size or latency more than this many times float's (or less than 1/this): big
 SAME_RATIO = 0.005  # a size or latency ratio within this of 1 reads as the same ("1.0x" would show no change)
 PERCENT_RATIO = 0.05  # a size ratio within this of 1 is worded as a percentage: "1.0x smaller" reads as no change
+BINARY_THRESHOLD = 0.5  # a sigmoid output (binary or multi-label): class 1 where the output is at least this
 SUSPECT_THRESHOLD = 0.7  # the rmse/scale rule's default: a layer above this RMSE/scale is flagged
 
 

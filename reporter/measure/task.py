@@ -14,7 +14,7 @@ import numpy as np
 
 from reporter.core.tasks import TaskKind
 
-BINARY_THRESHOLD = 0.5  # one sigmoid unit: class 1 when the output is at least this
+from reporter.core.judgement import BINARY_THRESHOLD  # noqa: E402,F401 - one sigmoid unit: class 1 from this
 # The class predicted by an output that holds NaN or inf (a row, or a dense position): no class, so that it
 # is never right and never agrees with a finite prediction (the model "produced NaN or inf" on that sample).
 NO_CLASS = -1

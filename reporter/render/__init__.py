@@ -2,5 +2,5 @@
 
 from __future__ import annotations
 
-FORMATS = ("html", "pdf", "md", "json")
+from reporter.core.schema import FORMATS  # noqa: E402 - the formats a run may write, declared with its settings
 FILE_NAMES = {"html": "report.html", "pdf": "report.pdf", "md": "summary.md", "json": "report.json"}

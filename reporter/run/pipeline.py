@@ -38,7 +38,6 @@ from reporter.run.context import Quantizer, RunContext, RunStart
 from reporter.run.data_loading import load_data
 from reporter.run.model_loading import LoadedModel
 from reporter.run.settings import RunSettings  # noqa: F401 - where callers have always found it
-from reporter.search.options import SearchOptions
 from reporter.search import output_range
 from reporter.search.recommendation import recommend_for
 
@@ -385,19 +384,10 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
-            options = dataclasses.replace(_search_options(ctx.settings),
-                                          target_rule=conclude.target_rule(ctx.settings, m))
-            layers, recommendation = recommend_for(m, options, ctx.quantizer, layers, results, ctx.litert_models)
+            layers, recommendation = recommend_for(m, Settings(**ctx.settings.recorded()),
+                                                   conclude.target_rule(ctx.settings, m), ctx.quantizer, layers,
+                                                   results, ctx.litert_models)
     return _Debugged(layers, recommendation, debugger_error)
-
-
-def _search_options(s: RunSettings) -> SearchOptions:
-    """What the recommendation reads of the run's settings."""
-    return SearchOptions(
-        method=s.recommend, max_accuracy_drop=s.max_accuracy_drop, budget=s.search_budget,
-        selection_samples=s.selection_samples, calibration_samples=s.calibration_samples,
-        suspect_threshold=s.suspect_threshold, first_layers=s.first_layers, keep_float=s.keep_float,
-        keep_float_ops=s.keep_float_ops, primary_output=s.primary_output)
 
 
 def _target_tools(ctx: RunContext) -> dict[str, str]:

@@ -1,8 +1,7 @@
-"""Every run setting, declared once: name, type, default, check and help.
-
-The command line's flags (`add_flags`), the batch file's keys (`check_value`) and the pipeline's own
-checks (`problems`) are all made from these declarations, so a setting cannot mean one thing on the
-command line and another in a TOML file. Imports no TensorFlow.
+"""One run's settings (RunSettings) and the command line's flags, both made from the settings' declarations
+(reporter.core.schema): the flags (`add_flags`), a batch file's values (`check_value`) and the run's own checks
+(`problems`, then `RunSettings.check` for files), so a setting cannot mean one thing on the command line and another
+in a TOML file or the API. Imports no TensorFlow.
 """
 
 from __future__ import annotations
@@ -10,187 +9,33 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional  # noqa: F401 - Any: the declared fields' type
 
 from reporter.core import targets
-from reporter.core.judgement import SUSPECT_THRESHOLD
-from reporter.core import tasks
-from reporter.measure.task import BINARY_THRESHOLD
-from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
-
-from reporter.render import FORMATS  # noqa: E402 - the renderers own their formats
+from reporter.core.schema import (BATCH, BATCH_BY_NAME, BY_NAME, DEFAULTS, FORMATS, GATE, GATE_BY_KEY,  # noqa: F401
+                                  GATE_BY_NAME, NOT_RECORDED, RUN, Setting)
 
 
-@dataclass(frozen=True)
-class Setting:
-    name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
-    kind: str  # "int", "number", "str", "choice", "list" (comma-separated on the command line, a TOML list), "bool"
-    # (a flag without a value on the command line, true or false in a TOML file)
-    default: Any
-    help: str
-    must_be: str  # what a valid value is, for error messages: "an integer >= 1"
-    check: Callable[[Any], bool]
-    choices: tuple = ()  # allowed values of a "choice", or of each item of a "list"
-    metavar: Optional[str] = None
-    repeatable: bool = False  # a "list" flag that may be given several times, adding up
-    comma: bool = True  # a "list" flag's text is split at commas (not for tensor names)
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+def _with_declared_settings(cls):
+    """`cls` as a dataclass with one field per declared setting (reporter.core.schema: RUN, GATE), after its own
+    fields, defaulted by the declaration: a setting is declared once, never again here."""
+    annotations = dict(cls.__dict__.get("__annotations__", {}))
+    for setting in (*RUN, *GATE):
+        annotations[setting.name] = "Any"
+        setattr(cls, setting.name, setting.default)  # lists default to tuples: immutable, safe to share
+    cls.__annotations__ = annotations
+    return dataclass(cls)
 
 
-def _int(minimum: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
-
-
-def _number(check: Callable[[float], bool]) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and check(v)
-
-
-def _list_of(choices: tuple = (), nonempty: bool = False) -> Callable[[Any], bool]:
-    def ok(v):
-        if not isinstance(v, (list, tuple)) or (nonempty and not v):
-            return False
-        return all(isinstance(x, str) and x and (not choices or x in choices) for x in v)
-    return ok
-
-
-RUN = (
-    Setting("variants", "list", DEFAULT_VARIANTS,
-            f"comma-separated: {', '.join(ALL_VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})",
-            f"a list of variants from {', '.join(ALL_VARIANTS)}", _list_of(ALL_VARIANTS, nonempty=True),
-            choices=ALL_VARIANTS, metavar="LIST"),
-    Setting("calibration_samples", "int", 100, "samples used for calibration and the debugger (default: 100)",
-            "an integer >= 1", _int(1), metavar="N"),
-    Setting("suspect_threshold", "number", SUSPECT_THRESHOLD,
-            f"rmse/scale above which the rule flags a layer (default: {SUSPECT_THRESHOLD:g})",
-            "a number > 0", _number(lambda v: v > 0), metavar="T"),
-    Setting("first_layers", "int", 0,
-            "the rule also keeps the first N debugged layers in float (default: 0; the seed notebook uses 5)",
-            "an integer >= 0", _int(0), metavar="N"),
-    Setting("latency_runs", "int", 50, "timed single-sample invokes per variant; 0 skips latency (default: 50)",
-            "an integer >= 0", _int(0), metavar="N"),
-    Setting("formats", "list", FORMATS, f"comma-separated: {', '.join(FORMATS)} (default: all)",
-            f"a list from {', '.join(FORMATS)}", _list_of(FORMATS, nonempty=True), choices=FORMATS,
-            metavar="LIST"),
-    Setting("recommend", "choice", SEARCH_METHOD,
-            "search: measure candidate models for the fewest layers to keep in float (default);"
-            " rule: the seed notebook's rmse/scale rule",
-            " or ".join(f'"{m}"' for m in METHODS), lambda v: v in METHODS, choices=METHODS),
-    Setting("search_budget", "int", 60, "candidate models the search may build and measure (default: 60)",
-            "an integer >= 1", _int(1), metavar="N"),
-    Setting("selection_samples", "int", 500,
-            "samples the search chooses on: x_calib beyond the calibration samples, else a held-out half of x"
-            " (default: 500)", "an integer >= 10", _int(10), metavar="N"),
-    Setting("keep_float", "list", (),
-            "keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)",
-            "a list of tensor names", _list_of(), metavar="NAME", repeatable=True, comma=False),
-    Setting("primary_output", "str", None,
-            "a model with several outputs: the output the report's main numbers and the search's target are about"
-            " (default: every labelled output counts for the search and the gate; the first labelled leads)",
-            "an output name", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="NAME"),
-    Setting("threshold", "number", BINARY_THRESHOLD,
-            f"sigmoid outputs (binary or multi-label): a class or label is predicted where the output is at least T"
-            f" (default: {BINARY_THRESHOLD:g})", "a number between 0 and 1", _number(lambda v: 0 < v < 1),
-            metavar="T"),
-    Setting("task", "list", (),
-            f"what an output is, when the report's reading of its shape, activation and labels is not what you"
-            f" mean: KIND, or OUTPUT=KIND for one of several outputs (repeatable; KIND: {', '.join(tasks.names())})",
-            f"KIND or OUTPUT=KIND with KIND one of {', '.join(tasks.names())}", lambda v: _list_of()(v) and all(
-                x.rpartition("=")[2] in tasks.names() and x.rpartition("=")[0] != "" or x in tasks.names() for x in v),
-            metavar="[OUTPUT=]KIND", repeatable=True),
-    Setting("metric", "str", None,
-            "your own metric, FILE.py:FUNCTION or MODULE:FUNCTION (looked for beside the data, then in the current"
-            " folder): fn(y_true, y_pred) -> float or dict, called with the labels as given and the raw outputs;"
-            " it becomes the metric every verdict, gap, gate and fix reads",
-            "FILE.py:FUNCTION or MODULE:FUNCTION", lambda v: v is None or (
-                isinstance(v, str) and ":" in v and all(v.rpartition(":")[::2])), metavar="MODULE:FUNCTION"),
-    Setting("base_model", "str", None,
-            "a quantization-aware model's float base (the model before QAT: .keras, .h5 or a SavedModel folder): its"
-            " float model and its post-training full-integer model are measured beside the QAT models on the same"
-            " data", "a path", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="PATH"),
-    Setting("metric_mode", "choice", "max", "--metric: max (higher is better, default) or min (lower is better)",
-            '"max" or "min"', lambda v: v in ("max", "min"), choices=("max", "min")),
-    Setting("trust_model", "bool", False,
-            "load a Keras model (.keras, .h5) that holds Python code, such as a Lambda layer's function: that code"
-            " runs when the model loads, so only for a file you trust (default: refused)",
-            "true or false", lambda v: isinstance(v, bool)),
-    Setting("custom_objects", "str", None,
-            "a Keras model with custom layers or functions: import MODULE first (installed, else MODULE.py beside a"
-            " batch file or in the current folder), or FILE.py (a path, relative to the current folder or to a batch"
-            " file), which registers them (e.g. @keras.saving.register_keras_serializable()); its code"
-            " runs, so only with --trust-model", "a module name or a FILE.py path", lambda v: v is None or (
-                isinstance(v, str) and (v.endswith(".py") or all(part.isidentifier() for part in v.split(".")))),
-            metavar="MODULE|FILE.py"),
-    Setting("target", "choice", targets.DEFAULT,
-            targets.help_text(),
-            " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
-    Setting("recipe", "list", (),
-            "a LiteRT Quantizer recipe (JSON, as `litert quantize --recipe` reads) built as one more variant, named"
-            " after the file: int4_fc.json -> int4_fc (repeatable; in a batch file, relative to it)",
-            "a list of .json files", lambda v: _list_of()(v) and all(x.lower().endswith(".json") for x in v),
-            metavar="FILE.json", repeatable=True, comma=False),
-    Setting("data_timeout", "number", None,
-            "a data function (MODULE:FUNCTION) that has not returned after this many seconds is stopped and the run"
-            " fails with one line saying so (default: no limit; a \"still waiting\" line every 30 s either way)",
-            "a number of seconds > 0", lambda v: v is None or _number(lambda x: x > 0)(v), metavar="SECONDS"),
-    Setting("keep_float_ops", "list", (),
-            "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
-            'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
-)
-
-GATE = (
-    Setting("max_accuracy_drop", "number", None,
-            "gate: exit with code 3 when no model for --target loses at most D accuracy (0..1) against float (with"
-            " --variant: when that variant loses more); also the search's target", "a number from 0 to 1",
-            _number(lambda v: 0 <= v <= 1), metavar="D"),
-    Setting("variant", "choice", None,
-            "the variant the gate checks (default: the model decided for --target; before --target, it was"
-            f" {GATE_DEFAULT})", f'a quantized variant such as "{FIQ}"', lambda v: v in ALL_VARIANTS and v != FLOAT,
-            choices=tuple(v for v in ALL_VARIANTS if v != FLOAT)),
-)
-
-BY_NAME = {s.name: s for s in RUN}
-NOT_RECORDED = {"formats", "data_timeout"}  # how the run is written or waited for, not what was measured: the
-# report is the same either way
-GATE_BY_NAME = {s.name: s for s in GATE}
-DEFAULTS = {s.name: s.default for s in RUN}
-
-
-@dataclass
+@_with_declared_settings
 class RunSettings:
-    """Everything one `run` needs; the CLI and the demo both build one."""
+    """Everything one `run` needs: what the user gave, how the run is driven, and every declared setting (a field
+    each, by its name in reporter.core.schema); the CLI, the API, a batch worker and the demo build one."""
 
     model: str
     data: str
     out: str
     name: Optional[str] = None
-    # The run settings; their defaults, checks and help are declared once above (RUN).
-    variants: tuple = DEFAULTS["variants"]
-    calibration_samples: int = DEFAULTS["calibration_samples"]
-    suspect_threshold: float = DEFAULTS["suspect_threshold"]
-    first_layers: int = DEFAULTS["first_layers"]
-    latency_runs: int = DEFAULTS["latency_runs"]
-    formats: tuple = DEFAULTS["formats"]
-    recommend: str = DEFAULTS["recommend"]  # "search" (measured) or "rule" (the seed notebook's rmse/scale rule)
-    search_budget: int = DEFAULTS["search_budget"]  # candidate models the search may build and measure
-    selection_samples: int = DEFAULTS["selection_samples"]  # samples the search chooses on
-    keep_float: tuple = DEFAULTS["keep_float"]  # tensor names always kept in float
-    keep_float_ops: tuple = DEFAULTS["keep_float_ops"]  # op types always kept in float (e.g. MEAN)
-    recipe: tuple = DEFAULTS["recipe"]  # the user's LiteRT Quantizer recipe files: one variant each
-    data_timeout: Optional[float] = DEFAULTS["data_timeout"]  # seconds a data function may take; None: no limit
-    target: str = DEFAULTS["target"]  # where the shipped model runs: a name in reporter.core.targets.REGISTRY
-    primary_output: Optional[str] = DEFAULTS["primary_output"]  # several outputs: the one that leads
-    threshold: float = DEFAULTS["threshold"]  # sigmoid outputs: predicted where at least this
-    task: tuple = DEFAULTS["task"]  # "KIND" or "OUTPUT=KIND": what an output is, as the user says
-    metric: Optional[str] = DEFAULTS["metric"]  # the user's metric function, MODULE:FUNCTION
-    metric_mode: str = DEFAULTS["metric_mode"]  # "max" or "min"
-    trust_model: bool = DEFAULTS["trust_model"]  # a Keras model's Python code (Lambda layers) may run when it loads
-    custom_objects: Optional[str] = DEFAULTS["custom_objects"]  # a module registering custom Keras classes
-    base_model: Optional[str] = DEFAULTS["base_model"]  # a QAT model's float base: PTQ measured beside QAT
-    max_accuracy_drop: Optional[float] = None  # the gate's limit, and the search's target
-    gate_variant: Optional[str] = None  # the variant the gate checks (recorded; the findings say pass/fail)
     quiet: bool = False
     listener: Optional[Callable] = None  # told each stage as it starts (the batch runner's progress)
     failure_log: Optional[str] = None  # where run.log is kept if the run fails (the batch runner's)
@@ -260,13 +105,10 @@ class RunSettings:
     def recorded(self) -> dict:
         """The settings as written into report.json."""
         values = {s.name: list(getattr(self, s.name)) if s.kind == "list" else getattr(self, s.name)
-                  for s in RUN if s.name not in NOT_RECORDED}
-        return {
-            **values,
-            "max_accuracy_drop": self.max_accuracy_drop,
-            **({"gate_variant": self.gate_variant} if self.gate_variant else {}),
-            **self.extra,
-        }
+                  for s in (*RUN, *GATE) if s.recorded}
+        if values["gate_variant"] is None:  # written only when set
+            del values["gate_variant"]
+        return {**values, **self.extra}
 
 
 def check_value(setting: Setting, value) -> Optional[str]:

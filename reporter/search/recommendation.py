@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -22,22 +22,22 @@ from reporter.measure.measurer import Measurer
 from reporter.model.report import Alternative, GapStatus, LayerStat, Recommendation, RuleResult, VariantResult
 from reporter.search import engine as srch
 from reporter.search import recommend
-from reporter.search.options import SearchOptions
+from reporter.model.settings import Settings
 from reporter.core.variants import SEARCH_METHOD
 
 TargetRule = Callable[[VariantResult, VariantResult], bool]  # (model, float) -> it meets the accuracy target
 
 
-def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quantizer, layers: list[LayerStat],
-                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels
+def recommend_for(m: Measurer, options: Settings, target_rule: Optional[TargetRule], quantizer: recommend.Quantizer,
+                  layers: list[LayerStat], results: dict[str, VariantResult], litert_models: litert.LiteRtModels
                   ) -> tuple[list, Recommendation]:
-    """The layers (with the rule's suspects marked) and the measured recommendation: `options` are what it reads
-    of the run's settings (the rule's threshold, the search's budget and samples, forced layers and ops),
-    `quantizer` builds FIQ with chosen layers in float from the run's float model, and
-    `options.target_rule(model, float)` says whether a measured model meets the accuracy target (the findings' one rule, which the run hands down: the
-    search measures, it never decides that itself)."""
+    """The layers (with the rule's suspects marked) and the measured recommendation: `options` are the run's settings
+    as report.json records them (the rule's threshold, the search's method, budget and samples, forced layers and
+    ops), `quantizer` builds FIQ with chosen layers in float from the run's float model, and `target_rule(model,
+    float)` says whether a measured model meets the accuracy target (the findings' one rule, which the run hands
+    down: the search measures, it never decides that itself; None: no model is taken to meet it)."""
     data, task, progress = m.data, m.task, m.progress
-    target_rule: TargetRule = options.target_rule or (lambda model, flt: False)
+    target_rule = target_rule or (lambda model, flt: False)
     float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
     # accumulated from the input, which would flag every layer after the first bad one: no rule then.
@@ -49,7 +49,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     y = data.y if classification else None
     flt = results.get(variants.FLOAT)
     all_nodes = [layer.tensor_name for layer in layers]
-    base = dict(threshold=options.suspect_threshold, first_layers=options.first_layers, method=options.method,
+    base = dict(threshold=options.suspect_threshold, first_layers=options.first_layers, method=options.recommend,
                 denylisted_ops=list(options.keep_float_ops), forced_nodes=list(options.keep_float),
                 quantizer=quantizer.method, quantizer_note=quantizer.note)
     rule = RuleResult(options.suspect_threshold, options.first_layers, rule_nodes) if local_view else None
@@ -68,10 +68,10 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     sel = dataclasses.replace(sel, float_out=float_sel)
     candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, task, targeted,
                                       m.primary.key if m.heads else "")
-    pol, target_text = recommend.policy(options.max_accuracy_drop, classification, options.budget)
+    pol, target_text = recommend.policy(options.max_accuracy_drop, classification, options.search_budget)
     forced = frozenset(options.keep_float)
     search_result = None
-    if options.method == SEARCH_METHOD:
+    if options.recommend == SEARCH_METHOD:
         with progress.stage("search"):
             t0 = time.perf_counter()
             candidates = _sized(m, options, candidates, forced, pol.target)
@@ -86,7 +86,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
                      f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
         if trace.spread:
             progress.say(trace.stop_reason)
-        search_result = recommend.search_result(trace, steps, sel, target_text, options.budget, layers)
+        search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
 
@@ -113,7 +113,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
         # LiteRT Quantizer's FIQ with the layers in float is the recommended model itself: no alternative then.
         schemes = litert.MIXED_SCHEMES if quantizer.method == litert.METHOD else tuple(variants.ALTERNATIVES)
         alternatives = _alternatives(m, chosen, schemes, litert_models, options.keep_float_ops, results)
-    if options.method == SEARCH_METHOD and rule_nodes:
+    if options.recommend == SEARCH_METHOD and rule_nodes:
         rule = _measure_rule(m, rule, set(rule_nodes) | forced, all_nodes, candidates, results)
     if gap_status.status in ("gap", "open") and variants.INT16X8 not in results \
             and not any(target_rule(v, flt) for v in _other_quantized(results)):
@@ -133,7 +133,7 @@ def recommend_for(m: Measurer, options: SearchOptions, quantizer: recommend.Quan
     return layers, rec
 
 
-def _sized(m: Measurer, options: SearchOptions, candidates: recommend.Candidates, forced: frozenset,
+def _sized(m: Measurer, options: Settings, candidates: recommend.Candidates, forced: frozenset,
            target: float) -> recommend.Candidates:
     """The candidates on selection data sized to the question: when the gap from FIQ to the search's `target` on the
     selection samples is near what they can detect, on every x_calib sample (recommend.grown), float's outputs on

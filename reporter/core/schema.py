@@ -1,0 +1,210 @@
+"""Every setting, declared once: name, type, default, help, the check of its value, and where it applies.
+
+A run setting (RUN) is a flag of `run` and `demo`, a key of a batch file, a keyword of `reporter.run(...)` and a
+field of report.json's `settings`; the gate's (GATE) a flag of `run` and a batch file's [gate]; a batch's notes
+(NOTES) are written into report.json only. The command line (reporter.run.settings builds argparse's flags), the batch
+file's reader (reporter.batch.config), the API's keywords (reporter.api) and report.json's settings record
+(reporter.model.settings) all read these declarations. The checks here are pure (values only); files are checked
+by the run (reporter.run.settings.RunSettings.check). Imports no TensorFlow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+from reporter.core import targets, tasks
+from reporter.core.judgement import BINARY_THRESHOLD, SUSPECT_THRESHOLD
+from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
+
+FORMATS = ("html", "pdf", "md", "json")  # what a run writes: the renderers (reporter.render) make each
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
+    kind: str  # "int", "number", "str", "choice", "list" (comma-separated on the command line, a TOML list), "bool"
+    # (a flag without a value on the command line, true or false in a TOML file)
+    default: Any
+    help_text: Union[str, Callable[[], str]]  # a callable for words read from a registry (task kinds) when used
+    must_be_text: Union[str, Callable[[], str]]  # what a valid value is, for error messages: "an integer >= 1"
+    check: Callable[[Any], bool]
+    choices: tuple = ()  # allowed values of a "choice", or of each item of a "list"
+    metavar: Optional[str] = None
+    repeatable: bool = False  # a "list" flag that may be given several times, adding up
+    comma: bool = True  # a "list" flag's text is split at commas (not for tensor names)
+    recorded: bool = True  # kept in report.json's `settings` (not how the run was written or waited for)
+    toml_key: Optional[str] = None  # its key in a batch file's table when not its name ([gate] variant)
+
+    @property
+    def help(self) -> str:
+        return self.help_text() if callable(self.help_text) else self.help_text
+
+    @property
+    def must_be(self) -> str:
+        return self.must_be_text() if callable(self.must_be_text) else self.must_be_text
+
+    @property
+    def key(self) -> str:
+        """Its key in a batch file."""
+        return self.toml_key or self.name
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _int(minimum: int) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+
+
+def _number(check: Callable[[float], bool]) -> Callable[[Any], bool]:
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and check(v)
+
+
+def _list_of(choices: tuple = (), nonempty: bool = False) -> Callable[[Any], bool]:
+    def ok(v):
+        if not isinstance(v, (list, tuple)) or (nonempty and not v):
+            return False
+        return all(isinstance(x, str) and x and (not choices or x in choices) for x in v)
+    return ok
+
+
+# In the order report.json's settings record lists them (reporter.model.settings).
+RUN = (
+    Setting("variants", "list", DEFAULT_VARIANTS,
+            f"comma-separated: {', '.join(ALL_VARIANTS)} (default: {','.join(DEFAULT_VARIANTS)})",
+            f"a list of variants from {', '.join(ALL_VARIANTS)}", _list_of(ALL_VARIANTS, nonempty=True),
+            choices=ALL_VARIANTS, metavar="LIST"),
+    Setting("calibration_samples", "int", 100, "samples used for calibration and the debugger (default: 100)",
+            "an integer >= 1", _int(1), metavar="N"),
+    Setting("suspect_threshold", "number", SUSPECT_THRESHOLD,
+            f"rmse/scale above which the rule flags a layer (default: {SUSPECT_THRESHOLD:g})",
+            "a number > 0", _number(lambda v: v > 0), metavar="T"),
+    Setting("first_layers", "int", 0,
+            "the rule also keeps the first N debugged layers in float (default: 0; the seed notebook uses 5)",
+            "an integer >= 0", _int(0), metavar="N"),
+    Setting("latency_runs", "int", 50, "timed single-sample invokes per variant; 0 skips latency (default: 50)",
+            "an integer >= 0", _int(0), metavar="N"),
+    Setting("recommend", "choice", SEARCH_METHOD,
+            "search: measure candidate models for the fewest layers to keep in float (default);"
+            " rule: the seed notebook's rmse/scale rule",
+            " or ".join(f'"{m}"' for m in METHODS), lambda v: v in METHODS, choices=METHODS),
+    Setting("search_budget", "int", 60, "candidate models the search may build and measure (default: 60)",
+            "an integer >= 1", _int(1), metavar="N"),
+    Setting("selection_samples", "int", 500,
+            "samples the search chooses on: x_calib beyond the calibration samples, else a held-out half of x"
+            " (default: 500)", "an integer >= 10", _int(10), metavar="N"),
+    Setting("keep_float", "list", (),
+            "keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)",
+            "a list of tensor names", _list_of(), metavar="NAME", repeatable=True, comma=False),
+    Setting("keep_float_ops", "list", (),
+            "keep every op of these types in float, e.g. MEAN (comma-separated, repeatable)",
+            'a list of op names such as "MEAN"', _list_of(), metavar="OPS", repeatable=True),
+    Setting("recipe", "list", (),
+            "a LiteRT Quantizer recipe (JSON, as `litert quantize --recipe` reads) built as one more variant, named"
+            " after the file: int4_fc.json -> int4_fc (repeatable; in a batch file, relative to it)",
+            "a list of .json files", lambda v: _list_of()(v) and all(x.lower().endswith(".json") for x in v),
+            metavar="FILE.json", repeatable=True, comma=False),
+    Setting("target", "choice", targets.DEFAULT,
+            targets.help_text(),
+            " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
+    Setting("primary_output", "str", None,
+            "a model with several outputs: the output the report's main numbers and the search's target are about"
+            " (default: every labelled output counts for the search and the gate; the first labelled leads)",
+            "an output name", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="NAME"),
+    Setting("threshold", "number", BINARY_THRESHOLD,
+            f"sigmoid outputs (binary or multi-label): a class or label is predicted where the output is at least T"
+            f" (default: {BINARY_THRESHOLD:g})", "a number between 0 and 1", _number(lambda v: 0 < v < 1),
+            metavar="T"),
+    Setting("task", "list", (),
+            lambda: f"what an output is, when the report's reading of its shape, activation and labels is not what you"
+                    f" mean: KIND, or OUTPUT=KIND for one of several outputs (repeatable; KIND:"
+                    f" {', '.join(tasks.names())})",
+            lambda: f"KIND or OUTPUT=KIND with KIND one of {', '.join(tasks.names())}", lambda v: _list_of()(v) and all(
+                x.rpartition("=")[2] in tasks.names() and x.rpartition("=")[0] != "" or x in tasks.names() for x in v),
+            metavar="[OUTPUT=]KIND", repeatable=True),
+    Setting("metric", "str", None,
+            "your own metric, FILE.py:FUNCTION or MODULE:FUNCTION (looked for beside the data, then in the current"
+            " folder): fn(y_true, y_pred) -> float or dict, called with the labels as given and the raw outputs;"
+            " it becomes the metric every verdict, gap, gate and fix reads",
+            "FILE.py:FUNCTION or MODULE:FUNCTION", lambda v: v is None or (
+                isinstance(v, str) and ":" in v and all(v.rpartition(":")[::2])), metavar="MODULE:FUNCTION"),
+    Setting("metric_mode", "choice", "max", "--metric: max (higher is better, default) or min (lower is better)",
+            '"max" or "min"', lambda v: v in ("max", "min"), choices=("max", "min")),
+    Setting("trust_model", "bool", False,
+            "load a Keras model (.keras, .h5) that holds Python code, such as a Lambda layer's function: that code"
+            " runs when the model loads, so only for a file you trust (default: refused)",
+            "true or false", lambda v: isinstance(v, bool)),
+    Setting("custom_objects", "str", None,
+            "a Keras model with custom layers or functions: import MODULE first (installed, else MODULE.py beside a"
+            " batch file or in the current folder), or FILE.py (a path, relative to the current folder or to a batch"
+            " file), which registers them (e.g. @keras.saving.register_keras_serializable()); its code"
+            " runs, so only with --trust-model", "a module name or a FILE.py path", lambda v: v is None or (
+                isinstance(v, str) and (v.endswith(".py") or all(part.isidentifier() for part in v.split(".")))),
+            metavar="MODULE|FILE.py"),
+    Setting("base_model", "str", None,
+            "a quantization-aware model's float base (the model before QAT: .keras, .h5 or a SavedModel folder): its"
+            " float model and its post-training full-integer model are measured beside the QAT models on the same"
+            " data", "a path", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="PATH"),
+    Setting("formats", "list", FORMATS, f"comma-separated: {', '.join(FORMATS)} (default: all)",
+            f"a list from {', '.join(FORMATS)}", _list_of(FORMATS, nonempty=True), choices=FORMATS,
+            metavar="LIST", recorded=False),
+    Setting("data_timeout", "number", None,
+            "a data function (MODULE:FUNCTION) that has not returned after this many seconds is stopped and the run"
+            " fails with one line saying so (default: no limit; a \"still waiting\" line every 30 s either way)",
+            "a number of seconds > 0", lambda v: v is None or _number(lambda x: x > 0)(v), metavar="SECONDS",
+            recorded=False),
+)
+
+GATE = (
+    Setting("max_accuracy_drop", "number", None,
+            "gate: exit with code 3 when no model for --target loses at most D accuracy (0..1) against float (with"
+            " --variant: when that variant loses more); also the search's target", "a number from 0 to 1",
+            _number(lambda v: 0 <= v <= 1), metavar="D"),
+    Setting("gate_variant", "choice", None,
+            "the variant the gate checks (default: the model decided for --target; before --target, it was"
+            f" {GATE_DEFAULT})", f'a quantized variant such as "{FIQ}"', lambda v: v in ALL_VARIANTS and v != FLOAT,
+            choices=tuple(v for v in ALL_VARIANTS if v != FLOAT), toml_key="variant"),
+)
+
+# Where a batch's models run: flags of `batch` and keys of a batch file's [batch] (the flags win); not recorded.
+EXECUTORS = ("local", "ray")
+BATCH = (
+    Setting("executor", "choice", None,
+            "local: worker processes on this machine (default); ray: one Ray task per model", "'local' or 'ray'",
+            lambda v: v is None or v in EXECUTORS, choices=EXECUTORS, recorded=False),
+    Setting("address", "str", None,
+            "with --executor ray: the cluster to join (e.g. ray://head:10001 or auto); default: a local Ray instance"
+            " with --jobs CPUs", "a Ray cluster address (text)", lambda v: v is None or (isinstance(v, str) and bool(v)),
+            metavar="ADDR", recorded=False),
+    Setting("cpus_per_task", "int", None, "with --executor ray: CPUs Ray reserves for each model (default 1)",
+            "an integer >= 1", lambda v: v is None or _int(1)(v), metavar="N", recorded=False),
+)
+BATCH_BY_NAME = {s.name: s for s in BATCH}
+
+# What a batch writes into each report's settings beside the run's own: notes, not choices (no flag, no TOML key).
+NOTES = (
+    Setting("latency_timing", "str", None, "a batch's note on how latency was timed beside other runs", "text",
+            lambda v: v is None or isinstance(v, str)),
+    Setting("inputs_sha256", "str", None, "a batch: the fingerprint of the inputs the run read (--resume)", "text",
+            lambda v: v is None or isinstance(v, str)),
+)
+
+BY_NAME = {s.name: s for s in RUN}
+GATE_BY_NAME = {s.name: s for s in GATE}
+GATE_BY_KEY = {s.key: s for s in GATE}  # a batch file's [gate] keys
+DEFAULTS = {s.name: s.default for s in RUN}
+NOT_RECORDED = frozenset(s.name for s in RUN if not s.recorded)
+
+
+def recorded() -> tuple[Setting, ...]:
+    """The settings report.json's `settings` holds, in order: the run's, the gate's, the batch's notes."""
+    return tuple(s for s in (*RUN, *GATE, *NOTES) if s.recorded)
+
+
+def record_type(setting: Setting):
+    """The type of the setting's field in report.json's record (older reports may lack it: None or empty)."""
+    if setting.kind == "list":
+        return list[str]
+    return Optional[{"int": int, "number": float, "bool": bool}.get(setting.kind, str)]
