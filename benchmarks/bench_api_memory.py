@@ -6,7 +6,7 @@ Run by hand (not in CI):
 For each size it starts fresh Python processes (TensorFlow imported first) that read a dataset of that many
 28x28x1 float32 samples with integer labels, made by a generator (so that the dataset itself holds nothing), in
 batches of 256:
-  * api: reporter.run.materialize.data_source, what `reporter.run(model, dataset)` does with it (batches streamed
+  * api: reporter.inputs.materialize.data_source, what `reporter.run(model, dataset)` does with it (batches streamed
     into memory-mapped .npy files);
   * naive: the batches gathered in a list and concatenated (what reading "all at once" costs).
 It prints, per size, the median peak resident memory added by the read (ru_maxrss after minus RSS before, MB) and
@@ -31,7 +31,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import numpy as np
 import tensorflow as tf
 sys.path.insert(0, {root!r})
-from reporter.run import materialize
+from reporter.inputs import materialize
 
 n, mode = {n}, {mode!r}
 

@@ -28,7 +28,7 @@ def main() -> int:
     parser.add_argument("--ray", action="store_true", help="also time --executor ray --jobs 2")
     args = parser.parse_args()
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     entries = []
     for name in demo.MODELS:

@@ -89,7 +89,7 @@ def bare_notebook(model_path: Path, data_path: Path) -> float:
 
 
 def tool_run(model_path: Path, data_path: Path, out: Path) -> tuple[float, dict]:
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.pipeline.stages import RunSettings, run
 
     t0 = time.perf_counter()
     report, _ = run(RunSettings(model=str(model_path), data=str(data_path), out=str(out), quiet=True))
@@ -128,7 +128,7 @@ def main() -> int:
 
     import numpy as np
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
     from reporter.core.progress import Progress
 
     rows = []

@@ -36,7 +36,7 @@ def digits_cnn():
     import keras
     import tensorflow as tf
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model_path, data_path = demo.ensure_model("digits_cnn", say=lambda *_: None)
     model = keras.models.load_model(model_path)

@@ -50,7 +50,7 @@ def available() -> dict:
     import collapse_fixtures
     import efficientnet_fixture
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     found = {"breast_cancer_mlp": lambda cache: demo.ensure_model("breast_cancer_mlp", say=lambda _: None)}
     for module in (collapse_fixtures, _region_fixtures(), efficientnet_fixture):

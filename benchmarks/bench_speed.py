@@ -42,7 +42,7 @@ BARE = (
 
 
 def _models(names) -> dict:
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     found = {}
     for name in names:

@@ -10,11 +10,7 @@ from reporter.core.version import __version__  # noqa: F401 - the package's vers
 
 def __getattr__(name):
     """The API's names, imported on first use (the command line does not need them to start)."""
-    if name == "run":
-        import importlib
-
-        return importlib.import_module("reporter.run")  # the package, callable as reporter.api.run
-    if name in ("Report", "QuantReportError"):
+    if name in ("run", "Report", "QuantReportError"):
         from reporter import api
 
         return getattr(api, name)

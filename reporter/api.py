@@ -34,8 +34,8 @@ from reporter.core.errors import InputError, QuantReportError, UsageError, one_l
 from reporter.core.records import unstored
 from reporter.model.report import Report as _Report
 from reporter.render import FORMATS
-from reporter.run import materialize
-from reporter.run.settings import BY_NAME, GATE_BY_NAME, RunSettings, check_value
+from reporter.inputs import materialize
+from reporter.inputs.settings import BY_NAME, GATE_BY_NAME, RunSettings, check_value
 
 __all__ = ["run", "Report", "QuantReportError", "run_settings"]
 
@@ -175,7 +175,7 @@ def run_settings(settings: RunSettings) -> tuple[_Report, Path]:
     """The one path every run takes (the command line's and `run`'s): the settings and inputs checked before
     TensorFlow is imported, then the pipeline. Returns the report and its folder."""
     settings.check()  # before importing the pipeline (1.4 s) and TensorFlow (4 s): bad input fails at once
-    from reporter.run.pipeline import run as pipeline_run
+    from reporter.pipeline.stages import run as pipeline_run
 
     return pipeline_run(settings)
 

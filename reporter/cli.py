@@ -1,6 +1,6 @@
 """The command line: `quant-report run | batch | render | demo`, a thin layer over the Python API (reporter/api.py).
 
-Flags come from the settings' declarations (reporter/run/settings.py), exit codes from
+Flags come from the settings' declarations (reporter/inputs/settings.py), exit codes from
 reporter/core/exit_codes.py; `main(argv)` returns the code and never exits itself."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Optional
 from reporter.core.version import __version__
 from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
-from reporter.run.demo import MODELS as DEMO_MODELS
-from reporter.run.settings import BATCH, FORMATS, GATE, RUN, add_flags, from_args
+from reporter.pipeline.demo import MODELS as DEMO_MODELS
+from reporter.inputs.settings import BATCH, FORMATS, GATE, RUN, add_flags, from_args
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -234,7 +234,7 @@ def entry():
 
 
 def _settings(args, model, data, name):
-    from reporter.run.settings import RunSettings
+    from reporter.inputs.settings import RunSettings
 
     gated = getattr(args, "max_accuracy_drop", None) is not None
     return RunSettings(
@@ -355,7 +355,7 @@ def _against_baseline(base, new, folder, max_accuracy_drop) -> tuple[bool, bool]
     from pathlib import Path
 
     from reporter.render import diff as rdiff
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
     from reporter.render.formats import write_atomic
 
     result = conclude.compare_runs(base, new, max_accuracy_drop)
@@ -375,7 +375,7 @@ def _diff(args) -> int:
 
     from reporter.findings.diff import DiffError
     from reporter.render import diff as rdiff
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
     from reporter.render.formats import write_atomic
 
     try:
@@ -408,7 +408,7 @@ def _diff(args) -> int:
 def _demo(args) -> int:
     from pathlib import Path
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
     from reporter.core.progress import Progress
 
     names = args.models or demo.MODELS
@@ -444,7 +444,7 @@ def _render(args) -> int:
     from pathlib import Path
 
     from reporter.render import formats as render
-    from reporter.run.conclude import load_report
+    from reporter.pipeline.conclude import load_report
     from reporter.model.decode import JSONLimitError
 
     src = Path(args.report)

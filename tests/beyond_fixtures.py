@@ -249,7 +249,7 @@ def figures(name: str, cache_root) -> dict:
 
 
 def main(argv=None):
-    from reporter.run.demo import cache_dir
+    from reporter.pipeline.demo import cache_dir
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(argv[0]) if argv else cache_dir().parent

@@ -31,7 +31,7 @@ def run_cli(model, data, out, *extra, name=None, quiet=True, latency_runs=None) 
 def demo_cache():
     """Trained models, cached on disk across test runs: the same cache `quant-report demo` fills
     (~/.cache/quant-report, or QUANT_REPORT_CACHE), so the tests after the demo train nothing."""
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     root = demo.cache_dir().parent
     os.environ["QUANT_REPORT_CACHE"] = str(root)  # worker processes and subprocesses share it
@@ -51,7 +51,7 @@ def demo_reports(demo_cache, tmp_path_factory):
 @pytest.fixture(scope="session")
 def mlp_files(demo_cache):
     """The breast-cancer demo model and its data: a small, real, quickly converted model."""
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     return demo.ensure_model("breast_cancer_mlp")
 
@@ -82,13 +82,13 @@ def run_cli_fixture():
 def fixture_report():
     """tests/fixtures/report.json loaded as the tool loads a report (migrated, findings derived). Shared by
     the session: copy it (dataclasses.replace) rather than change it."""
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     return report_from_json(FIXTURE_REPORT.read_text())
 
 
 def load_report(folder: Path):
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     return report_from_json((folder / "report.json").read_text())
 

@@ -112,7 +112,7 @@ def as_float16_sparse(data: bytes) -> bytes:
 
 def ensure_sparse(cache_root) -> Path:
     """The folder holding sparse32.tflite, sparse16.tflite and data.npz, built first if needed."""
-    from reporter.run.demo import cached
+    from reporter.pipeline.demo import cached
 
     final = Path(cache_root) / f"issue46-tflite-v{VERSION}" / "sparse_mlp"
     cached(final, lambda tmp: (_build_sparse(tmp), "ok\n")[1])
@@ -147,7 +147,7 @@ def _build_two_outputs(folder: Path):
 
 def ensure_two_outputs(cache_root) -> Path:
     """The folder holding two_out.tflite and data.npz, built first if needed."""
-    from reporter.run.demo import cached
+    from reporter.pipeline.demo import cached
 
     final = Path(cache_root) / f"issue46-tflite-v{VERSION}" / "two_outputs"
     cached(final, lambda tmp: (_build_two_outputs(tmp), "ok\n")[1])

@@ -77,8 +77,8 @@ def save(folder: Path, model, x_eval, y_eval, x_calib) -> tuple[Path, Path]:
 def ensure(cache_root, family: str, name: str, build: Callable[[Path], object]) -> tuple[Path, Path]:
     """The cached model and data of fixture `name` under `cache_root/family/` (family names the fixture
     module and its VERSION, e.g. collapse-v4), built by `build(folder)` first if needed, once across
-    processes (reporter.run.demo.cached: a lock, and the folder appears whole or not at all)."""
-    from reporter.run.demo import cached
+    processes (reporter.pipeline.demo.cached: a lock, and the folder appears whole or not at all)."""
+    from reporter.pipeline.demo import cached
 
     final = Path(cache_root) / family / name
     cached(final, lambda tmp: (build(tmp), "ok\n")[1])

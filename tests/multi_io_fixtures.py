@@ -117,8 +117,8 @@ def _train(model, x: dict, y, learning_rate: float, epochs: int):
 
 
 def build_wide_deep(folder: Path):
-    """The demo's wine_wide_deep (reporter.run.demo.train_wine_wide_deep), under the fixture's file names."""
-    from reporter.run import demo
+    """The demo's wine_wide_deep (reporter.pipeline.demo.train_wine_wide_deep), under the fixture's file names."""
+    from reporter.pipeline import demo
 
     model, data = demo.train_wine_wide_deep(folder)
     return model.rename(folder / "model.keras"), data.rename(folder / "data.npz")

@@ -49,7 +49,7 @@ def build(folder: Path):
 
 def ensure(cache_root) -> tuple[Path, Path]:
     """The cached model.tflite and data.npz, built first if needed (once across processes)."""
-    from reporter.run.demo import cached
+    from reporter.pipeline.demo import cached
 
     final = Path(cache_root) / f"offset-buffers-v{VERSION}" / "wide_digits"
     cached(final, lambda tmp: (build(tmp), "ok\n")[1])

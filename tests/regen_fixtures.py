@@ -20,9 +20,9 @@ FIXTURE = HERE / "fixtures" / "report.json"
 
 def recomputed(text: str):
     """The stored report with its findings dropped and decided and worded again by the current code, as the
-    pipeline attaches them (reporter.run.conclude.attach: the findings and the recommendation's sentence)."""
+    pipeline attaches them (reporter.pipeline.conclude.attach: the findings and the recommendation's sentence)."""
     from reporter.model.report import Report
-    from reporter.run.conclude import attach
+    from reporter.pipeline.conclude import attach
 
     data = json.loads(text)
     data.pop("findings", None)

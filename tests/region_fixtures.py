@@ -252,7 +252,7 @@ def figures(name: str, cache_root, single_moves: bool = True) -> dict:
 def main(argv=None):
     """Prints the figures of both fixtures; the cache is argv[0], else the tests' (QUANT_REPORT_CACHE or
     ~/.cache/quant-report)."""
-    from reporter.run.demo import cache_dir
+    from reporter.pipeline.demo import cache_dir
 
     argv = sys.argv[1:] if argv is None else argv
     root = Path(argv[0]) if argv else cache_dir().parent

@@ -90,7 +90,7 @@ def build_bias_wins(folder: Path):
 def build_conv_outlier(folder: Path, scale: float = 1000.0):
     import keras
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model_path, data_path = demo.ensure_model("digits_cnn", say=lambda *_: None)
     model = keras.models.load_model(model_path)
@@ -171,7 +171,7 @@ def _fixture(name: str, cache_root, keras_path: Path, data_path: Path) -> Fixtur
 
 def ensure(name: str, cache_root) -> Fixture:
     if name == "input_offset":
-        from reporter.run import demo
+        from reporter.pipeline import demo
 
         return _fixture(name, cache_root, *demo.ensure_model("breast_cancer_mlp", say=lambda *_: None))
     if name == "range_decides":

@@ -59,7 +59,7 @@ def _build(folder: Path):
 
 def ensure(cache_root) -> Path:
     """The folder holding the four .tflite files and data.npz, built first if needed (once across processes)."""
-    from reporter.run.demo import cached
+    from reporter.pipeline.demo import cached
 
     final = Path(cache_root) / f"shipped-tflite-v{VERSION}" / "digits_conv"
     cached(final, lambda tmp: (_build(tmp), "ok\n")[1])
@@ -89,7 +89,7 @@ def _build_anchors(folder: Path):
 
 def ensure_anchors(cache_root) -> Path:
     """The folder holding anchors.tflite and its data.npz, built first if needed."""
-    from reporter.run.demo import cached
+    from reporter.pipeline.demo import cached
 
     final = Path(cache_root) / f"shipped-tflite-v{VERSION}" / "anchors"
     cached(final, lambda tmp: (_build_anchors(tmp), "ok\n")[1])

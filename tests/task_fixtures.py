@@ -2,7 +2,7 @@
 
 Each is seeded, trained in a few seconds on data that ships with scikit-learn, and cached on disk
 (`ensure`, like tests/collapse_fixtures.py) as model.keras + data.npz in the format
-reporter.run.data_loading.load_data reads: x, y (evaluation) and x_calib (the training inputs, no overlap).
+reporter.inputs.data_loading.load_data reads: x, y (evaluation) and x_calib (the training inputs, no overlap).
 
 * binary_sigmoid: breast cancer, one sigmoid output unit, 0/1 labels. The raw features are normalized
   inside the model (like the demo's breast_cancer_mlp), so FIQ collapses to about the majority class

@@ -23,7 +23,7 @@ FAST = dict(variants=["float", "drq", "fiq"], latency_runs=0, quiet=True)  # no 
 @pytest.fixture(scope="module")
 def digits(demo_cache):
     import keras
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model_path, data_path = demo.ensure_model("digits_cnn")
     arrays = dict(np.load(data_path))
@@ -138,7 +138,7 @@ def test_a_tf_data_dataset_and_a_representative_generator(digits):
 def test_several_inputs_from_a_dataset_of_dicts(demo_cache):
     import keras
     import tensorflow as tf
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model_path, data_path = demo.ensure_model("wine_wide_deep")
     arrays = dict(np.load(data_path))

@@ -83,11 +83,11 @@ def test_the_cycle_finder_finds_cycles():
 
 def test_no_import_cycle_between_reporters_modules():
     graph = _import_graph()
-    assert {"reporter.cli", "reporter.run.pipeline", "reporter.core.judgement"} <= set(graph)
+    assert {"reporter.cli", "reporter.pipeline.stages", "reporter.core.judgement"} <= set(graph)
     assert sum(len(targets) for targets in graph.values()) > 50  # the graph was really read
     # An import inside a function is an edge too: the CLI imports the API, and the API the pipeline, only inside
     # functions (bad input fails before TensorFlow loads), and those imports must be in the graph.
-    assert "reporter.api" in graph["reporter.cli"] and "reporter.run.pipeline" in graph["reporter.api"]
+    assert "reporter.api" in graph["reporter.cli"] and "reporter.pipeline.stages" in graph["reporter.api"]
     cycles = [sorted(c) for c in _strongly_connected(graph) if len(c) > 1]
     assert not cycles, f"import cycles: {cycles}"
 
@@ -220,7 +220,7 @@ def _deciding() -> set[tuple[str, str]]:
 def test_measuring_stages_decide_nothing():
     """run/, search/, measure/ and debug/ measure and build: whether a model meets the accuracy target, and every
     finding, is decided in reporter.findings alone. They ask findings only the questions it offers them while they
-    measure; reporter.run.conclude is the one module of the run that asks for the findings (and words them). Of
+    measure; reporter.pipeline.conclude is the one module of the run that asks for the findings (and words them). Of
     reporter.core.judgement they read the thresholds and tests the measuring needs: the rule is findings'."""
     findings = _deciding()
     assert {("reporter.findings.derive", "decide"), ("reporter.findings.rule", "meets_target")} <= findings

@@ -37,7 +37,7 @@ def _model(name, cache, extra=""):
 
 @pytest.fixture(scope="module")
 def cache(demo_cache):
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     for name in ("digits_cnn", "breast_cancer_mlp"):
         demo.ensure_model(name, say=lambda text: None)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reporter.run import settings
+from reporter.inputs import settings
 from reporter.cli import build_parser, main
 from reporter.batch.config import ConfigError, load
 from reporter.core.exit_codes import ExitCode
@@ -115,7 +115,7 @@ def test_bad_input_fails_before_tensorflow_with_one_line(tmp_path):
 
 def test_pickled_arrays_in_npz_are_refused_clearly(tmp_path):
     from reporter.core.errors import InputError
-    from reporter.run.data_loading import load_data
+    from reporter.inputs.data_loading import load_data
 
     np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object), y=np.array([0]))
     with pytest.raises(InputError, match="objects.npz: array 'x' holds Python objects"):

@@ -13,7 +13,7 @@ import pytest
 from reporter.core import targets, variants
 from reporter.findings import decision as choice
 from reporter.model.report import Latency, Paired
-from reporter.run import conclude
+from reporter.pipeline import conclude
 
 FLOAT_TYPES = {"int8": 0, "int16": 0, "int32": 0, "float32": 15, "other": 0, "total": 15}
 FIQ_TYPES = {"int8": 12, "int16": 0, "int32": 3, "float32": 2, "other": 0, "total": 17}  # float in and out

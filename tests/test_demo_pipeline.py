@@ -33,7 +33,7 @@ def _predict_one_by_one(tflite_path, x):
 
 
 def _data(report):
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     return np.load(demo.ensure_model(report.model.name)[1])
 
@@ -155,7 +155,7 @@ def test_lstm_demo_has_fused_lstm_ops(demo_reports):
 
 @pytest.mark.parametrize("name", DEMO_MODELS)
 def test_output_folder_and_json_round_trip(demo_reports, name):
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     folder = demo_reports / name
     report = load_report(folder)

@@ -42,7 +42,7 @@ def test_the_first_run_with_boxes_and_classes_reads_a_detector(detector_run):
 
 def test_the_detectors_report_json_round_trips_and_renders_without_tensorflow(detector_run):
     from reporter.render import formats as render
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     _, folder = detector_run
     text = (folder / "report.json").read_text()
@@ -58,7 +58,7 @@ def test_the_detectors_story_leads_every_format_page_one_of_the_pdf_included(det
     """Six clipping warnings make the panel taller than a page: the PDF's first page still holds the variants'
     table and the headline (it used to hold only the title, the panel pushed whole to page 2)."""
     import story
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     _, folder = detector_run
     story.check_story(report_from_json((folder / "report.json").read_text()))

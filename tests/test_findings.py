@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reporter.run.conclude import report_from_json, with_findings
-from reporter.run import conclude
+from reporter.pipeline.conclude import report_from_json, with_findings
+from reporter.pipeline import conclude
 from reporter.core import judgement
 from reporter.render import formats as render
 from reporter.model.report import GapStatus, OutputError, Paired, Report
@@ -135,7 +135,7 @@ def test_a_regression_output_gets_no_gap_sentences(base):
     for text in (story, render.render_md(r).decode()):
         assert "as accurate" not in text and "of the gap" not in text
     from reporter.findings.gate import Gate
-    from reporter.run.conclude import check_gate as check
+    from reporter.pipeline.conclude import check_gate as check
 
     gate = check(r, Gate(0.05, "fiq"))
     assert not gate.passed and "not class scores" in gate.message
@@ -238,7 +238,7 @@ def test_findings_derived_for_a_file_without_them_match_an_independent_reading_o
 
 def test_the_gate_reads_the_findings(base):
     from reporter.batch.config import Gate
-    from reporter.run.conclude import check_gate as check
+    from reporter.pipeline.conclude import check_gate as check
 
     result = check(base, Gate(0.02, "fiq"))
     assert not result.passed and result.drop == pytest.approx(37 / 114)

@@ -30,7 +30,7 @@ ISSUE_TARGETS = ("int8", "micro", "ethos-u55-32", "ethos-u55-64", "ethos-u55-128
 def _run(tmp_path_factory, demo_model: str, target: str):
     """`quant-report run` on demo model `demo_model` for `target`: (report folder, report.json as a dict or None,
     exit code, the exception's text or None), plus the model's data file."""
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model, data = demo.ensure_model(demo_model)
     out = tmp_path_factory.mktemp(f"hw_{demo_model}_{target}")

@@ -222,7 +222,7 @@ def test_a_lost_engine_pair_mse_is_in_report_json(regression_files, tmp_path, mo
 
 
 def test_a_failed_preload_is_said_and_kept():
-    from reporter.run import preload
+    from reporter.pipeline import preload
 
     log = types.SimpleNamespace(lines=[], write=lambda text: log.lines.append(text), flush=lambda: None)
     preload._import_all(("reporter_no_such_module_46",), log)

@@ -23,7 +23,7 @@ def _port(shape, name="mask"):
 
 
 def _read(y, shape, made_by, are_classes=False):
-    from reporter.run.task_reading import LabelSource, read_task
+    from reporter.inputs.task_reading import LabelSource, read_task
 
     y = np.asarray(y)
     return read_task(LabelSource(y, are_classes, "d.npz", "y"), _port(shape), made_by)
@@ -96,8 +96,8 @@ def test_labels_that_do_not_fit_are_refused_naming_what_was_expected_and_what_wa
 
 
 def test_a_mask_head_of_several_outputs_is_recorded_as_regression():
-    from reporter.run.labels import Head
-    from reporter.run.task_reading import head_spec
+    from reporter.inputs.labels import Head
+    from reporter.inputs.task_reading import head_spec
 
     y = (np.random.default_rng(4).uniform(size=(5, 8, 8, 1)) > 0.5).astype(np.float32)
     spec = head_spec(Head(_port((8, 8, 1)), y, False, False), "d.npz", "LOGISTIC", 0.5)

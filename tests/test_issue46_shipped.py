@@ -76,7 +76,7 @@ def test_the_fixture_really_holds_sparse_weights_behind_densify(sparse, name, va
 
 @pytest.mark.parametrize("name", ["sparse32", "sparse16"])
 def test_a_sparse_file_is_made_into_the_dense_float_model_it_computes(sparse, name):
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     folder, data = sparse
     given = (folder / f"{name}.tflite").read_bytes()
@@ -154,7 +154,7 @@ def test_the_fixture_lists_its_outputs_out_of_tensor_index_order(two_outputs):
 
 def test_a_model_without_a_signature_lists_its_outputs_in_its_own_order(two_outputs):
     from reporter.measure import evaluate
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     given = (two_outputs / "two_out.tflite").read_bytes()
     sg = _model(given).subgraphs[0]
@@ -290,7 +290,7 @@ def test_custom_objects_in_a_batch_takes_a_file_beside_the_batch_file(scaled_fil
 
 def test_a_custom_objects_module_name_still_works(scaled_files):
     """The module-name form: layers/ as a package-less folder, the module found in the current folder."""
-    from reporter.run import model_loading
+    from reporter.inputs import model_loading
 
     model_loading.import_custom_objects("scale46", True, str(scaled_files / "layers"))
     import keras

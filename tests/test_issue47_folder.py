@@ -16,7 +16,7 @@ def _immutable(folder, on: bool) -> bool:
 
 
 def test_an_immutable_report_folder_stops_the_run_before_any_work(tmp_path, demo_cache, capfd, run_cli):
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model, data = demo.ensure_model("breast_cancer_mlp")
     old = tmp_path / "out" / "bc"

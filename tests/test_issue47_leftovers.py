@@ -58,7 +58,7 @@ def test_non_latin_batch_names_are_not_one_folder(tmp_path):
 # --- (b) one message for nesting too deep -------------------------------------------------------------------
 def test_deep_recipe_is_one_line(tmp_path):
     from reporter.core.errors import UsageError
-    from reporter.run import recipes
+    from reporter.inputs import recipes
 
     deep = tmp_path / "deep.json"
     deep.write_text(DEEP)

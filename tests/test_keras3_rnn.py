@@ -179,7 +179,7 @@ def test_the_twin_copies_the_weights_and_its_proof_can_fail():
     """A twin with one weight changed is refused by the proof: the figure is not decoration."""
     import keras
 
-    from reporter.run import keras_twin
+    from reporter.inputs import keras_twin
 
     inp = keras.Input((6, 3), name="seq")
     h = keras.layers.Bidirectional(keras.layers.GRU(4, return_sequences=True))(inp)
@@ -311,7 +311,7 @@ def test_the_side_process_exports_the_twin(lstm_files, tmp_path):
     twin's too, and converts to the fused LSTM op."""
     import tensorflow as tf
 
-    from reporter.run import model_loading
+    from reporter.inputs import model_loading
 
     model, _ = lstm_files
     folder = model_loading.export_saved_model(str(model), False, str(tmp_path / "saved"))
@@ -360,7 +360,7 @@ def test_a_sequence_of_unknown_length_takes_the_datas(any_length_files, tmp_path
 
 def test_the_side_process_leaves_an_unknown_length_to_the_run(any_length_files, tmp_path):
     """The side process has no data to size the twin with: it declines, and the run exports the twin itself."""
-    from reporter.run import model_loading
+    from reporter.inputs import model_loading
 
     model, _ = any_length_files
     with pytest.raises(RuntimeError, match="come from the data"):
@@ -393,7 +393,7 @@ def test_custom_objects_in_a_batch_is_found_beside_the_batch_file(scaled_files, 
 
 def test_a_twin_that_differs_is_refused_in_one_line_naming_the_model(any_length_files):
     from reporter.core.errors import InputError
-    from reporter.run import model_loading
+    from reporter.inputs import model_loading
 
     model, data = any_length_files
     loaded = model_loading.load_model(str(model))

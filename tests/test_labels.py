@@ -259,7 +259,7 @@ def test_labels_that_contradict_a_softmax_are_refused_in_one_line(demo_cache, tm
 def test_a_multi_label_report_renders_in_every_format_without_a_confusion_matrix(label_runs):
     """HTML and PDF of a multi-label report: the exact-match row and per-label table, no confusion matrix
     (there is none for multi-label), and the PDF renders (it once failed on the empty matrix)."""
-    from reporter.run.conclude import load_report
+    from reporter.pipeline.conclude import load_report
     from reporter.render import formats as render
 
     folder = _ok_run(label_runs, "multilabel_collapse")[0]

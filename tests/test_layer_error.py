@@ -384,8 +384,8 @@ def test_a_fused_lstm_with_state_tensors_is_compared_sample_by_sample():
     """The tf_keras demo LSTM (UNIDIRECTIONAL_SEQUENCE_LSTM with variable state tensors) in FIQ: its state is
     reset before every sample, so the error over two samples is the mean of each one's."""
     from reporter.convert import converter as convert
-    from reporter.run import demo
-    from reporter.run import model_loading
+    from reporter.pipeline import demo
+    from reporter.inputs import model_loading
 
     model_path, data_path = demo.ensure_model("digits_lstm")
     data = np.load(data_path)

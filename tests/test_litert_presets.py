@@ -53,7 +53,7 @@ def test_int4_presets_are_variants_measured_like_every_other(tmp_path, mlp_files
 
 
 def test_a_model_that_quantized_nothing_says_so(fixture_report):
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
 
     flt = fixture_report.variant("float")
     same = dataclasses.replace(flt, name="dynamic_wi4b32_afp32", converter="LiteRT Quantizer")

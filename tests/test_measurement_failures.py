@@ -37,7 +37,7 @@ def broken(mlp_files, tmp_path_factory):
     from reporter.measure import evaluate
     from reporter.measure import structure
     from reporter.measure import metrics as qmetrics
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.pipeline.stages import RunSettings, run
 
     stage = {"now": ""}
     real_latency, real_analyzer, real_classification = evaluate.latency_ms, structure.analyzer_text, \
@@ -119,7 +119,7 @@ def test_errors_are_in_report_json_and_tracebacks_in_run_log(broken):
 @pytest.mark.slow
 def test_findings_warn_and_never_call_a_missing_value_the_same(broken, mlp_files):
     from reporter.batch.config import Gate
-    from reporter.run.conclude import check_gate as check
+    from reporter.pipeline.conclude import check_gate as check
 
     folder = broken[0]
     report = load_report(folder)
@@ -217,7 +217,7 @@ class _FakeIndex:
 
 @pytest.mark.slow
 def test_latency_runs_zero_skips_timing_cleanly(mlp_files, tmp_path):
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.pipeline.stages import RunSettings, run
 
     model, data = mlp_files
     report, folder = run(RunSettings(model=str(model), data=str(data), out=str(tmp_path), variants=("float",),
@@ -240,7 +240,7 @@ def test_latency_needs_a_run():
 
 def test_old_version_3_files_without_the_new_fields_still_read():
     from reporter.model.report import SCHEMA_VERSION, Report
-    from reporter.run.conclude import with_findings
+    from reporter.pipeline.conclude import with_findings
 
     data = json.loads((HERE / "fixtures" / "report_v3.json").read_text())
     for v in data["variants"]:
@@ -264,7 +264,7 @@ def test_float_without_metrics_renders_and_nothing_is_compared(fixture_report):
     """The reference's accuracy missing: no gap, no comparison, every format still renders."""
     from reporter.render import formats as render
     from reporter.model.report import Report
-    from reporter.run.conclude import with_findings
+    from reporter.pipeline.conclude import with_findings
 
     data = _fixture_data(fixture_report)
     data.pop("findings")
@@ -287,7 +287,7 @@ def test_float_without_metrics_renders_and_nothing_is_compared(fixture_report):
 def test_recommended_model_without_metrics_is_not_called_a_fix(fixture_report):
     from reporter.render import formats as render
     from reporter.model.report import Report
-    from reporter.run.conclude import with_findings
+    from reporter.pipeline.conclude import with_findings
 
     data = _fixture_data(fixture_report)
     data.pop("findings")
@@ -373,7 +373,7 @@ def test_file_lock_excludes_other_processes(tmp_path):
 def test_batch_note_on_how_latency_was_timed(fixture_report):
     from reporter.batch.runner import latency_timing_note
     from reporter.model.report import Report
-    from reporter.run.conclude import with_findings
+    from reporter.pipeline.conclude import with_findings
     from reporter.render.view import ReportView
 
     note = latency_timing_note(3)

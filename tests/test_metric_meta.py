@@ -197,7 +197,7 @@ def test_per_sample_metric_of_the_wrong_length_is_one_error():
 
 def test_meta_arrays_are_read_from_npz_npy_and_a_data_function(tmp_path, monkeypatch):
     from reporter.core.errors import InputError
-    from reporter.run.data_loading import load_data
+    from reporter.inputs.data_loading import load_data
 
     x, y = np.zeros((5, 3), np.float32), np.zeros(5, np.int64)
     np.savez(tmp_path / "d.npz", x=x, y=y, meta_anomaly=np.array([0, 1, 0, 1, 1]))
@@ -219,7 +219,7 @@ def test_meta_arrays_are_read_from_npz_npy_and_a_data_function(tmp_path, monkeyp
 
 def test_a_metric_asking_for_a_missing_meta_array_is_one_line(tmp_path):
     from reporter.core.errors import InputError
-    from reporter.run import metric
+    from reporter.inputs import metric
 
     path = tmp_path / "m.py"
     path.write_text(AUC_METRIC)
@@ -318,8 +318,8 @@ def test_a_two_head_headline_speaks_of_each_heads_measure():
 
     from reporter.model.findings import HeadFinding
     from reporter.model.report import GapStatus, OutputError
-    from reporter.run import conclude
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline import conclude
+    from reporter.pipeline.conclude import report_from_json
     from reporter.render.words import headline
 
     base = report_from_json((Path(__file__).parent / "fixtures" / "report.json").read_text())

@@ -37,8 +37,8 @@ def test_lighter_schemes_for_the_recommended_layers_are_built_measured_and_judge
     from litert_quantizer import recipe
 
     from independent import predictions
-    from reporter.run import data_loading
-    from reporter.run.settings import RunSettings
+    from reporter.inputs import data_loading
+    from reporter.inputs.settings import RunSettings
 
     folder, report = mlp_run
     rec = report["recommendation"]
@@ -93,7 +93,7 @@ def test_a_lighter_scheme_is_called_a_lighter_fix_only_when_smaller_and_not_wors
     significantly worse is not; within noise but larger is not lighter."""
     import dataclasses
 
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
 
     base = fixture_report
     sel = base.recommendation.selective

@@ -250,7 +250,7 @@ def test_the_markdown_folds_outputs_beyond_its_limit_and_keeps_the_leading_one(o
     first) and says how many more the HTML has; the HTML keeps every one."""
     import copy
 
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
     from reporter.render import formats as render
     from reporter.render.views.markdown import MarkdownView
 

@@ -35,7 +35,7 @@ def test_wheel_carries_templates_and_renders(tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); sys.modules['tensorflow'] = None\n"
-        "import reporter.render.formats as r; from reporter.run.conclude import report_from_json\n"
+        "import reporter.render.formats as r; from reporter.pipeline.conclude import report_from_json\n"
         "assert r.templates_dir() == __import__('pathlib').Path(sys.argv[1]) / 'reporter' / 'templates'\n"
         "html = r.render(report_from_json(open(sys.argv[2]).read()), 'html')\n"
         "assert b'Quantization report' in html\n"

@@ -26,7 +26,7 @@ def _weight_scales(tflite: bytes) -> list[int]:
 
 def test_per_tensor_fiq_has_one_scale_per_weight_tensor_and_is_measured(tmp_path, run_cli):
     from independent import accuracy
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model, data = demo.ensure_model("digits_cnn")
     out = tmp_path / "out"

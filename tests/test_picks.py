@@ -33,7 +33,7 @@ def test_the_report_ships_a_model_from_every_model_it_measured(fixture_report):
     float by its own McNemar test, and no other such model is both smaller and faster beyond timing noise."""
     from scipy.stats import binomtest
 
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
 
     report = fixture_report
     found = conclude.findings_of(report)

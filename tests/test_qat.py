@@ -52,7 +52,7 @@ def _build(folder: Path):
 
 @pytest.fixture(scope="module")
 def qat_run(demo_cache, tmp_path_factory):
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     folder = demo.cache_dir().parent / "qat-fakequant-v2"
     if not (folder / "complete").exists():
@@ -124,7 +124,7 @@ def test_qat_and_post_training_quantization_of_the_base_are_compared_on_the_same
 
 
 def _data(qat_run):
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     data = np.load(demo.cache_dir().parent / "qat-fakequant-v2" / "fq_data.npz")
     return data["x"].astype(np.float32), data["y"]

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.slow  # every test converts a model
 
 @pytest.fixture(scope="module")
 def mlp(mlp_files):
-    from reporter.run import data_loading, model_loading
+    from reporter.inputs import data_loading, model_loading
 
     model_path, data_path = mlp_files
     data = data_loading.load_data(str(data_path), 100)

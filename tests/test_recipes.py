@@ -97,7 +97,7 @@ def _expected_engine(folder, arrays, tf_name: str, litert_name: str) -> tuple:
 @pytest.fixture(scope="module")
 def schemes(tmp_path_factory, run_cli):
     """The digits conv net with FIQ from both engines, per-tensor from both, and two recipe files."""
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model, data = demo.ensure_model("digits_cnn")
     root = tmp_path_factory.mktemp("recipes")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from reporter.run.conclude import report_from_json
+from reporter.pipeline.conclude import report_from_json
 from reporter.render import formats as render
 from reporter.model.report import SCHEMA_VERSION
 from reporter.core.formatting import shorten
@@ -151,7 +151,7 @@ def _hostile(report):
     layers = [dataclasses.replace(layer, tensor_name=names[layer.tensor_name]) for layer in report.layers]
     rec = dataclasses.replace(report.recommendation,
                               denylisted_nodes=[names[n] for n in report.recommendation.denylisted_nodes])
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
 
     changed = dataclasses.replace(
         report, model=dataclasses.replace(report.model, name="<img src=x onerror=alert(1)>"), layers=layers,

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def ladder_run(demo_cache, tmp_path_factory):
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model, data = demo.ensure_model("breast_cancer_mlp")
     out = tmp_path_factory.mktemp("ladder")

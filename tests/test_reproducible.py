@@ -21,7 +21,7 @@ def test_every_format_renders_to_the_same_bytes_in_another_process(fixture_repor
         import sys
         from pathlib import Path
         sys.modules["tensorflow"] = None  # rendering needs none
-        from reporter.run.conclude import report_from_json
+        from reporter.pipeline.conclude import report_from_json
         from reporter.render import formats as render
 
         report = report_from_json(Path(sys.argv[1]).read_text())

@@ -34,7 +34,7 @@ def _npy_folder(npz: Path, folder: Path) -> Path:
 
 def test_an_npy_folder_is_read_memory_mapped_and_stays_mapped(mlp_files, tmp_path):
     from reporter.measure.signature import Port
-    from reporter.run import binding, data_loading
+    from reporter.inputs import binding, data_loading
 
     folder = _npy_folder(mlp_files[1], tmp_path / "data")
     np.save(folder / "x.npy", np.load(folder / "x.npy").astype(np.float32))

@@ -1,5 +1,5 @@
 """Float .tflite files as the field ships them (issue 34, point 8): no signature, float16 weights behind
-DEQUANTIZE, operator codes in the old field only. Each is made usable (reporter/run/tflite_prep.py), said so in
+DEQUANTIZE, operator codes in the old field only. Each is made usable (reporter/inputs/tflite_prep.py), said so in
 the report, and quantized; a run that builds no quantized variant exits 1. Every figure is checked against the
 plain LiteRT interpreter on the given file and on the written models (tests/independent.py)."""
 
@@ -59,7 +59,7 @@ def _inputs(x):
 
 @pytest.mark.parametrize("name", ["nosig", "fp16", "oldops"])
 def test_a_shipped_file_is_made_into_the_float_model_it_computes(shipped, name):
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     folder, x, _ = shipped
     given = (folder / f"{name}.tflite").read_bytes()
@@ -78,7 +78,7 @@ def test_a_shipped_file_is_made_into_the_float_model_it_computes(shipped, name):
 
 def test_the_fp16_file_really_had_float16_constants_and_loses_its_dequantize_ops(shipped):
     from reporter.measure import structure
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     folder, _, _ = shipped
     given = (folder / "fp16.tflite").read_bytes()
@@ -90,7 +90,7 @@ def test_the_fp16_file_really_had_float16_constants_and_loses_its_dequantize_ops
 
 
 def test_a_file_that_needs_nothing_is_used_byte_for_byte(shipped):
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     folder, _, _ = shipped
     given = (folder / "plain.tflite").read_bytes()
@@ -99,7 +99,7 @@ def test_a_file_that_needs_nothing_is_used_byte_for_byte(shipped):
 
 
 def test_a_missing_signature_is_named_after_the_graphs_tensors(shipped):
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     folder, _, _ = shipped
     prepared = tflite_prep.prepare((folder / "nosig.tflite").read_bytes())
@@ -138,7 +138,7 @@ def test_a_shipped_file_is_quantized_and_measured_like_a_clean_one(reports, ship
     assert variants[FLOAT]["metrics"]["accuracy"] == pytest.approx(I.accuracy(given, x, y))
     # the float.tflite written (what the report's reproduction code quantizes) computes what the given file does
     # and needs nothing more: LiteRT Quantizer reads it as it is
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     written_float = (out / f"{FLOAT}.tflite").read_bytes()
     assert np.array_equal(I.outputs(written_float, x), I.outputs(given, x))
@@ -155,7 +155,7 @@ def test_a_shipped_file_is_quantized_and_measured_like_a_clean_one(reports, ship
 @pytest.mark.slow
 def test_a_run_that_builds_no_quantized_variant_exits_1(shipped, tmp_path, run_cli, monkeypatch, capsys):
     """Before: DRQ and FIQ failed ("no signature") and the run exited 0 with no quantized variant."""
-    from reporter.run import tflite_prep
+    from reporter.inputs import tflite_prep
 
     monkeypatch.setattr(tflite_prep, "add_signature", lambda model: ([], []))  # the signature left missing
     folder, _, _ = shipped

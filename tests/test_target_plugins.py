@@ -89,7 +89,7 @@ def test_no_code_outside_the_target_modules_branches_on_a_targets_check_and_conf
 @pytest.mark.parametrize("name", _registered())
 def test_a_report_decided_for_the_target_names_it_in_its_headline(name, fixture_report):
     from reporter.core import targets
-    from reporter.run import conclude
+    from reporter.pipeline import conclude
 
     target = targets.of(name)
     assert target.name == name and target.words.startswith("on ") and target.hardware
@@ -128,7 +128,7 @@ def converted(demo_cache):
     import keras
     import tensorflow as tf
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model_path, data_path = demo.ensure_model("digits_cnn")
     data = np.load(data_path)
@@ -237,7 +237,7 @@ def test_the_check_measures_on_the_targets_kernels_and_its_record_round_trips(na
     from reporter.core import targets, variants
     from reporter.measure import hardware
     from reporter.model.variant import OnTarget
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     target = targets.of(name)
     files, x, _ = converted
@@ -287,7 +287,7 @@ def fp16_npu_run(demo_cache, tmp_path_factory):
     for the run (and only for it)."""
     import fp16_npu_target
     from reporter.core import targets
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model, data = demo.ensure_model("breast_cancer_mlp")
     out = tmp_path_factory.mktemp("fp16_npu")

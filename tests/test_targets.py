@@ -17,7 +17,7 @@ def target_runs(demo_cache, tmp_path_factory, run_cli):
     """One collapse fixture (FIQ loses 40 points to a normalization layer; 2 ops in float fix it) for each target,
     and the demo's digits CNN (FIQ as good as float) for integer-only hardware; exit codes kept."""
     import collapse_fixtures
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     out = tmp_path_factory.mktemp("targets")
     wine = collapse_fixtures.ensure("wine_offset", demo_cache)

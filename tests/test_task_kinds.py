@@ -169,7 +169,7 @@ def test_a_kinds_main_metric_and_correctness_agree_with_scikit_learn(name):
 
 @pytest.mark.parametrize("name", KINDS)
 def test_a_kinds_record_round_trips_through_report_json(name):
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     kind = tasks.of(name)
     task, binary_sigmoid, read_back = RECORDED[name]
@@ -242,7 +242,7 @@ def top3_run(demo_cache, tmp_path_factory):
 def test_a_kind_of_ones_own_runs_a_report_end_to_end(top3_run):
     from independent import signature_input_order, signature_predict
     from reporter.render import formats
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     code, folder, data_path = top3_run
     assert code == 0, (folder / "run.log").read_text()[-3000:] if (folder / "run.log").is_file() else code

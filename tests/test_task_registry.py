@@ -1,5 +1,5 @@
 """The task-kind registry (reporter/core/tasks.py): every kind it holds is accepted by --task, read from labels
-by reporter.run.task_reading, measured by its own main metric, and worded in a rendered report.
+by reporter.inputs.task_reading, measured by its own main metric, and worded in a rendered report.
 
 Expectations are written out here (the words a reader sees, metrics computed by hand or by scikit-learn), never
 read back from the registry: a new kind needs its row in each table below, or these tests fail."""
@@ -50,7 +50,7 @@ def test_every_kind_has_its_expectations_here():
 def _rendered(kind: str) -> tuple[str, str]:
     """tests/fixtures/report.json recorded as a model of `kind`, its findings decided and worded again."""
     from reporter.render import formats
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     task, binary_sigmoid, classes, main_metric = RECORDED[kind]
     data = json.loads(FIXTURE.read_text())
@@ -74,7 +74,7 @@ def test_a_kinds_words_and_metric_reach_the_report(kind):
 
 def test_a_binary_sigmoid_is_still_recorded_as_classification():
     """Old reports load: `model.task` keeps its recorded names, the entry is looked up from them."""
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     data = json.loads(FIXTURE.read_text())
     data["model"].update(binary_sigmoid=True)
@@ -112,7 +112,7 @@ UNLABELLED_CLASSES = {"detection": None}
 @pytest.mark.parametrize("kind", sorted(READINGS))
 def test_every_kind_is_accepted_by_task_and_read_from_its_labels(kind):
     from reporter.cli import build_parser
-    from reporter.run.task_reading import LabelSource, read_task
+    from reporter.inputs.task_reading import LabelSource, read_task
 
     args = build_parser().parse_args(["run", "m.keras", "--data", "d.npz", "--task", kind, "--task", f"out={kind}"])
     assert list(args.task) == [kind, f"out={kind}"]
@@ -127,8 +127,8 @@ def test_every_kind_is_accepted_by_task_and_read_from_its_labels(kind):
 @pytest.mark.parametrize("kind", sorted(READINGS))
 def test_every_kind_names_an_unlabelled_output_too(kind):
     """--task for an output without labels (compared with float): its classes from the output's shape."""
-    from reporter.run.labels import Head
-    from reporter.run.task_reading import head_spec
+    from reporter.inputs.labels import Head
+    from reporter.inputs.task_reading import head_spec
 
     shape, _, classes = READINGS[kind]
     classes = UNLABELLED_CLASSES.get(kind, classes)
@@ -197,7 +197,7 @@ SCORES = {
 @pytest.mark.parametrize("kind", sorted(SCORES))
 def test_every_kind_is_measured_by_its_own_main_metric(kind):
     from reporter.measure.task import Task
-    from reporter.run.metric import task_score
+    from reporter.inputs.metric import task_score
 
     out, y, expected = _outputs(kind)
     shape = {"segmentation": (2, 2, 3)}.get(kind, out.shape[1:])

@@ -31,7 +31,7 @@ def _data(y, labels_are_classes):
 def _classes(labels, are_classes, size, made_by=""):
     """The number of classes `read_task` reads from these labels for an output of `size` units."""
     from reporter.measure.signature import Port
-    from reporter.run.task_reading import LabelSource, read_task
+    from reporter.inputs.task_reading import LabelSource, read_task
 
     y = np.asarray(labels)
     port = Port("out", "output_0", 0, (-1, size), "float32", allocated=(1, size))
@@ -50,7 +50,7 @@ def test_one_output_with_0_1_labels_is_a_binary_classifier():
 def test_float_labels_of_a_softmax_are_class_ids_with_a_note_and_fractions_are_refused():
     from reporter.core.errors import InputError
     from reporter.measure.signature import Port
-    from reporter.run.task_reading import LabelSource, read_task
+    from reporter.inputs.task_reading import LabelSource, read_task
 
     port = Port("head", "output_0", 0, (-1, 2), "float32", allocated=(1, 2))
     reading = read_task(LabelSource(np.array([0.0, 1.0, 1.0]), False, "d.npz", "y"), port, "SOFTMAX")
@@ -65,7 +65,7 @@ def test_sigmoid_units_with_label_rows_are_multilabel_and_never_argmaxed():
     from reporter.measure.signature import Port
     from reporter.measure.kinds.multilabel import bits
     from reporter.measure.task import label_codes
-    from reporter.run.task_reading import LabelSource, read_task
+    from reporter.inputs.task_reading import LabelSource, read_task
 
     rows = np.array([[1, 0, 1], [0, 1, 1], [1, 0, 0]])
     port = Port("tags", "output_0", 0, (-1, 3), "float32", allocated=(1, 3))
@@ -147,7 +147,7 @@ def test_paired_counts():
 
 # --- end to end -----------------------------------------------------------------------------------------
 def _run(model, data, out, name, **settings_kw):
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.pipeline.stages import RunSettings, run
 
     settings = RunSettings(model=str(model), data=str(data), out=str(out), name=name, variants=("float", "fiq"),
                            formats=("json",), latency_runs=3, quiet=True, **settings_kw)
@@ -273,7 +273,7 @@ def test_binary_sigmoid_report_tells_the_story_first(binary_run):
 def test_regression_report_with_rule_flags_makes_no_gap_claim(regression_files, tmp_path):
     """A regression output run with --first-layers 1: the gap is not measurable, and the report says
     what it measured (output error) instead of claiming FIQ is as accurate as float."""
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.pipeline.stages import RunSettings, run
     from story import check_story
 
     model, data = regression_files

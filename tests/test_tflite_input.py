@@ -12,9 +12,9 @@ def cnn_tflite(demo_cache, tmp_path_factory):
     """The demo's digits CNN converted to a float .tflite by TF's converter, and its FIQ by TF's path
     (same calibration samples as `run` uses) for comparison."""
     from reporter.convert import converter as conv
-    from reporter.run import demo
-    from reporter.run import data_loading, model_loading
-    from reporter.run.settings import RunSettings
+    from reporter.pipeline import demo
+    from reporter.inputs import data_loading, model_loading
+    from reporter.inputs.settings import RunSettings
 
     model_path, data_path = demo.ensure_model("digits_cnn")
     loaded = model_loading.load_model(model_path)

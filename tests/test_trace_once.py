@@ -8,7 +8,7 @@ import pytest
 
 from reporter.convert import converter as convert
 from reporter.measure import evaluate
-from reporter.run import model_loading
+from reporter.inputs import model_loading
 from reporter.measure import structure
 from reporter.convert.quantize import FiqQuantizer
 
@@ -31,7 +31,7 @@ def _same_model(a: bytes, b: bytes, x, exact=True):
 def test_exported_once_converts_to_the_same_models(demo_cache, name):
     import tensorflow as tf
 
-    from reporter.run import demo
+    from reporter.pipeline import demo
 
     model_path, data_path = demo.ensure_model(name, say=lambda text: None)
     loaded = model_loading.load_model(model_path)  # the tool's factory: exports once
@@ -59,7 +59,7 @@ def test_exported_once_converts_to_the_same_models(demo_cache, name):
 
 def test_the_export_is_removed_after_the_run(mlp_files, tmp_path, monkeypatch):
     """Batch workers exit without running atexit: the pipeline removes the export itself."""
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.pipeline.stages import RunSettings, run
 
     made = []
     original = model_loading.traced_once.__call__

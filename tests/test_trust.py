@@ -254,7 +254,7 @@ def test_a_long_model_file_name_gets_a_short_distinct_folder():
 
 def test_the_exported_savedmodel_lives_in_the_staging_folder(mlp_files, tmp_path):
     """So that a killed run leaves it only inside its own .partial- folder, which a later run removes."""
-    from reporter.run import model_loading
+    from reporter.inputs import model_loading
 
     loaded = model_loading.load_model(mlp_files[0], scratch=tmp_path)
     loaded.make_converter()

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import one_error_line
 from reporter.core.errors import InputError
-from reporter.run import data_loading, headers, model_loading, usercode
+from reporter.inputs import data_loading, headers, model_loading, usercode
 
 ROOT = Path(__file__).resolve().parents[1]
 BUDGET = headers.BUDGET_ENV
@@ -48,7 +48,7 @@ def _in_child(script: str, cwd: Path, **env) -> dict:
 READ_IN_CHILD = """
     import json, sys
     from reporter.core.errors import InputError
-    from reporter.run import data_loading
+    from reporter.inputs import data_loading
     try:
         data_loading.load_data(sys.argv[-1] if len(sys.argv) > 1 else "DATA", 100)
         error = None
@@ -272,7 +272,7 @@ def test_data_sys_exit_is_announced_then_refused(tmp_path, mlp_files, run_cli, c
 
 
 def test_a_metric_module_that_exits_while_loading_is_one_error(tmp_path):
-    from reporter.run import metric
+    from reporter.inputs import metric
 
     (tmp_path / "exiting_metric.py").write_text("import sys\nsys.exit(2)\ndef f(y_true, y_pred):\n    return 1.0\n")
     spec = f"{tmp_path / 'exiting_metric.py'}:f"

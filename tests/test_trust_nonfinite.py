@@ -33,8 +33,8 @@ def strict_json(text: str):
 
 # --- fast: the JSON itself, metrics on NaN outputs ----------------------------------------------------
 def test_to_json_writes_non_finite_numbers_as_null_and_reads_back(fixture_report):
-    from reporter.run.conclude import report_from_json
-    from reporter.run.conclude import attach
+    from reporter.pipeline.conclude import report_from_json
+    from reporter.pipeline.conclude import attach
     from reporter.model.report import LayerError, LayerErrors
 
     rows = [LayerError(index=0, op_name="FULLY_CONNECTED", tensor_name="t", float_tensor_name="t", matched_by="name",
@@ -57,7 +57,7 @@ def test_to_json_writes_non_finite_numbers_as_null_and_reads_back(fixture_report
 
 
 def test_older_reports_without_the_count_read_as_zero(fixture_report):
-    from reporter.run.conclude import report_from_json
+    from reporter.pipeline.conclude import report_from_json
 
     data = json.loads(fixture_report.to_json())
     for v in data["variants"]:

@@ -12,7 +12,7 @@ import pytest
 
 from reporter.core import waiting
 from reporter.core.errors import InputError
-from reporter.run.usercode import call_function
+from reporter.inputs.usercode import call_function
 
 ROOT = Path(__file__).resolve().parents[1]
 MUST = "a data function must return its arrays"

@@ -24,7 +24,7 @@ def _port(size, shape=None):
 
 
 def _read(y, are_classes, size, made_by="", forced=None, shape=None):
-    from reporter.run.task_reading import LabelSource, read_task
+    from reporter.inputs.task_reading import LabelSource, read_task
 
     return read_task(LabelSource(np.asarray(y), are_classes, "d.npz", "y"), _port(size, shape), made_by,
                      forced=forced)

@@ -6,7 +6,7 @@ import pytest
 
 from reporter.core import formatting as fmt
 from reporter.core import judgement
-from reporter.run.conclude import attach, report_from_json
+from reporter.pipeline.conclude import attach, report_from_json
 from reporter.render import view
 from reporter.render.views import common
 

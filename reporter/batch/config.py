@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Union
 
-from reporter.run import settings
+from reporter.inputs import settings
 from reporter.core.errors import QuantReportError
 from reporter.findings.gate import Gate
 from reporter.core.files import folder_name, name_problem

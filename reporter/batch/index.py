@@ -23,7 +23,7 @@ from reporter.batch.config import BatchConfig
 from reporter.findings.gate import Gate
 from reporter.core.exit_codes import exit_code
 from reporter.render.formats import FILE_NAMES, environment, templates_dir, write_atomic
-from reporter.run.conclude import check_gate as check, load_report
+from reporter.pipeline.conclude import check_gate as check, load_report
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_change, fmt_metric, fmt_ms, fmt_number, fmt_percent, fmt_points
 from reporter.core import variants
 from reporter.core.variants import short

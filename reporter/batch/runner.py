@@ -23,7 +23,7 @@ from reporter.batch.executor import BatchOptions, Executor
 from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome
 from reporter.core.files import clean_leftovers, folder_name
 from reporter.core.lifetime import Terminated
-from reporter.run import settings
+from reporter.inputs import settings
 
 
 def fingerprint(entry: ModelEntry, max_accuracy_drop=None) -> str:

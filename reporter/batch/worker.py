@@ -125,9 +125,9 @@ def work(job: Job, messages) -> dict:
     from reporter.measure import evaluate
     from reporter.core.errors import QuantReportError
     from reporter.core.lifetime import stop_if_terminated
-    from reporter.run import materialize
-    from reporter.run.data_loading import is_callable_spec
-    from reporter.run.pipeline import RunSettings, run
+    from reporter.inputs import materialize
+    from reporter.inputs.data_loading import is_callable_spec
+    from reporter.pipeline.stages import RunSettings, run
 
     if job.timing_lock:
         evaluate.set_timing_lock(FileLock(job.timing_lock))

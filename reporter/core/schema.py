@@ -2,10 +2,10 @@
 
 A run setting (RUN) is a flag of `run` and `demo`, a key of a batch file, a keyword of `reporter.run(...)` and a
 field of report.json's `settings`; the gate's (GATE) a flag of `run` and a batch file's [gate]; a batch's notes
-(NOTES) are written into report.json only. The command line (reporter.run.settings builds argparse's flags), the batch
+(NOTES) are written into report.json only. The command line (reporter.inputs.settings builds argparse's flags), the batch
 file's reader (reporter.batch.config), the API's keywords (reporter.api) and report.json's settings record
 (reporter.model.settings) all read these declarations. The checks here are pure (values only); files are checked
-by the run (reporter.run.settings.RunSettings.check). Imports no TensorFlow.
+by the run (reporter.inputs.settings.RunSettings.check). Imports no TensorFlow.
 """
 
 from __future__ import annotations

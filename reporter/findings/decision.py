@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # The questions the run may ask while it measures, before the report exists (tests/test_architecture.py): whether a
 # model meets the accuracy target against float (the search, the blame), and whether a repair rung's model meets it on
-# the target (the ladder). Every other public function here decides the report's findings (reporter.run.conclude).
+# the target (the ladder). Every other public function here decides the report's findings (reporter.pipeline.conclude).
 ASKED_WHILE_MEASURING = ("meets_target", "meets_on_target")
 
 
@@ -112,7 +112,7 @@ def meets_target(m: "VariantResult", flt: "VariantResult", target: str, limit: O
                  scale_is_metric: bool) -> bool:
     """Whether model `m` meets the accuracy target against float: the decision's one rule (`judge`), for the stages
     that measure before the report exists (whether the search runs, whether its model closed the gap, whether the
-    whole model in 16x8 is worth measuring, which variants the blame fixes; reporter.run.conclude.target_rule hands
+    whole model in 16x8 is worth measuring, which variants the blame fixes; reporter.pipeline.conclude.target_rule hands
     it to them). `scale_is_metric`: the report has a main metric (Report.measurable). Float not measured: False."""
     if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
         return False
@@ -127,7 +127,7 @@ class OnTarget(NamedTuple):
 
 
 def meets_on_target(report: "Report", name: str = "") -> Optional[OnTarget]:
-    """The repair ladder's one question (reporter.run.repairs), asked of the report measured so far: whether model
+    """The repair ladder's one question (reporter.pipeline.repairs), asked of the report measured so far: whether model
     `name` meets the accuracy target and runs on the run's target, as the decision judges it; without `name`,
     whether the decision ships a model that meets it there. None when nothing can be judged (or `name` was not
     measured)."""

@@ -19,7 +19,7 @@ from reporter.model.report import ClassMetrics, Metrics, OutputError, Paired, Ta
 
 def _skm():
     """sklearn.metrics, imported when first needed (2 s on a cold start; the pipeline preloads it in the
-    background while TensorFlow converts: reporter.run.preload)."""
+    background while TensorFlow converts: reporter.pipeline.preload)."""
     from sklearn import metrics
 
     return metrics

@@ -107,7 +107,7 @@ class UserScore(Score):
 
     bootstrapped = True
     paired_t = False  # set once a measurement returned one value per sample: the paired test is then a t-test
-    meta: dict = {}  # the run's `meta_<name>` arrays by name (set by reporter.run.metric.user_score)
+    meta: dict = {}  # the run's `meta_<name>` arrays by name (set by reporter.inputs.metric.user_score)
 
     def __init__(self, name: str, fn: Callable, y_true, n: int, higher_is_better: bool = True,
                  primary: Optional[str] = None):

@@ -1,6 +1,6 @@
 """The data a run measures on, as the stages hand them on: the inputs by name and the data set.
 
-Read by reporter.run (data loading, binding, labels), measured by reporter.measure, searched and debugged on
+Read by reporter.inputs (data loading, binding, labels), measured by reporter.measure, searched and debugged on
 by reporter.search and reporter.debug: declared here so that every layer can type them. No TensorFlow here.
 """
 

@@ -1,6 +1,6 @@
 """The integer-only repair ladder as report.json stores it: each rung tried (cheapest first) for an integer-only
 target when no integer-only model met the accuracy target, the model it built, measured like every model, and why
-the ladder stopped (reporter.run.repairs runs it; reporter.convert.rungs builds each rung's model)."""
+the ladder stopped (reporter.pipeline.repairs runs it; reporter.convert.rungs builds each rung's model)."""
 
 from __future__ import annotations
 

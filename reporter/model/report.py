@@ -131,7 +131,7 @@ class ModelInfo:
     twin_max_abs_difference: Optional[float] = None
     twin_samples: int = 0
     # A .tflite input changed so it can be quantized (a signature built, float16 constants widened, op codes
-    # normalized: reporter/run/tflite_prep.py), one sentence per change; empty when used as given.
+    # normalized: reporter/inputs/tflite_prep.py), one sentence per change; empty when used as given.
     input_changes: list[str] = field(default_factory=list)
 
     @property

@@ -3,7 +3,7 @@
 Every reader (the findings, the decision, the words, the views) reads a field by name, so a misspelt setting is
 an AttributeError in the code, never a silent default; and a report.json whose `settings` holds a key this
 version does not know is refused in one line naming it (reporter.model.decode refuses unknown fields).
-The values are what `reporter.run.settings.RunSettings.recorded` writes; a field added later has a default,
+The values are what `reporter.inputs.settings.RunSettings.recorded` writes; a field added later has a default,
 so older files still read.
 """
 

@@ -1,5 +1,5 @@
 """`quant-report diff`: two runs compared (reporter.findings.diff decides, reporter.render.words.diff words; both
-called by reporter.run.conclude.compare_runs), rendered as Markdown, HTML or JSON."""
+called by reporter.pipeline.conclude.compare_runs), rendered as Markdown, HTML or JSON."""
 
 from __future__ import annotations
 

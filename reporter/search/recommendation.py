@@ -28,16 +28,25 @@ from reporter.core.variants import SEARCH_METHOD
 TargetRule = Callable[[VariantResult, VariantResult], bool]  # (model, float) -> it meets the accuracy target
 
 
-def recommend_for(m: Measurer, options: Settings, target_rule: Optional[TargetRule], quantizer: recommend.Quantizer,
-                  layers: list[LayerStat], results: dict[str, VariantResult], litert_models: litert.LiteRtModels
+@dataclasses.dataclass(frozen=True)
+class Asked:
+    """What the run asks of the search: its settings as report.json records them (the rule's threshold, the search's
+    method, budget and samples, forced layers and ops), and `target_rule(model, float)`, whether a measured model
+    meets the accuracy target (the findings' one rule, which the run hands down: the search measures, it never
+    decides that itself; None: no model is taken to meet it)."""
+
+    settings: Settings
+    target_rule: Optional[TargetRule] = None
+
+
+def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, layers: list[LayerStat],
+                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels
                   ) -> tuple[list, Recommendation]:
-    """The layers (with the rule's suspects marked) and the measured recommendation: `options` are the run's settings
-    as report.json records them (the rule's threshold, the search's method, budget and samples, forced layers and
-    ops), `quantizer` builds FIQ with chosen layers in float from the run's float model, and `target_rule(model,
-    float)` says whether a measured model meets the accuracy target (the findings' one rule, which the run hands
-    down: the search measures, it never decides that itself; None: no model is taken to meet it)."""
+    """The layers (with the rule's suspects marked) and the measured recommendation for what the run `asked`;
+    `quantizer` builds FIQ with chosen layers in float from the run's float model."""
     data, task, progress = m.data, m.task, m.progress
-    target_rule = target_rule or (lambda model, flt: False)
+    options = asked.settings
+    target_rule = asked.target_rule or (lambda model, flt: False)
     float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
     # accumulated from the input, which would flag every layer after the first bad one: no rule then.

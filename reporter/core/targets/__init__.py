@@ -4,7 +4,7 @@ Each family module of `FAMILIES` declares its targets (reporter.core.targets.bas
 accuracy is measured there, the cost, the words) and its --target help; registering a family is one line of
 `FAMILIES` (or `register(module)`). Every list of targets the tool shows (the --target help and choices, the error
 naming the known ones) is read from here, and code that differs by target asks its Target, never its name. Pure and
-typed: reporter.findings.decision reads these rules; reporter.run.settings offers the names.
+typed: reporter.findings.decision reads these rules; reporter.inputs.settings offers the names.
 """
 
 from __future__ import annotations

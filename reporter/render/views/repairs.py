@@ -1,6 +1,6 @@
 """Section 2's "Repairs in integers": each rung of the integer-only repair ladder (cheapest first) with what its
 model measured against float on the target's kernels, its size, whether it is integer-only and runs on the target,
-and why the ladder stopped (reporter.run.repairs ran it; the decision judged each model)."""
+and why the ladder stopped (reporter.pipeline.repairs ran it; the decision judged each model)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ the story told first; `notices`: warnings and hints;
 `gate`: the gate's line; `diff`: `quant-report diff`'s). A wording change touches no decision, and every
 format reads the same words.
 
-`word` writes the sentences of findings decided by reporter.findings.derive; reporter.run.conclude calls both (the
+`word` writes the sentences of findings decided by reporter.findings.derive; reporter.pipeline.conclude calls both (the
 pipeline once per run, and the readers of a report.json whose findings an older version dropped). Nothing here
 decides: the words read the decided records.
 """

@@ -1,5 +1,5 @@
 """The words of the accuracy gate's one-line result (reporter.findings.gate decides it; a batch's [gate] on a saved
-report is applied by reporter.run.conclude.check_gate)."""
+report is applied by reporter.pipeline.conclude.check_gate)."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from reporter.measure.kinds.reading import read_task
 from reporter.measure.measurer import HeadSpec
 from reporter.measure.signature import Signature
 from reporter.measure.task import Task
-from reporter.run.labels import Head
-from reporter.run.settings import RunSettings
+from reporter.inputs.labels import Head
+from reporter.inputs.settings import RunSettings
 
 __all__ = ["LabelSource", "TaskReading", "forced_tasks", "head_spec", "read_task"]
 

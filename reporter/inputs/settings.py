@@ -52,7 +52,7 @@ class RunSettings:
         """Everything that can be checked before TensorFlow is imported: the settings' values, that the
         model and data exist and are of a kind quant-report reads, and that the output folder can be
         written. Raises QuantReportError naming the flag or file."""
-        from reporter.run.preflight import preflight
+        from reporter.inputs.preflight import preflight
         from reporter.core import files as output
         from reporter.core.errors import QuantReportError
 
@@ -68,7 +68,7 @@ class RunSettings:
             raise QuantReportError("; ".join(bad))
         preflight(self.model, self.data)
         if self.recipe:
-            from reporter.run import recipes
+            from reporter.inputs import recipes
 
             recipes.load(self.recipe, self.code_dir)  # each file read and checked: one line naming a bad one
         if Path(self.model).suffix.lower() == ".tflite":
@@ -94,7 +94,7 @@ class RunSettings:
         adds = targets.REGISTRY[self.target].adds
         if Path(self.model).suffix.lower() == ".tflite":
             adds = tuple(v for v in adds if v not in NEEDS_TF_CONVERTER)
-        from reporter.run.recipes import variant_name
+        from reporter.inputs.recipes import variant_name
 
         return tuple(dict.fromkeys((*self.variants, *adds, *(variant_name(p) for p in self.recipe))))
 

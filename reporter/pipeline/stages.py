@@ -1,6 +1,6 @@
 """The pipeline: one model and its data in, every stage in order, report.json and artifacts out.
 
-After loading, each stage takes the run context (reporter.run.context): the float model, the data bound to
+After loading, each stage takes the run context (reporter.pipeline.context): the float model, the data bound to
 it and the task, the metrics and the quantizer, so that a stage never needs a long parameter list.
 """
 
@@ -33,13 +33,14 @@ from reporter.model.settings import Settings
 from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, LayerStat, ModelInfo, OutputInfo,
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
-from reporter.run import binding, conclude, on_target, repairs, labels, metric, model_loading, recipes, task_reading
-from reporter.run.context import Quantizer, RunContext, RunStart
-from reporter.run.data_loading import load_data
-from reporter.run.model_loading import LoadedModel
-from reporter.run.settings import RunSettings  # noqa: F401 - where callers have always found it
+from reporter.inputs import binding, labels, metric, model_loading, recipes, task_reading
+from reporter.pipeline import conclude, on_target, repairs
+from reporter.pipeline.context import Quantizer, RunContext, RunStart
+from reporter.inputs.data_loading import load_data
+from reporter.inputs.model_loading import LoadedModel
+from reporter.inputs.settings import RunSettings  # noqa: F401 - where callers have always found it
 from reporter.search import output_range
-from reporter.search.recommendation import recommend_for
+from reporter.search.recommendation import Asked, recommend_for
 
 
 def ordered_variants(names) -> tuple:
@@ -120,7 +121,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
                 exporting = (target, side_conv.call(model_loading.export_saved_model, str(s.model), s.trust_model,
                                                     target, s.custom_objects, s.code_dir))
         import tensorflow  # noqa: F401 - imported here so that its start-up chatter lands in run.log
-        from reporter.run import preload
+        from reporter.pipeline import preload
 
         preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
     except BaseException:  # SIGTERM or Ctrl-C while TensorFlow imports: the side process stops (and writes no
@@ -384,9 +385,8 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
-            layers, recommendation = recommend_for(m, Settings(**ctx.settings.recorded()),
-                                                   conclude.target_rule(ctx.settings, m), ctx.quantizer, layers,
-                                                   results, ctx.litert_models)
+            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m))
+            layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
     return _Debugged(layers, recommendation, debugger_error)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from reporter.core.errors import InputError
-from reporter.run import headers
-from reporter.run.data_loading import DATA_KINDS, TEXT_SUFFIXES, is_callable_spec
-from reporter.run.model_loading import MODEL_KINDS, TFLITE_IDENTIFIER
+from reporter.inputs import headers
+from reporter.inputs.data_loading import DATA_KINDS, TEXT_SUFFIXES, is_callable_spec
+from reporter.inputs.model_loading import MODEL_KINDS, TFLITE_IDENTIFIER
 
 
 def preflight(model, data):

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from reporter.core.errors import InputError, first_line, storage_problem
-from reporter.run import tflite_prep
-from reporter.run import headers, keras_twin
+from reporter.inputs import tflite_prep
+from reporter.inputs import headers, keras_twin
 
 KERAS3_RNN_HINT = (
     "Keras 3 recurrent layers ({names}) do not convert to TFLite (TensorListReserve / READ_VARIABLE);"
@@ -99,7 +99,7 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
     safe mode (no Python code from the file runs) unless `trust`: a model that needs it is refused in one line.
     `custom_objects` names a module imported first (it registers the model's custom classes; needs `trust`),
     installed, else MODULE.py in `code_dir` (a batch file's folder) or the current folder; or a FILE.py path.
-    A Keras 3 model with recurrent layers is converted through its tf_keras twin (reporter.run.keras_twin).
+    A Keras 3 model with recurrent layers is converted through its tf_keras twin (reporter.inputs.keras_twin).
     A Keras model is exported once to a SavedModel in `scratch` (the run's staging folder, so that it goes with
     it even when the run is killed), else in the system's temporary folder."""
     path = Path(path)
@@ -205,7 +205,7 @@ def import_custom_objects(module: str, trust: bool, code_dir: Optional[str] = No
     MODULE.py in `code_dir` or the current folder) or a FILE.py path (relative to `code_dir`, a batch file's
     folder, else to the current folder). Its code runs, so only with `trust`. InputError naming the setting
     otherwise, or naming a missing file."""
-    from reporter.run import usercode
+    from reporter.inputs import usercode
 
     if not trust:
         raise InputError(module, "--custom-objects imports this module, whose code runs: pass --trust-model too")
@@ -236,13 +236,13 @@ def custom_objects_file(value: str, code_dir: Optional[str] = None) -> Optional[
 
 def _float_tflite(path: Path) -> tflite_prep.Prepared:
     """The bytes of a float .tflite, made usable (a signature, float16 constants widened, op codes normalized:
-    reporter/run/tflite_prep.py); InputError if it is not a TFLite model or is already quantized."""
+    reporter/inputs/tflite_prep.py); InputError if it is not a TFLite model or is already quantized."""
     from reporter.measure import structure
 
     data = path.read_bytes()
     if data[4:8] != TFLITE_IDENTIFIER:
         raise InputError(path, "not a TFLite model (no TFL3 flatbuffer identifier)")
-    from reporter.run import tflite_check
+    from reporter.inputs import tflite_check
 
     wrong = tflite_check.problem(path)  # in a child process under a memory ceiling, before anything reads it
     if wrong:

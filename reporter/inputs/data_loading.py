@@ -1,7 +1,7 @@
 """Reading the user's data: an .npz file, a folder of .npy files or a data function, checked before use.
 
-The arrays keep their types and names here; reporter.run.binding matches them to the model's inputs and
-reporter.run.labels the labels to its outputs. Every problem becomes an InputError naming the file.
+The arrays keep their types and names here; reporter.inputs.binding matches them to the model's inputs and
+reporter.inputs.labels the labels to its outputs. Every problem becomes an InputError naming the file.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import numpy as np
 from reporter.core.arrays import all_finite
 from reporter.core.errors import InputError, first_line
 from reporter.model.data import Dataset, Inputs
-from reporter.run import headers
-from reporter.run.labels import read_labels
-from reporter.run.model_loading import LoadedModel
+from reporter.inputs import headers
+from reporter.inputs.labels import read_labels
+from reporter.inputs.model_loading import LoadedModel
 
 DATA_KINDS = ("an .npz file with arrays x and y (and optional x_calib; x_<input name> for several inputs), a folder"
               " of .npy files with those names (memory-mapped), or package.module:function returning them")
@@ -32,7 +32,7 @@ def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = Non
     `package.module:function`: `x` (and `x_calib`) for a one-input model; `x_<input name>` (and
     `x_calib_<input name>`) for several inputs, or from a function `x` (and `x_calib`) as a dict keyed by
     input name. Arrays keep their types until `bind` matches them to the model's inputs.
-    An .npz's or a folder's .npy headers are checked before any array is read (reporter.run.headers): against
+    An .npz's or a folder's .npy headers are checked before any array is read (reporter.inputs.headers): against
     each other, the memory budget and, given the loaded `model`, its inputs. `say` prints a progress line
     (a data function is announced before it is called, and "still waiting" is said every 30 s while it runs; it is
     stopped after `timeout` seconds when one is given)."""
@@ -191,9 +191,9 @@ def _model_inputs(model: Optional[LoadedModel]) -> Optional[headers.ModelInputs]
 
 def _call_data_function(spec: str, code_dir: Optional[str] = None, say: Optional[Callable[[str], None]] = None,
                         timeout: Optional[float] = None) -> dict:
-    """Calls `package.module:function` (reporter.run.usercode.call_function: found without touching sys.path,
+    """Calls `package.module:function` (reporter.inputs.usercode.call_function: found without touching sys.path,
     behind the wall) and checks that it returned a mapping of arrays."""
-    from reporter.run import usercode
+    from reporter.inputs import usercode
 
     must = "a data function must return its arrays (a mapping with 'x' and 'y')"
     result = usercode.call_function(spec, code_dir, "data", must, say, timeout)

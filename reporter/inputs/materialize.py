@@ -355,10 +355,10 @@ def _fits_v1(header: dict) -> bool:
 
 
 def call_model_function(spec: str, code_dir: Optional[str], folder: Path) -> Path:
-    """A batch entry's `module:function` model: the function called (reporter.run.usercode.call_function) and the
+    """A batch entry's `module:function` model: the function called (reporter.inputs.usercode.call_function) and the
     model it returns (a Keras model or .tflite bytes) saved in `folder`; a problem is an InputError naming it."""
     from reporter.core.errors import InputError
-    from reporter.run import usercode
+    from reporter.inputs import usercode
 
     must = "a model function must return a keras.Model or the bytes of a float .tflite"
     made = usercode.call_function(spec, code_dir, "model", must)

@@ -25,7 +25,7 @@ from reporter.render.words import gate as gate_words
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.measure.measurer import Measurer
-    from reporter.run.settings import RunSettings
+    from reporter.inputs.settings import RunSettings
 
 
 def target_rule(settings: "RunSettings", m: "Measurer") -> Callable[[VariantResult, VariantResult], bool]:

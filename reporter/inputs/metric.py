@@ -20,8 +20,8 @@ import numpy as np
 from reporter.core.errors import InputError
 from reporter.measure.scoring import Score, UserScore
 from reporter.measure.task import Task
-from reporter.run.labels import Head
-from reporter.run.settings import RunSettings
+from reporter.inputs.labels import Head
+from reporter.inputs.settings import RunSettings
 
 
 def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]:
@@ -29,7 +29,7 @@ def load(spec: str, beside: Optional[str | Path] = None) -> tuple[str, Callable]
     target, _, func_name = spec.rpartition(":")
     if not target or not func_name:
         raise InputError(spec, "--metric must be FILE.py:FUNCTION or MODULE:FUNCTION")
-    from reporter.run import usercode
+    from reporter.inputs import usercode
 
     must = f"loading a metric module must only define {func_name}(y_true, y_pred)"
     with usercode.wall(spec, f"the metric module {target}", must):
@@ -60,7 +60,7 @@ def check_meta(spec: str, fn: Callable, meta: dict) -> None:
 
 
 def _module(spec: str, target: str, beside):
-    from reporter.run import usercode
+    from reporter.inputs import usercode
 
     path = Path(target)
     try:

@@ -21,9 +21,9 @@ from reporter.measure.scoring import Score
 from reporter.measure.signature import Signature
 from reporter.measure.task import Task
 from reporter.model.data import Dataset
-from reporter.run.model_loading import LoadedModel
-from reporter.run.settings import RunSettings
-from reporter.run.task_reading import TaskReading
+from reporter.inputs.model_loading import LoadedModel
+from reporter.inputs.settings import RunSettings
+from reporter.inputs.task_reading import TaskReading
 
 Quantizer = Union[FiqQuantizer, LiteRtQuantizer]  # builds FIQ with chosen layers in float from one calibration
 

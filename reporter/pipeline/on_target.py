@@ -16,7 +16,7 @@ from reporter.measure import hardware, structure
 from reporter.measure.measurer import Measurer
 from reporter.model.report import Recommendation, VariantResult
 from reporter.model.variant import OnTarget
-from reporter.run.context import RunContext
+from reporter.pipeline.context import RunContext
 
 
 def check_all(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],

@@ -1,6 +1,6 @@
 """The integer-only repair ladder (issue 45): for an integer-only target (int8, micro, ethos-u*) on which no
 integer-only model meets the accuracy target, each rung reporter.convert.rungs builds (cheapest first) is measured
-like every model (on the evaluation data, then on the target's kernels and tool: reporter.run.on_target) and
+like every model (on the evaluation data, then on the target's kernels and tool: reporter.pipeline.on_target) and
 becomes an option of the decision; the ladder stops at the first rung whose model meets the target (the one rule,
 read from the decision's judged options). Every rung's outcome is kept in `Report.repairs`."""
 
@@ -17,8 +17,8 @@ from reporter.measure.measurer import Measurer
 from reporter.model import repair as rp
 from reporter.model.data import Inputs
 from reporter.model.report import Report, VariantResult
-from reporter.run import on_target
-from reporter.run.context import RunContext
+from reporter.pipeline import on_target
+from reporter.pipeline.context import RunContext
 from reporter.search import recommend
 
 
