@@ -60,9 +60,7 @@ class LocalPool(Executor):
         self._running: dict[str, tuple] = {}  # model name -> (worker, its call's future, job)
 
     def run(self, jobs: list[Job]) -> None:
-        import multiprocessing
-
-        self._messages = multiprocessing.get_context("spawn").Queue()  # stages, from every worker
+        self._messages = children.message_queue()  # stages, from every worker
         try:
             self._run_workers(list(jobs))
         except BaseException:

@@ -304,6 +304,13 @@ def _serve(conn, parent: int, log_path: str, initializer: Optional[Callable], in
     os._exit(0)  # TensorFlow's teardown is slow and not needed
 
 
+def message_queue():
+    """A queue children can be handed when they start (a batch worker's stage lines)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn").Queue()
+
+
 def run_once(fn: Callable, *args, timeout: Optional[float] = None, what: str = "the child process"):
     """`fn(*args)` in a Child of its own, stopped afterwards."""
     with Child(what) as child:
