@@ -49,41 +49,52 @@ class RunSettings:
         return {item.rpartition("=")[0]: item.rpartition("=")[2] for item in self.task}
 
     def check(self):
-        """Everything that can be checked before TensorFlow is imported: the settings' values, that the
-        model and data exist and are of a kind quant-report reads, and that the output folder can be
-        written. Raises QuantReportError naming the flag or file."""
-        from reporter.inputs.preflight import preflight
+        """Everything that can be checked before TensorFlow is imported: the values (`value_problems`), then the
+        files: that the model and data exist and are of a kind quant-report reads, the recipes, and that the output
+        folder can be written. Raises QuantReportError naming the flag or file."""
         from reporter.core import files as output
         from reporter.core.errors import QuantReportError
+        from reporter.inputs.preflight import preflight
+
+        bad = self.value_problems()
+        if self.base_model and not Path(self.base_model).exists():
+            bad.append(f"--base-model {self.base_model}: no such file or folder")
+        if bad:
+            raise QuantReportError("; ".join(bad))
+        preflight(self.model, self.data)
+        self.check_variants()
+        if self.recipe:
+            from reporter.inputs import recipes
+
+            recipes.load(self.recipe, self.code_dir)  # each file read and checked: one line naming a bad one
+        output.check_writable(self.out)
+        output.check_replaceable(self.out, self.display_name)
+
+    def value_problems(self) -> list[str]:
+        """What is wrong with the settings' values and how they go together, one line each, without reading a
+        file: the declarations' checks, --custom-objects without --trust-model, a bad --name."""
+        from reporter.core import files as output
 
         bad = problems({name: getattr(self, name) for name in DEFAULTS})
         if self.custom_objects and not self.trust_model:
             bad.append(f"--custom-objects {self.custom_objects} imports that module, whose code runs: pass"
                        " --trust-model too (in a batch file: trust_model = true)")
-        if self.base_model and not Path(self.base_model).exists():
-            bad.append(f"--base-model {self.base_model}: no such file or folder")
         if self.name is not None and output.name_problem(self.name):
             bad.insert(0, f"--name {output.name_problem(self.name)}")
-        if bad:
-            raise QuantReportError("; ".join(bad))
-        preflight(self.model, self.data)
-        if self.recipe:
-            from reporter.inputs import recipes
+        return bad
 
-            recipes.load(self.recipe, self.code_dir)  # each file read and checked: one line naming a bad one
-        if Path(self.model).suffix.lower() == ".tflite":
-            from reporter.core.variants import NEEDS_TF_CONVERTER
+    def check_variants(self):
+        """A usage error (exit code 2) for variants a float .tflite cannot have: TensorFlow's converter makes them."""
+        from reporter.core.errors import UsageError
+        from reporter.core.variants import NEEDS_TF_CONVERTER
 
-            unavailable = [v for v in self.variants if v in NEEDS_TF_CONVERTER]
-            if unavailable:
-                from reporter.core.errors import UsageError
-
-                raise UsageError(
-                    f"--variants {','.join(unavailable)}: not available for a float .tflite input ({self.model}):"
-                    " TensorFlow's converter makes them from a Keras model or SavedModel; LiteRT Quantizer makes"
-                    " drq, fiq, int16x8 and wo8 (its fiq already has int8 input and output)")
-        output.check_writable(self.out)
-        output.check_replaceable(self.out, self.display_name)
+        unavailable = [v for v in self.variants if v in NEEDS_TF_CONVERTER] \
+            if Path(self.model).suffix.lower() == ".tflite" else []
+        if unavailable:
+            raise UsageError(
+                f"--variants {','.join(unavailable)}: not available for a float .tflite input ({self.model}):"
+                " TensorFlow's converter makes them from a Keras model or SavedModel; LiteRT Quantizer makes"
+                " drq, fiq, int16x8 and wo8 (its fiq already has int8 input and output)")
 
     @property
     def built_variants(self) -> tuple:
