@@ -45,8 +45,9 @@ def compile_model(model: bytes, config: str, workdir: Path) -> VelaFigures:
     RuntimeError with Vela's own last line when it cannot compile the model."""
     from reporter.core import children
 
-    with tempfile.TemporaryDirectory(prefix=".vela-", dir=workdir) as tmp:
-        path = Path(tmp) / "model.tflite"
+    # Absolute paths: a folder named like an option ("-o", from --out=-o) is never read as one by Vela's parser.
+    with tempfile.TemporaryDirectory(prefix=".vela-", dir=Path(workdir).resolve()) as tmp:
+        path = Path(tmp).resolve() / "model.tflite"
         path.write_bytes(model)
         out = Path(tmp) / "out"
         done = children.run_command(["-m", "ethosu.vela", str(path), "--accelerator-config", config,
