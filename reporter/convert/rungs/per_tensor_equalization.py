@@ -36,9 +36,7 @@ def _weight(g: graph.Graph, n: int, t: int):
 
 
 def _multiplied(g: graph.Graph, n: int, s: np.ndarray) -> np.ndarray:
-    grouped = g.kind(n) == "DEPTHWISE_CONV_2D" or (
-        g.kind(n) == "CONV_2D" and g.constant(g.ins(n)[1]).shape[-1] != len(s))
-    return (EQUALIZATION if grouped else SMOOTHQUANT).multiply(g, n, s)
+    return (EQUALIZATION if _own(g, n, g.ins(n)[0]) else SMOOTHQUANT).multiply(g, n, s)
 
 
 def equalizing_factor(r1: np.ndarray, r2: np.ndarray, terminals: list, g: graph.Graph) -> np.ndarray:
@@ -84,9 +82,10 @@ def equalize(float_model: bytes) -> tuple[bytes, list[str]]:
             break
     words = [f"{len(pairs)} pair{'s' * (len(pairs) != 1)} of layers equalized in {sweeps} pass{'es' * (sweeps != 1)}"]
     for source, plan, terminals in pairs:
+        (made, read), (made_now, read_now) = before[source], _spread(g, plan, terminals)
         words.append(f"{WEIGHTED.named(graph.tensor_name(g.sg.tensors[source]))}: largest over smallest channel"
-                     f" weight range {before[source][0]:.3g} -> {_spread(g, plan, terminals)[0]:.3g} where it is"
-                     f" made, {before[source][1]:.3g} -> {_spread(g, plan, terminals)[1]:.3g} where it is read")
+                     f" weight range {made:.3g} -> {made_now:.3g} where it is made, {read:.3g} -> {read_now:.3g}"
+                     " where it is read")
     return g.bytes(), words
 
 
