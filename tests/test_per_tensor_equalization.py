@@ -53,17 +53,17 @@ def _weights(model: bytes) -> list[dict]:
     return [details[int(op["inputs"][1])] for op in it._get_ops_details() if op["op_name"] in WEIGHTED]
 
 
-def _channel_spread(model: bytes, op: str) -> float:
-    """Largest over smallest output-channel weight range of the model's one `op` (float weights, read with LiteRT)."""
+def _channel_ranges(model: bytes, op: str) -> np.ndarray:
+    """max |weight| of each channel of the model's one `op` (float weights, read with LiteRT): a convolution's output
+    channels (first axis), a depthwise convolution's channels (last axis)."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=model)
     it.allocate_tensors()
     (index,) = [int(o["inputs"][1]) for o in it._get_ops_details() if o["op_name"] == op]
-    w = it.get_tensor(index)
-    ranges = np.abs(np.moveaxis(w, -1 if op == "DEPTHWISE_CONV_2D" else 0, 0).reshape(w.shape[
-        -1 if op == "DEPTHWISE_CONV_2D" else 0], -1)).max(axis=1)
-    return float(ranges.max() / ranges.min())
+    w = np.abs(it.get_tensor(index))
+    return (w.reshape(-1, w.shape[-1]).max(axis=0) if op == "DEPTHWISE_CONV_2D"
+            else w.reshape(w.shape[0], -1).max(axis=1))
 
 
 def test_equalized_float_model_is_the_same_function(run, fx):
@@ -71,9 +71,13 @@ def test_equalized_float_model_is_the_same_function(run, fx):
     original, equalized = (folder / "float.tflite").read_bytes(), (folder / "per_tensor_cle_float.tflite").read_bytes()
     a, b = independent.outputs(original, fx["x"]), independent.outputs(equalized, fx["x"])
     assert np.allclose(a, b, rtol=1e-4, atol=1e-5), np.abs(a - b).max()
-    # and it did equalize: the convolution's channels' weight ranges, 128 apart and more before, are close after
-    assert _channel_spread(original, "CONV_2D") > 100
-    assert _channel_spread(equalized, "CONV_2D") < 20
+    # and it equalized as Nagel et al. do: each channel's range where it is made (the convolution) and where it is
+    # read (the depthwise convolution) both become the geometric mean of the two ranges before
+    r1, r2 = _channel_ranges(original, "CONV_2D"), _channel_ranges(original, "DEPTHWISE_CONV_2D")
+    e1, e2 = _channel_ranges(equalized, "CONV_2D"), _channel_ranges(equalized, "DEPTHWISE_CONV_2D")
+    assert r1.max() / r1.min() > 100  # the fixture's spread
+    np.testing.assert_allclose(e1, np.sqrt(r1 * r2), rtol=2e-3)
+    np.testing.assert_allclose(e2, np.sqrt(r1 * r2), rtol=2e-3)
 
 
 def test_equalized_per_tensor_model_recovers_float(run, fx):
@@ -89,6 +93,8 @@ def test_equalized_per_tensor_model_recovers_float(run, fx):
                                .argmax(1) == fx["y"]))
     assert flt - per_tensor > LOSS, (flt, per_tensor)  # the loss the fix is for
     assert own >= flt - WITHIN, (own, flt)
+    reference = float(np.mean(independent.outputs(model, fx["x"], reference=True).argmax(axis=1) == fx["y"]))
+    assert reference >= flt - WITHIN, (reference, flt)  # LiteRT's reference kernels too
     # one scale per weight tensor, int8, in every convolution and fully connected op of the file
     weights = _weights(model)
     assert {w["dtype"].__name__ for w in weights} == {"int8"}, weights
