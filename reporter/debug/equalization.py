@@ -13,7 +13,6 @@ from reporter.convert import litert
 from reporter.convert.rungs.base import TOLERANCE, float_difference
 from reporter.convert.rungs.per_tensor_equalization import equalize
 from reporter.core import variants
-from reporter.core.errors import one_line
 from reporter.measure import runtime
 from reporter.measure.measurer import Measurer
 from reporter.model.report import VariantResult
@@ -32,12 +31,13 @@ def per_tensor_fix(m: Measurer, float_model: bytes, results: dict[str, VariantRe
         return None
     try:
         rewritten, words = equalize(float_model)
-    except (ValueError, RuntimeError, KeyError, IndexError) as exc:
+    except (ValueError, RuntimeError, KeyError, IndexError):
         traceback.print_exc()  # into run.log
-        m.progress.say(f"cross-layer equalization for {', '.join(lost)} failed: {one_line(exc)}")
+        m.progress.say(f"cross-layer equalization could not rewrite the float model for {' and '.join(lost)}"
+                       " (the details are in run.log)")
         return None
     if not words:
-        m.progress.say(f"{', '.join(lost)}: no channel made by one weighted layer and read only by others,"
+        m.progress.say(f"{' and '.join(lost)}: no channel made by one weighted layer and read only by others,"
                        " nothing to equalize across layers")
         return None
 
