@@ -59,6 +59,8 @@ class Variant:
 # Every variant's name, spelled once: code outside core/ uses these, never the string (an architecture test).
 FLOAT, DRQ, FIQ, F16, INT16X8, INT8_IO, WO8 = "float", "drq", "fiq", "f16", "int16x8", "int8_io", "wo8"
 FIQ_PER_TENSOR, LITERT_PER_TENSOR = "fiq_per_tensor", "static_wi8_ai8_per_tensor"
+PER_TENSOR = (FIQ_PER_TENSOR, LITERT_PER_TENSOR)  # one scale per weight tensor
+PER_TENSOR_CLE = "per_tensor_cle"  # a per-tensor variant's fix: the float model equalized across layers first
 SELECTIVE, RULE, ALT_FLOAT, ALT_INT16X8, ALT_DRQ = "selective", "rule", "alt_float", "alt_int16x8", "alt_drq"
 OUTPUT_FLOAT = "fiq_output_float"
 # How the recommended layers are found (--recommend): measured by the search, or by the rmse/scale rule (which
@@ -124,6 +126,10 @@ REGISTRY += (
     Variant(LITERT_PER_TENSOR, "static_wi8_ai8 per-tensor", "static_wi8_ai8 per-tensor (LiteRT)",
             "LiteRT Quantizer's static_wi8_ai8 with tensor-wise weights (one scale per weight tensor)", (LITERT,),
             recipe="static_wi8_ai8", calibrated=True, headline_blame=True, weight_granularity="TENSORWISE"),
+    # A per-tensor variant that loses accuracy, rebuilt from the float model after cross-layer equalization.
+    Variant(PER_TENSOR_CLE, "Per-tensor, equalized", "Full integer, per-tensor weights, after cross-layer equalization",
+            "Full integer with one scale per weight tensor, after cross-layer equalization of the float model"
+            " (LiteRT Quantizer's static_wi8_ai8 per-tensor)", requested=False),
 )
 BY_NAME = {v.name: v for v in REGISTRY}
 

@@ -18,6 +18,7 @@ import numpy as np
 from reporter.convert import litert
 from reporter.core import variants
 from reporter.core.errors import one_line
+from reporter.debug import equalization
 from reporter.measure.measurer import Measurer
 from reporter.model.report import LayerError, LayerErrors, LayerStat, SchemeFix, VariantResult
 
@@ -141,7 +142,8 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
     """Per-layer error of every quantized variant in `results` against float (written beside it as
     layer_errors_<name>.csv), and for a variant that does not meet the accuracy target (`target_rule(model, float)`:
     the findings' rule, which the run hands down) and that the registry calls `fixable`, the model with the blamed
-    layers kept in float (LiteRT Quantizer), measured. Updates `results` in place."""
+    layers kept in float (LiteRT Quantizer), measured; for a per-tensor one, the model after cross-layer
+    equalization (reporter.debug.equalization). Updates `results` in place."""
     import dataclasses
 
     # The base model's float and post-training models (--base-model) are another model's: compared by their
@@ -185,3 +187,6 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
                 still_loses=lambda r: r.name in m.outputs and loses(r),
                 code=lambda layers, name=name: litert.reproduction_code(name, in_float(layers), (), len(x_calib)))
         results[name] = dataclasses.replace(v, fix=found)
+    equalized = equalization.per_tensor_fix(m, float_model, results, loses)
+    if equalized is not None:
+        results[variants.PER_TENSOR_CLE] = equalized

@@ -213,6 +213,50 @@ class Consumers:
 SMOOTHQUANT = Consumers(MATMULS, _weight, _multiplied, smoothquant_factor, "/smoothquant")
 
 
+def source_of(g: graph.Graph, t: int) -> int:
+    """The tensor whose channels activation `t` carries through channel-wise ops (ReLU, pooling, ...): where they are
+    made."""
+    while g.producer.get(t) is not None and _passes(g, g.producer[t]):
+        t = g.ins(g.producer[t])[0]
+    return t
+
+
+def channel_path(g: graph.Graph, source: int, consumers: Consumers) -> Optional[tuple[frozenset, list]]:
+    """How channel j of tensor `source` can be divided where it is made and multiplied back in `consumers`' weights:
+    (the plan: what is divided, see `_plans`; the consuming ops, each as (op, its activation tensor)), or None when
+    some reader of the channel is neither a consumer nor a channel-wise op, or it is divided nowhere exactly."""
+    reached = _consumers_through(g, source, consumers)
+    if reached is None:
+        return None
+    plan = next((p for p in _plans(g, source, g.last(source)) if _closed(g, p, reached)), None)
+    return None if plan is None else (plan, reached[1])
+
+
+def consumer_ranges(g: graph.Graph, terminals: list, consumers: Consumers) -> np.ndarray:
+    """max |W[:, j]| of each input channel j over the consuming ops' weights."""
+    return np.max([np.abs(consumers.weight(g, n, t)).max(axis=0) for n, t in terminals], axis=0)
+
+
+def producer_ranges(g: graph.Graph, plan: frozenset) -> Optional[np.ndarray]:
+    """max |W[j]| of each output channel j over the weights of the ops a plan divides (None: it divides no op's
+    weights, only constants)."""
+    found = []
+    for item in plan:
+        if item[0] == "w":
+            w = np.abs(g.constant(g.ins(item[1])[1]))
+            axis = OUTPUT_AXIS[g.kind(item[1])]
+            found.append(np.moveaxis(w, axis, 0).reshape(w.shape[axis], -1).max(axis=1))
+    return np.max(found, axis=0) if found else None
+
+
+def rescale(g: graph.Graph, plan: frozenset, terminals: list, s: np.ndarray, consumers: Consumers) -> None:
+    """Channel j divided by s_j where it is made (`plan`) and multiplied by s_j in the consumers' weights: the same
+    function in float."""
+    _scale_channels(g, plan, s, consumers.tag)
+    for n, _ in terminals:
+        g.replace_input(n, 1, consumers.multiply(g, n, s), consumers.tag)
+
+
 def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> tuple[bytes, list[str]]:
     """The float model with its outlier channels that feed `consumers` (by default matmuls) moved into the consumers'
     weights (the same function in float), and what was scaled, in words; no change (and an empty list) when there is
@@ -229,27 +273,22 @@ def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> t
         r = ranges.get(t)
         if r is None or r.size < 2 or not (r > OUTLIER_RATIO * max(float(np.median(r)), 1e-12)).any():
             continue
-        while g.producer.get(t) is not None and _passes(g, g.producer[t]):
-            t = g.ins(g.producer[t])[0]
-        sources[t] = True
+        sources[source_of(g, t)] = True
     words = []
     for source in sorted(sources):
-        reached = _consumers_through(g, source, consumers)
-        if reached is None:
+        found = channel_path(g, source, consumers)
+        if found is None:
             continue
-        terminals = reached[1]
+        plan, terminals = found
         channels = g.last(source)
         x_max = np.max([ranges[t] for _, t in terminals if t in ranges], axis=0)
-        w_max = np.max([np.abs(consumers.weight(g, n, t)).max(axis=0) for n, t in terminals], axis=0)
+        w_max = consumer_ranges(g, terminals, consumers)
         outliers = (x_max > OUTLIER_RATIO * max(float(np.median(x_max)), 1e-12)) & (w_max > 0)
-        plan = next((p for p in _plans(g, source, channels) if _closed(g, p, reached)), None)
-        if plan is None or not outliers.any():
+        if not outliers.any():
             continue
         s = np.ones(channels, np.float64)
         s[outliers] = consumers.factor(x_max, w_max, terminals, g)[outliers]
-        _scale_channels(g, plan, s, consumers.tag)
-        for n, _ in terminals:
-            g.replace_input(n, 1, consumers.multiply(g, n, s), consumers.tag)
+        rescale(g, plan, terminals, s, consumers)
         g.index()
         where = ", ".join(sorted({g.kind(i[1]) for i in plan if i[0] in "cw"}))
         words.append(f"channel{'s' * int(outliers.sum() != 1)} {', '.join(map(str, np.flatnonzero(outliers)))} of"
