@@ -111,6 +111,20 @@ def _our_folder(out_dir: Path, prefix: str) -> tuple[Path, int]:
     return folder, held
 
 
+_LIVE: list[tuple[Path, Path, bool]] = []  # this process's staging folders while staged: (folder, out, out made)
+
+
+def abandon_staged() -> None:
+    """Removes this process's staging folders now (and an output folder the run made, left empty): for a process
+    about to end without unwinding (os._exit)."""
+    while _LIVE:
+        tmp, out_dir, created = _LIVE.pop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        if created:
+            with contextlib.suppress(OSError):
+                out_dir.rmdir()
+
+
 @contextlib.contextmanager
 def staged_folder(out_dir, name: str, on_replace=None):
     """Yields a temporary folder beside `out_dir/name`; on success it replaces `out_dir/name`.
@@ -132,16 +146,19 @@ def staged_folder(out_dir, name: str, on_replace=None):
         clean_leftovers(out_dir, final.name)
         tmp, held = _our_folder(out_dir, f".{final.name}.partial-")
     before = _identity(final)
+    _LIVE.append((tmp, out_dir, created))
     try:
         tmp.chmod(0o755)  # mkdtemp makes it private; the report folder should not be
         yield tmp
     except BaseException:
+        _LIVE.remove((tmp, out_dir, created))
         shutil.rmtree(tmp, ignore_errors=True)
         os.close(held)
         if created and not any(out_dir.iterdir()):
             with contextlib.suppress(OSError):
                 out_dir.rmdir()
         raise
+    _LIVE.remove((tmp, out_dir, created))
     try:
         with _locked(out_dir):
             now = _identity(final)

@@ -18,6 +18,7 @@ from reporter.core.judgement import BINARY_THRESHOLD, SUSPECT_THRESHOLD
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
 
 FORMATS = ("html", "pdf", "md", "json")  # what a run writes: the renderers (reporter.render) make each
+MAX_DATA_TIMEOUT_S = 7 * 24 * 3600  # --data-timeout's largest value: finite, and within what a timer can hold
 
 
 @dataclass(frozen=True)
@@ -147,13 +148,18 @@ RUN = (
             "a quantization-aware model's float base (the model before QAT: .keras, .h5 or a SavedModel folder): its"
             " float model and its post-training full-integer model are measured beside the QAT models on the same"
             " data", "a path", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="PATH"),
+    Setting("micro_arena", "int", None,
+            "--target micro: the tensor arena the microcontroller's firmware gives TFLite Micro, in bytes; a model that"
+            " needs more does not run there (default: the arena each model needs is measured and stated, not"
+            " limited)", "an integer number of bytes >= 1", lambda v: v is None or _int(1)(v), metavar="BYTES"),
     Setting("formats", "list", FORMATS, f"comma-separated: {', '.join(FORMATS)} (default: all)",
             f"a list from {', '.join(FORMATS)}", _list_of(FORMATS, nonempty=True), choices=FORMATS,
             metavar="LIST", recorded=False),
     Setting("data_timeout", "number", None,
             "a data function (MODULE:FUNCTION) that has not returned after this many seconds is stopped and the run"
             " fails with one line saying so (default: no limit; a \"still waiting\" line every 30 s either way)",
-            "a number of seconds > 0", lambda v: v is None or _number(lambda x: x > 0)(v), metavar="SECONDS",
+            f"a number of seconds from 0 to {MAX_DATA_TIMEOUT_S:,} (7 days)",
+            lambda v: v is None or _number(lambda x: 0 < x <= MAX_DATA_TIMEOUT_S)(v), metavar="SECONDS",
             recorded=False),
 )
 

@@ -5,7 +5,9 @@ The limit is a SIGALRM timer in the main thread: its handler raises `TimedOut` i
 which stops Python code wherever it is (a loop, a `time.sleep`, a socket read); a call stuck inside a C
 extension stops when it returns to Python. `TimedOut` is a BaseException, so the user's `except Exception`
 does not swallow it; and if the user's code catches it anyway and raises something else, the block still
-ends in `TimedOut`. Outside the main thread (Python runs signal handlers only there) the limit cannot be
+ends in `TimedOut`. Code that catches every exception and goes on (a retry loop) gets it again every
+AGAIN_EVERY seconds; still running GIVE_UP_AFTER seconds past the limit, the process ends with one line saying
+so (exit code 1): nothing else can stop Python code that refuses to stop. Outside the main thread (Python runs signal handlers only there) the limit cannot be
 kept: the block runs without it and says so.
 """
 
@@ -18,6 +20,8 @@ import time
 from typing import Callable, Optional
 
 STILL_WAITING_EVERY = 30.0  # seconds between "still waiting" lines
+AGAIN_EVERY = 0.5  # after the limit, `TimedOut` is raised again this often (a retry loop that caught it)
+GIVE_UP_AFTER = 5.0  # seconds past the limit after which code that keeps catching it ends the process
 
 
 class TimedOut(BaseException):
@@ -64,12 +68,28 @@ def _limit(timeout: Optional[float], what: str, say: Optional[Callable[[str], No
     fired: list = []
 
     def expire(signum, frame):
+        now = time.monotonic()
+        if fired and now - fired[0] > GIVE_UP_AFTER:  # the code catches every exception and goes on: end it all
+            import os
+            import sys
+
+            line = (f"error: {what} did not return within {timeout:g} s and could not be stopped (it catches the"
+                    f" time limit's exception and goes on); the run ends")
+            if say is not None:  # the terminal (stderr may be the run's log by now)
+                say(line)
+            else:
+                sys.stderr.write(f"quant-report: {line}\n")
+                sys.stderr.flush()
+            from reporter.core.files import abandon_staged
+
+            abandon_staged()  # nothing half-written left behind
+            os._exit(1)
         if not fired:
-            fired.append(signum)
-            raise TimedOut()
+            fired.append(now)
+        raise TimedOut()
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, timeout)
+    signal.setitimer(signal.ITIMER_REAL, timeout, AGAIN_EVERY)  # again and again until the block ends
     try:
         yield
     except TimedOut:

@@ -103,9 +103,11 @@ def micro_figures(samples: int, arena: Optional[int], reference: Optional[dict],
                         identical_share=share, max_steps=steps)
 
 
-def micro_run(model: bytes, x, reference_samples: int) -> tuple[dict[str, np.ndarray], MicroFigures]:
+def micro_run(model: bytes, x, reference_samples: int, arena_limit: Optional[int] = None
+              ) -> tuple[dict[str, np.ndarray], MicroFigures]:
     """The model through TFLite Micro over every sample of `x` (its outputs by signature key), and its figures: the
-    arena, its parity with LiteRT's reference kernels over the first `reference_samples` samples, and, where the two
+    arena it needed (run in an arena large enough for any model here, the device's `arena_limit` recorded beside it),
+    its parity with LiteRT's reference kernels over the first `reference_samples` samples, and, where the two
     disagree beyond the kernels' own rounding, the cause found (reporter.measure.micro_causes)."""
     outputs, arena, feeds = micro_outputs(model, x, evaluate.signature(model))
     outputs = evaluate.as_predicted(model, outputs)  # read as LiteRT's runs are (a detector's outputs packed)
@@ -113,13 +115,31 @@ def micro_run(model: bytes, x, reference_samples: int) -> tuple[dict[str, np.nda
     reference = reference_outputs(model, part)
     figures = micro_figures(len(next(iter(outputs.values()))), arena, reference,
                             {k: v[:reference_samples] for k, v in outputs.items()}, model)
-    figures = dataclasses.replace(figures, reference_samples=len(next(iter(reference.values()))))
+    figures = dataclasses.replace(figures, reference_samples=len(next(iter(reference.values()))),
+                                  arena_limit_bytes=arena_limit)
     if figures.disagrees:
         try:
             figures = dataclasses.replace(figures, **micro_causes.found(model, feeds, micro_raw))
         except (RuntimeError, ValueError):  # no cause found: the disagreement is said as measured
             traceback.print_exc()  # into run.log
     return outputs, figures
+
+
+@dataclasses.dataclass(frozen=True)
+class Tools:
+    """The target tools (reporter.core.targets.base.Tools) with the run's device settings: the tensor arena the
+    microcontroller gives (--micro-arena)."""
+
+    micro_arena: Optional[int] = None
+
+    def reference_outputs(self, model: bytes, x) -> dict:
+        return reference_outputs(model, x)
+
+    def micro_run(self, model: bytes, x, reference_samples: int) -> tuple:
+        return micro_run(model, x, reference_samples, self.micro_arena)
+
+    def vela(self, model: bytes, config: str, workdir: Path):
+        return vela(model, config, workdir)
 
 
 # --- LiteRT's reference kernels ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import Callable
 import numpy as np
 
 from reporter.measure import graph, runtime
+from reporter.measure.micro_child import measuring_arena
 from reporter.model.hardware import FEW_STEPS
 
 DIAGNOSED_SAMPLES = 8  # samples each op's outputs are compared on (every op's output kept: the arena grows)
@@ -28,8 +29,8 @@ def found(model: bytes, feeds: list, run: Callable[[bytes, list, int, int], dict
     probe, ops = graph.with_op_outputs(model)
     part = [np.asarray(f)[:DIAGNOSED_SAMPLES] for f in feeds]
     reference = _reference(probe, part, [t for _, t in ops])
-    # every op's output kept to the end: room for all of them beside TFLite Micro's default arena (10x the model)
-    arena = 10 * len(probe) + sum(r.nbytes // max(1, len(r)) for r in reference) + ARENA_SLACK
+    # every op's output kept to the end: room for all of them beside the arena models are measured in
+    arena = measuring_arena(probe) + sum(r.nbytes // max(1, len(r)) for r in reference) + ARENA_SLACK
     micro = run(probe, part, len(ops), arena)["outputs"]
     for position, ((name, _), ours, ref) in enumerate(zip(ops, micro, reference), start=1):
         if not np.issubdtype(ref.dtype, np.integer) or not ref.size:  # steps of a quantized tensor only

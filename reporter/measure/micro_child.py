@@ -11,6 +11,13 @@ import tempfile
 import numpy as np
 
 ARENA_LINE = re.compile(r"Arena allocation total (\d+) bytes")
+# The arena a model is run in when the device's is not given: generous, so that TFLite Micro's default (10x the
+# model's bytes) never decides whether a model runs; the arena it used is measured from its allocation report.
+MEASURING_ARENA = 64 << 20
+
+
+def measuring_arena(model: bytes) -> int:
+    return max(MEASURING_ARENA, 10 * len(model))
 
 
 class _Stderr:
@@ -41,12 +48,13 @@ class _Stderr:
 def run(model: bytes, inputs: list, outputs: int, arena_size=None) -> dict:
     """Every sample of `inputs` (one array per model input, in the model's input order, already in its dtype)
     through TFLite Micro, one invoke each (reset between samples: no state carries over), in a tensor arena of
-    `arena_size` bytes (None: TFLite Micro's default, 10x the model). Returns {"outputs": [array per output],
+    `arena_size` bytes (None: measuring_arena, enough for any model here). Returns {"outputs": [array per output],
     "arena_bytes": int or None} or {"error": one line, TFLite Micro's own words}. The arena used is read from the
     allocation report TFLite Micro prints (its Python interpreter returns no such value)."""
     from tflite_micro import runtime
 
     with _Stderr() as stderr:
+        arena_size = arena_size or measuring_arena(model)
         made, error, text = stderr.call(lambda: runtime.Interpreter.from_bytes(bytes(model), arena_size=arena_size))
         if error is not None:
             return {"error": _reason(error, text)}

@@ -50,6 +50,7 @@ class MicroFigures:
 
     samples: int  # evaluation samples run, one invoke each
     arena_bytes: Optional[int] = None  # the tensor arena the model needed (TFLite Micro's recording allocator)
+    arena_limit_bytes: Optional[int] = None  # the device's arena (--micro-arena); None: not given, not limited
     reference_samples: int = 0  # samples compared with LiteRT's reference kernels
     identical_share: Optional[float] = None  # share of output values equal to the reference kernels'
     max_steps: Optional[float] = None  # the largest difference, in steps of the output's quantization scale
@@ -60,6 +61,12 @@ class MicroFigures:
     kernel_op: str = ""
     kernel_op_position: int = 0
     kernel_op_steps: Optional[float] = None
+
+    @property
+    def arena_too_small(self) -> bool:
+        """It needs more tensor arena than the device gives (--micro-arena)."""
+        return self.arena_limit_bytes is not None and self.arena_bytes is not None and \
+            self.arena_bytes > self.arena_limit_bytes
 
     @property
     def disagrees(self) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import field
 from reporter.core import schema
 
 # Written only when set (a batch's notes, a gate on one variant): not listed when empty.
-WHEN_SET = frozenset({"gate_variant", "latency_timing", "inputs_sha256"})
+WHEN_SET = frozenset({"gate_variant", "latency_timing", "inputs_sha256", "micro_arena"})
 
 
 def _field(setting: schema.Setting) -> tuple:

@@ -53,7 +53,8 @@ def _check(ctx: RunContext, m: Measurer, target: targets.Target, v: VariantResul
     host = structure.host_ops(model) if target.integer_hardware else {}  # what the host CPU runs beside the target
     with ctx.progress.stage("on target", detail=v.name):
         try:
-            found = target.check.run(model, fits, ctx.data.x, hardware, ctx.folder)
+            tools = hardware.Tools(micro_arena=ctx.settings.micro_arena)  # the device as the user gave it
+            found = target.check.run(model, fits, ctx.data.x, tools, ctx.folder)
             metrics, error = m.quality_on(v.name, found.outputs)
             on = OnTarget(target.name, target.kernels, found.runs, error=found.error, metrics=metrics,
                           output_error=error, micro=found.micro, vela=found.vela, host_ops=host)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reporter.core import variants
+from reporter.core.formatting import fmt_bytes
 from reporter.core.targets.base import MICRO_KERNELS, REFERENCE_SAMPLES, Check, Checked, Target, Tools
 
 NAME = "micro"
@@ -32,6 +33,10 @@ class MicroInterpreter(Check):
 
     def run(self, model: bytes, fits: bool, x, tools: Tools, workdir: Path) -> Checked:
         outputs, figures = tools.micro_run(model, x, REFERENCE_SAMPLES)
+        if figures.arena_too_small:  # the device's RAM, as the user gave it: the model's own need measured
+            return Checked(outputs, runs=False, micro=figures,
+                           error=f"it needs {fmt_bytes(figures.arena_bytes)} of tensor arena, more than the"
+                                 f" {fmt_bytes(figures.arena_limit_bytes)} the device gives (--micro-arena)")
         return Checked(outputs, micro=figures)
 
 
