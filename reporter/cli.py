@@ -34,6 +34,8 @@ class _Parser(argparse.ArgumentParser):
         return action
 
     def error(self, message):
+        if message.startswith("argument "):  # a flag's value: one line, the flag and what is wrong with it
+            raise UsageError(f"{self.prog}: error: {message}")
         raise UsageError(f"{self.format_usage().strip()}\n{self.prog}: error: {message}")
 
     def parse_args(self, args=None, namespace=None):

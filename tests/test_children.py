@@ -125,3 +125,20 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_a_tool_s_command_line_dies_with_a_parent_killed_by_sigkill(tmp_path):
+    """Vela's kind of child (run_command): the kernel ends it when the run is killed (issue 54, point 2)."""
+    pid_file = tmp_path / "tool.pid"
+    tool = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    code = ("import sys; from reporter.core import children;"
+            f" children.run_command(['-c', {tool!r}], timeout=600, what='a tool')")
+    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        tool_pid = _wait_for(pid_file)
+        parent.kill()
+        parent.wait()
+        assert _gone(tool_pid)
+    finally:
+        if parent.poll() is None:
+            parent.kill()

@@ -5,6 +5,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -90,7 +91,7 @@ def test_bad_input_fails_before_tensorflow_with_one_line(tmp_path):
     """Missing model, CSV data, an .npy, a pickled npz and a file as --out: one line each, exit 1,
     no progress line, TensorFlow never imported, nothing written."""
     model = tmp_path / "m.keras"
-    model.write_bytes(b"PK\x03\x04")  # exists; never opened, the data fails first
+    zipfile.ZipFile(model, "w").close()  # an (empty) zip archive: passes the file check; the data fails first
     (tmp_path / "data.csv").write_text("x,y\n1,0\n")
     np.save(tmp_path / "x.npy", np.zeros(3))
     np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object), y=np.array([0]))

@@ -348,3 +348,19 @@ def test_the_rule_the_run_hands_to_the_search_and_the_blame_judges_a_model_as_th
     shipped = choice.meets_on_target(report)
     assert shipped.meets is report.findings.decision.meets_target and shipped.runs
     assert choice.meets_on_target(report, "not-measured") is None
+
+
+def test_a_model_answering_one_class_is_never_advised(fixture_report):
+    """Issue 54, point 7: the LSTM case's "Keep float ... ship it where size matters more than speed", for an FIQ that
+    answers class 0 for every sample (within the allowed drop of an imbalanced float): no sentence recommends it and
+    it is not the model float is kept against."""
+    fiq = _variant(fixture_report, variants.FIQ, 42_000, 74, paired=(0, 0))
+    stuck = dataclasses.replace(fiq, metrics=_one_class(fiq.metrics, 0))
+    report = _report(fixture_report, [stuck], max_accuracy_drop=0.5)
+    report = dataclasses.replace(report, variants=[dataclasses.replace(
+        report.variants[0], latency_ms=Latency(0.0106, 0.0106, 50)), stuck])
+    found = conclude.findings_of(report)
+    d = found.decision
+    assert d.variant == variants.FLOAT and d.runner_up != variants.FIQ and d.why != "float_cheaper"
+    said = " ".join(found.headline)
+    assert "size matters more than speed" not in said and "FIQ" not in said.split(".")[0], said

@@ -218,8 +218,11 @@ def test_leftovers_of_killed_runs_go_but_a_live_run_keeps_its_folder(tmp_path):
 def test_a_bad_name_is_refused_before_anything_runs(tmp_path, mlp_files, capfd, name, words):
     out = tmp_path / "out"
     code = main(["run", str(mlp_files[0]), "--data", str(mlp_files[1]), "--out", str(out), "--name", name])
-    line = one_error_line(code, capfd.readouterr().err, out)
-    assert line.startswith("quant-report: error: --name ") and words in line
+    err = capfd.readouterr().err
+    assert code == 2, err  # a value given on the command line: a usage error (issue 54), nothing read or written
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("quant-report: error: --name ") and words in lines[0], err
+    assert not out.exists() or not any(out.rglob("*"))
 
 
 def test_control_characters_never_reach_the_terminal_or_a_markdown_line(fixture_report):

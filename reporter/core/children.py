@@ -114,6 +114,9 @@ class Child:
             except (EOFError, OSError, BrokenPipeError):
                 self._process.join(30)
                 raise self._fail(self._crash(what)) from None
+            except BaseException:  # SIGTERM or Ctrl-C while it works: it is killed now, not when it is done
+                self._fail(ChildError(f"{what} was stopped"), kill=True)
+                raise
             finally:
                 self._copy_log()
         finally:

@@ -254,7 +254,8 @@ def decide(report: "Report") -> Optional[Decision]:
     costs = _costs(target, pool)
     found = [dataclasses.replace(o, cost=costs.get(o.name)) for o in found]
     by_name = {o.name: o for o in found}
-    meeting = [by_name[o.name] for o in lane if o.meets]
+    # a model answering one class for every sample is never the one to ship, nor the one float is kept against
+    meeting = [by_name[o.name] for o in lane if o.meets and o.one_class is None]
     flt = by_name[variants.FLOAT]
     if meeting:
         best = _cheapest(report, meeting)

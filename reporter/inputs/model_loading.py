@@ -36,6 +36,9 @@ _MISSING_CLASS = re.compile(r"Could not locate (?:class|function) '([^']+)'|Unkn
                             r" '?([A-Za-z_][\w.>]*)")
 
 
+NOT_A_KERAS_ZIP = "not a Keras 3 .keras file (a .keras file is a zip archive; this one is not)"
+
+
 @dataclass
 class LoadedModel:
     """A model ready for conversion: `make_converter()` returns a fresh TFLiteConverter each call."""
@@ -127,7 +130,7 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
 
         headers.regular_file(path, "a model")
         if not zipfile.is_zipfile(path):
-            raise InputError(path, "not a Keras 3 .keras file (a .keras file is a zip archive; this one is not)")
+            raise InputError(path, NOT_A_KERAS_ZIP)
         headers.check_keras_archive(path)  # a huge config.json or a bomb, before Keras reads a byte of it
         import keras
 

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 from reporter.core.errors import InputError
 from reporter.inputs import headers
 from reporter.inputs.data_loading import DATA_KINDS, TEXT_SUFFIXES, is_callable_spec
-from reporter.inputs.model_loading import MODEL_KINDS, TFLITE_IDENTIFIER
+from reporter.inputs.model_loading import MODEL_KINDS, NOT_A_KERAS_ZIP, TFLITE_IDENTIFIER
 
 
-def preflight(model, data):
-    """Checks, without TensorFlow, that the model and the data exist and are of a kind quant-report
-    reads; raises InputError naming the file and saying what it must be."""
+HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"  # what every HDF5 file (a legacy .h5 Keras model) starts with
+
+
+def check_model_file(model):
+    """The model file or folder exists and is of a kind quant-report reads (InputError naming it otherwise)."""
     path = Path(model)
     if not path.exists():
         raise InputError(path, f"no such file or folder (MODEL must be {MODEL_KINDS})")
@@ -28,6 +31,18 @@ def preflight(model, data):
             raise InputError(path, "not a TFLite model (no TFL3 flatbuffer identifier)")
     elif path.suffix.lower() not in (".keras", ".h5"):
         raise InputError(path, f"unsupported model format '{path.suffix or path.name}': MODEL must be {MODEL_KINDS}")
+    elif path.suffix.lower() == ".keras" and not zipfile.is_zipfile(path):
+        raise InputError(path, NOT_A_KERAS_ZIP)
+    elif path.suffix.lower() == ".h5":
+        with open(path, "rb") as f:
+            if f.read(8) != HDF5_SIGNATURE:
+                raise InputError(path, "not an HDF5 file (no HDF5 signature): the file is damaged")
+
+
+def preflight(model, data):
+    """Checks, without TensorFlow, that the model and the data exist and are of a kind quant-report
+    reads; raises InputError naming the file and saying what it must be."""
+    check_model_file(model)
     spec = str(data)
     if is_callable_spec(spec):
         return

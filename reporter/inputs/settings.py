@@ -54,14 +54,28 @@ class RunSettings:
         folder can be written. Raises QuantReportError naming the flag or file."""
         from reporter.core import files as output
         from reporter.core.errors import QuantReportError
-        from reporter.inputs.preflight import preflight
+        from reporter.inputs.preflight import check_model_file, preflight
 
-        bad = self.value_problems()
+        wrong = self.value_problems()
+        if wrong:  # a value: a usage error (exit code 2), nothing read yet
+            from reporter.core.errors import UsageError
+
+            raise UsageError("; ".join(wrong))
+        bad = []
+        if self.custom_objects and not self.trust_model:  # the model's code refused: its input, not the command line
+            bad.append(f"--custom-objects {self.custom_objects} imports that module, whose code runs: pass"
+                       " --trust-model too (in a batch file: trust_model = true)")
         if self.base_model and not Path(self.base_model).exists():
             bad.append(f"--base-model {self.base_model}: no such file or folder")
+        elif self.base_model and Path(self.model).exists() and Path(self.base_model).resolve() == \
+                Path(self.model).resolve():
+            bad.append(f"--base-model {self.base_model}: the model itself; the base is the float model before"
+                       " quantization-aware training")
         if bad:
             raise QuantReportError("; ".join(bad))
         preflight(self.model, self.data)
+        if self.base_model:
+            check_model_file(self.base_model)  # a damaged or foreign file, before any work
         self.check_variants()
         if self.recipe:
             from reporter.inputs import recipes
@@ -72,13 +86,10 @@ class RunSettings:
 
     def value_problems(self) -> list[str]:
         """What is wrong with the settings' values and how they go together, one line each, without reading a
-        file: the declarations' checks, --custom-objects without --trust-model, a bad --name."""
+        file: the declarations' checks, a bad --name."""
         from reporter.core import files as output
 
         bad = problems({name: getattr(self, name) for name in DEFAULTS})
-        if self.custom_objects and not self.trust_model:
-            bad.append(f"--custom-objects {self.custom_objects} imports that module, whose code runs: pass"
-                       " --trust-model too (in a batch file: trust_model = true)")
         if self.name is not None and output.name_problem(self.name):
             bad.insert(0, f"--name {output.name_problem(self.name)}")
         return bad
@@ -123,10 +134,33 @@ class RunSettings:
 
 
 def check_value(setting: Setting, value) -> Optional[str]:
-    """None when `value` is valid for `setting`, else what it must be (for a TOML file or the API)."""
+    """None when `value` is valid for `setting`, else what it must be (for a TOML file or the API), with the closest
+    names for a name it does not know."""
     if setting.check(value):
         return None
-    return f"'{setting.name}' must be {setting.must_be}, not {value!r}"
+    return f"'{setting.name}' must be {setting.must_be}, not {value!r}{_did_you_mean(setting, value)}"
+
+
+def _did_you_mean(setting: Setting, value) -> str:
+    """"; did you mean ethos-u55-128?" for a name close to one of the setting's choices; "" otherwise."""
+    import difflib
+
+    if not setting.choices or not isinstance(value, str):
+        return ""
+    close = difflib.get_close_matches(value.lower(), [str(c) for c in setting.choices], n=2, cutoff=0.6)
+    return f"; did you mean {' or '.join(close)}?" if close else ""
+
+
+def _choice(setting: Setting, text: str) -> str:
+    """A choice as given, or as the one choice it names in another case ("ETHOS-U55-128"); ArgumentTypeError in one
+    line with the closest names otherwise."""
+    if text in setting.choices:
+        return text
+    folded = [c for c in setting.choices if str(c).lower() == text.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    close = _did_you_mean(setting, text)
+    raise argparse.ArgumentTypeError(f"unknown {text!r}" + (close or f" (choose from {', '.join(setting.choices)})"))
 
 
 def problems(values: dict) -> list[str]:
@@ -151,6 +185,8 @@ def _argparse_type(setting: Setting) -> Callable[[str], Any]:
                 parts = text.split(",") if setting.comma else [text]
                 value = [x.strip() for x in parts if x.strip()]  # action="extend" adds repeated flags up
                 value = value if setting.repeatable else tuple(value)
+            elif setting.kind == "choice":
+                value = _choice(setting, text)
             else:
                 value = text
         except ValueError:
@@ -171,11 +207,10 @@ def add_flag(parser: argparse.ArgumentParser, setting: Setting, flag: Optional[s
     if setting.kind == "bool":
         parser.add_argument(flag or setting.flag, action="store_true", **kwargs)
         return
-    if setting.kind == "choice":
-        kwargs["choices"] = setting.choices
-    else:
-        kwargs["type"] = _argparse_type(setting)
-        kwargs["metavar"] = setting.metavar
+    kwargs["type"] = _argparse_type(setting)  # a choice too: a name it does not know gets the closest, in one line
+    kwargs["metavar"] = setting.metavar or ("{" + ",".join(setting.choices) + "}" if setting.kind == "choice"
+                                            and len(setting.choices) <= 4 else "NAME" if setting.kind == "choice"
+                                            else None)
     if setting.repeatable:
         kwargs.update(action="extend", default=[])
     parser.add_argument(flag or setting.flag, **kwargs)

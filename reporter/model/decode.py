@@ -48,13 +48,27 @@ MAX_LATENCY_MS = 1e9  # about 11 days for one inference
 _SIZE = (0, MAX_INT, "a size in bytes")
 _LATENCY = (0, MAX_LATENCY_MS, "a latency in ms")
 _SHARE = (0, 1, "an accuracy (a share of samples)")
+_COUNT = (0, MAX_INT, "a count")
+_KIB = (0, MAX_INT / 1024, "a size in KiB")
+_CLOCK = (0, 1e6, "a clock in MHz")
+_STEPS = (0, 2**32, "a number of quantization steps")
 FIELD_BOUNDS = {"size_bytes": _SIZE, "latency_ms": _LATENCY, ("Latency", "median"): _LATENCY,
                 ("Latency", "p90"): _LATENCY,
                 **{("Metrics", f): _SHARE for f in ("accuracy", "balanced_accuracy", "top5_accuracy",
                                                    "precision", "recall", "f1", "micro_f1", "mean_iou",
                                                    "roc_auc", "hamming_loss", "agreement_with_float")},
                 **{("ClassMetrics", f): _SHARE for f in ("accuracy", "precision", "recall", "f1")},
-                ("SearchStep", "accuracy"): _SHARE}
+                ("SearchStep", "accuracy"): _SHARE,
+                # the target tools' figures: Vela's and TFLite Micro's (issue 54)
+                **{("VelaFigures", f): _COUNT for f in ("npu_ops", "cpu_ops", "host_ops")},
+                **{("VelaFigures", f): _KIB for f in ("sram_kib", "flash_kib")},
+                ("VelaFigures", "inference_ms"): _LATENCY, ("VelaFigures", "clock_mhz"): _CLOCK,
+                **{("MicroFigures", f): _COUNT for f in ("samples", "reference_samples", "offset_buffers",
+                                                        "kernel_op_position")},
+                **{("MicroFigures", f): _SIZE for f in ("arena_bytes", "arena_limit_bytes")},
+                ("MicroFigures", "identical_share"): (0, 1, "a share of output values"),
+                ("MicroFigures", "max_steps"): _STEPS, ("MicroFigures", "kernel_op_steps"): _STEPS,
+                ("Settings", "micro_arena"): _SIZE}
 # A name (a model's, an output's, a metric's) longer than this is cut, the rest elided with "…", when read:
 # every format shows it as read (a 30 MB name is not copied into every file).
 MAX_NAME_CHARS = 300

@@ -58,6 +58,7 @@ class RunContext(RunStart):
     task_score: Optional[Score]  # the task's own main metric (None: a regression), when the user's fails
     litert_models: LiteRtModels
     quantizer: Optional[Quantizer] = None  # set by the calibration (FIQ asked for and calibrated)
+    base: Optional[tuple] = None  # --base-model: (LoadedModel, its float .tflite), checked before any other work
 
     @property
     def task(self) -> Task:

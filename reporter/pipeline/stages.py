@@ -14,6 +14,8 @@ import traceback
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
+import numpy as np
+
 from reporter.core.version import __version__
 from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
@@ -238,6 +240,7 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
         signature_check_shapes(sig, shapes)
     except ValueError as exc:
         raise InputError(model.path, str(exc)) from None
+    base = _base_float(start, data, sig) if s.base_model else None
     data = binding.bind(data, sig, model.path)
     model.prove_twin(data.x)  # a Keras 3 recurrent model's tf_keras twin, against that model on the data
     _side_variants(start, model, data.x_calib, calibrated=True)
@@ -255,7 +258,7 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
     user = metric.user_score(s, raw_labels, heads, lead.name, len(data.x), data.meta)
     litert_models = litert.LiteRtModels(float_model, data.x_calib, start.side.calibration if start.side else None,
                                         recipes.load(s.recipe, s.code_dir))
-    return RunContext(**vars(start), model=model, float_model=float_model, signature=sig, data=data,
+    return RunContext(**vars(start), model=model, float_model=float_model, signature=sig, data=data, base=base,
                       reading=reading, heads=head_specs, score=user or score, task_score=score,
                       litert_models=litert_models)
 
@@ -335,19 +338,43 @@ def _measure(ctx: RunContext,
     return m, results
 
 
+def _base_float(start: RunStart, data: Dataset, sig) -> tuple[LoadedModel, bytes]:
+    """--base-model, checked before any other work: loaded like the model and converted to float, with the same
+    inputs and outputs as the model (count, shapes, dtypes, in order); InputError naming the first difference."""
+    s = start.settings
+    base = model_loading.load_model(s.base_model, s.trust_model, start.folder, s.custom_objects, s.code_dir)
+    with start.progress.stage("convert", detail=variants.BASE_FLOAT):
+        try:
+            made = base.tflite if base.make_converter is None else conv.convert(base.make_converter, variants.FLOAT,
+                                                                                 data.x_calib)
+            theirs = evaluate.signature(made)
+        except Exception as exc:  # noqa: BLE001 - the converter raises many kinds
+            raise InputError(s.base_model, f"the base model could not be converted: {one_line(exc)}") from exc
+    for what, ours, other in (("input", sig.inputs, theirs.inputs), ("output", sig.outputs, theirs.outputs)):
+        if len(ours) != len(other):
+            raise InputError(s.base_model, f"the base model has {len(other)} {what}(s), the model {len(ours)}:"
+                                           " --base-model must be the model before quantization-aware training")
+        for a, b in zip(ours, other):
+            if tuple(a.shape[1:]) != tuple(b.shape[1:]) or np.dtype(a.dtype) != np.dtype(b.dtype):
+                raise InputError(s.base_model, f"the base model's {what} {b.key} is {tuple(b.shape[1:])}"
+                                               f" {np.dtype(b.dtype).name}, the model's {a.key} is"
+                                               f" {tuple(a.shape[1:])} {np.dtype(a.dtype).name}: --base-model must be"
+                                               " the model before quantization-aware training")
+    return base, made
+
+
 def _base_models(ctx: RunContext, m: Measurer) -> dict[str, VariantResult]:
-    """--base-model: the quantization-aware model's float base, loaded like the model, and its post-training FIQ
-    (TensorFlow's converter, the run's calibration samples), measured like every model on the same data. A base that
-    does not load is one line naming it; one that does not convert or does not take the data fails its variant."""
-    s = ctx.settings
-    base = model_loading.load_model(s.base_model, s.trust_model, ctx.folder, s.custom_objects, s.code_dir)
+    """--base-model: the quantization-aware model's float base (loaded, converted and checked by `_base_float` before
+    any other work), and its post-training FIQ (TensorFlow's converter, the run's calibration samples), measured like
+    every model on the same data; one that does not quantize or does not take the data fails its variant."""
+    base, base_float = ctx.base
     found = {}
     for name, scheme in ((variants.BASE_FLOAT, variants.FLOAT), (variants.BASE_FIQ, variants.FIQ)):
-        if base.make_converter is None:  # a float .tflite base: LiteRT Quantizer quantizes it
-            model = base.tflite if scheme == variants.FLOAT else None
-            build = (lambda: model) if model is not None else (lambda: litert.LiteRtModels(
-                base.tflite, ctx.data.x_calib).build(variants.FIQ))
-            engine = conv.CONVERTER if model is not None else litert.CONVERTER
+        if scheme == variants.FLOAT:
+            build, engine = (lambda: base_float), conv.CONVERTER
+        elif base.make_converter is None:  # a float .tflite base: LiteRT Quantizer quantizes it
+            build = lambda: litert.LiteRtModels(base.tflite, ctx.data.x_calib).build(variants.FIQ)  # noqa: E731
+            engine = litert.CONVERTER
         else:
             build = functools.partial(conv.convert, base.make_converter, scheme, ctx.data.x_calib)
             engine = conv.CONVERTER
