@@ -22,23 +22,30 @@ RECORDED = Path(__file__).parent / "fixtures" / "vela-5.2"
 
 
 # --- 1. micro measured as firmware is built: the arena each model needs ----------------------------------------
-def _big_activations(folder: Path) -> tuple[Path, Path]:
-    """A 7 KB int8 CNN on 64x64 inputs: its activations need about 120 KB of tensor arena, far beyond TFLite
-    Micro's default arena (10x the model's bytes). Untrained (the arena does not depend on the weights), seeded."""
+def _big_activations() -> tuple[Path, Path]:
+    """A 7 KB int8 CNN on 64x64 digits (8x8 scaled up): its activations need about 120 KB of tensor arena, far beyond
+    TFLite Micro's default arena (10x the model's bytes). Trained a little, seeded, cached."""
+    from reporter.pipeline import demo
+
+    folder = demo.cache_dir().parent / "issue54-v1"
     model_path, data_path = folder / "big_act.keras", folder / "data.npz"
-    if model_path.exists() and data_path.exists():
+    if (folder / "complete").exists():
         return model_path, data_path
     import keras
+    from sklearn.datasets import load_digits
 
+    folder.mkdir(parents=True, exist_ok=True)
+    x, y = load_digits(return_X_y=True)
+    x = np.kron((x / 16.0).reshape(-1, 8, 8), np.ones((8, 8))).astype(np.float32)[..., None]
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((64, 64, 1)), keras.layers.Conv2D(16, 3, activation="relu"),
                               keras.layers.Conv2D(16, 3, activation="relu"), keras.layers.MaxPooling2D(4),
                               keras.layers.GlobalAveragePooling2D(), keras.layers.Dense(10, activation="softmax")])
-    rng = np.random.default_rng(0)
-    x = rng.random((60, 64, 64, 1), dtype=np.float32)
-    y = rng.integers(0, 10, 60)
+    model.compile(keras.optimizers.Adam(3e-3), "sparse_categorical_crossentropy")
+    model.fit(x[:1000], y[:1000], epochs=8, batch_size=64, verbose=0)
     model.save(model_path)
-    np.savez(data_path, x=x[:40], y=y[:40], x_calib=x[40:])
+    np.savez(data_path, x=x[1500:1620], y=y[1500:1620], x_calib=x[1000:1100])
+    (folder / "complete").write_text("ok\n")
     return model_path, data_path
 
 
@@ -59,9 +66,8 @@ def _micro_allocates(model: bytes, arena: int) -> bool:
 
 @pytest.fixture(scope="module")
 def arena_runs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("arena")
-    model, data = _big_activations(folder)
-    out = folder / "out"
+    model, data = _big_activations()
+    out = tmp_path_factory.mktemp("arena") / "out"
     flags = ("--target", "micro", "--variants", "float,fiq", "--formats", "json", "--latency-runs", "1")
     free = run_cli(model, data, out, *flags, name="free")
     report = json.loads((out / "free" / "report.json").read_text())
