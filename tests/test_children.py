@@ -111,34 +111,28 @@ def test_a_command_that_hangs_is_killed_with_its_own_children(tmp_path):
     assert done.returncode == 3 and "out" in done.output and "err" in done.output
 
 
-def test_children_die_with_a_parent_killed_by_sigkill(tmp_path):
+def _started_by(kind: str, pid_file: Path) -> str:
+    """A parent's code that starts one kind of child, which writes its pid to `pid_file`, and then waits."""
+    if kind == "child":  # a spawned Python child (TFLite Micro's, the contained converter's, the side converter's)
+        return ("import sys, time; from reporter.core import children;"
+                " c = children.Child(); c.call(int, '1');"
+                f" open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(600)")
+    tool = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    return ("from reporter.core import children;"  # a tool's command line (Vela's)
+            f" children.run_command(['-c', {tool!r}], timeout=600, what='a tool')")
+
+
+@pytest.mark.parametrize("kind", ["child", "command"])
+def test_children_die_with_a_parent_killed_by_sigkill(tmp_path, kind):
+    """Each kind of child the runner starts ends when the run is killed by SIGKILL (issue 54, point 2)."""
     pid_file = tmp_path / "child.pid"
-    code = ("import sys, time; from reporter.core import children;"
-            " c = children.Child(); c.call(int, '1');"
-            f" open({str(pid_file)!r}, 'w').write(str(c.pid)); time.sleep(600)")
-    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    parent = subprocess.Popen([sys.executable, "-c", _started_by(kind, pid_file)],
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
         child = _wait_for(pid_file)
         parent.kill()
         parent.wait()
         assert _gone(child)
-    finally:
-        if parent.poll() is None:
-            parent.kill()
-
-
-def test_a_tool_s_command_line_dies_with_a_parent_killed_by_sigkill(tmp_path):
-    """Vela's kind of child (run_command): the kernel ends it when the run is killed (issue 54, point 2)."""
-    pid_file = tmp_path / "tool.pid"
-    tool = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
-    code = ("import sys; from reporter.core import children;"
-            f" children.run_command(['-c', {tool!r}], timeout=600, what='a tool')")
-    parent = subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    try:
-        tool_pid = _wait_for(pid_file)
-        parent.kill()
-        parent.wait()
-        assert _gone(tool_pid)
     finally:
         if parent.poll() is None:
             parent.kill()

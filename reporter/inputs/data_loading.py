@@ -25,6 +25,17 @@ TEXT_SUFFIXES = {".csv": "a CSV file", ".tsv": "a TSV file", ".txt": "a text fil
                  ".parquet": "a Parquet file"}
 
 
+
+def _numeric(spec: str, what: str, value) -> np.ndarray:
+    """`value` as a numeric (or bool) array of at least one axis; InputError naming `what` otherwise."""
+    try:
+        a = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise InputError(spec, f"{what} is not numeric: {first_line(exc)}") from exc
+    if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim == 0:
+        raise InputError(spec, f"{what} is not a numeric array (got {a.dtype}, shape {a.shape})")
+    return a
+
 def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = None,
               say: Optional[Callable[[str], None]] = None, model: Optional[LoadedModel] = None,
               timeout: Optional[float] = None) -> Dataset:
@@ -103,12 +114,7 @@ def _meta_arrays(spec, arrays: dict, n: int) -> dict:
         if not name.isidentifier():
             raise InputError(spec, f"'{key}': a meta array's name must be a Python identifier (it is passed to the"
                                    " metric as a keyword argument)")
-        try:
-            a = np.asarray(value)
-        except (TypeError, ValueError) as exc:
-            raise InputError(spec, f"'{key}' is not numeric: {first_line(exc)}") from exc
-        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim == 0:
-            raise InputError(spec, f"'{key}' is not a numeric array (got {a.dtype}, shape {a.shape})")
+        a = _numeric(spec, f"'{key}'", value)
         if a.shape[0] != n:
             raise InputError(spec, f"'x' has {n} samples but '{key}' has {a.shape[0]}")
         out[name] = a
@@ -157,13 +163,7 @@ def _inputs(spec, arrays: dict, prefix: str) -> Optional[Inputs]:
     out = {}
     for name, value in named.items():
         what = f"'{prefix}_{name}'" if name else f"'{prefix}'"
-        try:
-            a = np.asarray(value)
-        except (TypeError, ValueError) as exc:
-            raise InputError(spec, f"{what} is not numeric: {first_line(exc)}") from exc
-        if not (np.issubdtype(a.dtype, np.number) or a.dtype == np.bool_) or a.ndim == 0:
-            raise InputError(spec, f"{what} is not a numeric array (got {a.dtype}, shape {a.shape})")
-        out[name] = a
+        out[name] = _numeric(spec, what, value)
     try:
         return Inputs(out)
     except ValueError as exc:
