@@ -246,7 +246,7 @@ def _settings(args, model, data, name):
         name=name,
         **from_args(args),
         max_accuracy_drop=getattr(args, "max_accuracy_drop", None),
-        gate_variant=args.variant if gated and args.variant else None,
+        gate_variant=getattr(args, "gate_variant", None) if gated else None,
         quiet=args.quiet,
     )
 

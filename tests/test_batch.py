@@ -61,12 +61,12 @@ def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
     out = tmp_path / "reports"
     assert main(["batch", str(config), "--out", str(out), "--jobs", "2"]) == 1
     err = capfd.readouterr().err
-    assert "broken failed at load" in err and "corrupt.keras" in err
+    assert "broken failed at start" in err and "corrupt.keras" in err  # its file refused before it is loaded
     index = _index(out)
     rows = {r["name"]: r for r in index["rows"]}
     assert list(rows) == ["digits_cnn", "breast_cancer_mlp", "broken"]
     assert [r["status"] for r in index["rows"]] == ["ok", "ok", "failed"]
-    assert rows["broken"]["stage"] == "load" and (out / rows["broken"]["log"]).is_file()
+    assert rows["broken"]["stage"] == "start" and (out / rows["broken"]["log"]).is_file()
     for name in ("digits_cnn", "breast_cancer_mlp"):
         assert (out / name / "report.html").is_file() and (out / name / "report.json").is_file()
         report = json.loads((out / name / "report.json").read_text())
@@ -87,7 +87,7 @@ def test_batch_of_demo_models_and_a_broken_one(tmp_path, cache, capfd):
     for name in rows:
         assert name in html and name in md
     assert 'href="breast_cancer_mlp/report.html"' in html
-    assert "FAILED" in html and "**failed** at load" in md
+    assert "FAILED" in html and "**failed** at start" in md
     assert rows["breast_cancer_mlp"]["suspects"] == 1
     assert rows["breast_cancer_mlp"]["gap_recovered"] == pytest.approx(
         json.loads((out / "breast_cancer_mlp" / "report.json").read_text())["recommendation"]["selective"][

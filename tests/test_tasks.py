@@ -230,9 +230,10 @@ def test_accuracy_gate_applies_to_a_binary_sigmoid_model(binary_sigmoid_files, t
     code = run_cli(model, data, tmp_path, "--variants", "float,fiq", "--formats", "json", "--max-accuracy-drop", "0.5",
                    name="gate", latency_runs=2)
     err = capsys.readouterr().err
-    assert code == 0, err
-    assert "gate passed" in err and "not a classifier" not in err
-    assert "accuracy drop 0.0 points" not in err  # FIQ loses accuracy here: the gate measured a real drop
+    # FIQ loses within the 0.5 allowed here, but answers class 1 for every sample: it is never shipped (issue 54),
+    # and the gate, which applies to a binary sigmoid model as to any classifier, says so
+    assert code == 3, err
+    assert "gate FAILED" in err and "answers class 1 for every sample" in err and "not a classifier" not in err
 
 
 @pytest.mark.slow

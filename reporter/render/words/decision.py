@@ -84,7 +84,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
         why = (f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
                f" (the nearest to float, {d.runner_up_label}, {_loss(report, closest)})")
     else:
-        why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}"
+        why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}" + one_class_clause(d)
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
     text += _micro_causes(d)
     if d.would_meet:
@@ -92,6 +92,16 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
         text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
                  f" but {in_user_terms(would.not_there) or target.runs_not or 'it does not run there'}.")
     return text
+
+
+def one_class_clause(d: Decision) -> str:
+    """": FIQ answers class 1 for every sample": the quantized models that run there but answer one class, which
+    are never shipped or advised whatever their loss; "" when there are none."""
+    stuck = [o for o in d.options if o.runs and o.quantized and o.name != variants.FLOAT and o.one_class is not None]
+    if not stuck:
+        return ""
+    said = "; ".join(f"{o.label} answers class {o.one_class} for every sample" for o in stuck[:3])
+    return f": {said}{'; and more' if len(stuck) > 3 else ''}"
 
 
 def hardware(on: OnTarget) -> str:

@@ -9,6 +9,7 @@ from reporter.findings import gate as gt
 from reporter.model import findings as mf
 from reporter.model.findings import Findings, GateFinding
 from reporter.model.report import Report
+from reporter.render.words.decision import one_class_clause
 
 
 def finding(report: Report, found: Findings, verdict: gt.Verdict) -> GateFinding:
@@ -25,6 +26,9 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
         return "the float model answers one class for every sample (check the data), so the gate cannot pass"
     if verdict.decision is not None and loss.unmeasured == gt.NONE_FOR_TARGET:
         where = targets.of(verdict.decision.target).words
+        stuck = one_class_clause(verdict.decision)
+        if stuck:  # measured, but answering one class: no quantized model to ship
+            return f"no quantized model that runs {where} can be shipped{stuck}; the gate cannot pass"
         return f"no model that runs {where} was measured, so the gate cannot pass"
     if loss.unmeasured == gt.NOT_BUILT:
         return f"{variant} was not built, so the gate cannot pass"
