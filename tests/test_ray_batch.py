@@ -50,7 +50,7 @@ def test_ray_gives_the_local_executors_index_and_exit_code(config):
     for name in local:
         assert on_ray[name]["status"] == local[name]["status"], name
     assert on_ray["mlp"]["status"] == "ok" and on_ray["mlp"]["accuracy"] == local["mlp"]["accuracy"]
-    assert on_ray["broken"]["stage"] == local["broken"]["stage"] == "load"
+    assert on_ray["broken"]["stage"] == local["broken"]["stage"] == "start"  # its file refused before loading
     assert "not a Keras 3 .keras file" in on_ray["broken"]["error"]
     assert (root / "ray" / on_ray["broken"]["log"]).is_file()  # the task's log came back with it
     # The killed task is a failure entry on both executors, not a crashed batch.
