@@ -141,7 +141,7 @@ def hardware(on: OnTarget) -> str:
 # A target tool's reason as it printed it (report.json and run.log keep it so), read for the sentence's words.
 _SOURCE = re.compile(r"\S+\.(?:cc|cpp|c|h)\b(?::\d+)?\s*")  # a C++ source file and line
 _INTERNAL = re.compile(r"->|kTfLite|[!=]=")  # a kernel's check as its C++ source spells it
-_NODE = re.compile(r"Node (\w+) \(number (\d+)\) failed to prepare with status \d+")
+_NODE = re.compile(r"Node (\w+) \(number (\d+)\) failed to (?:prepare|invoke) with status \d+")
 _MISSING = re.compile(r"Didn't find op for builtin opcode '(\w+)'")
 _HYBRID = "Hybrid models are not supported"
 
