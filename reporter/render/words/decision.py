@@ -77,7 +77,10 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
-        reasons += _grouped([(o.label, in_user_terms(o.not_there)) for o in d.options if o.not_there])
+        small = [o for o in d.options if o.not_there and o.micro is not None and o.micro.arena_too_small]
+        reasons += _grouped([(o.label, in_user_terms(o.not_there)) for o in d.options if o.not_there
+                             and o not in small])
+        reasons += [arena_clause(small)] if small else []
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     elif d.runner_up:
         closest = d.option(d.runner_up)
@@ -197,6 +200,19 @@ def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str
     part = totals[d.degenerate_class] / sum(totals) if totals and sum(totals) else 1.0
     every = "every sample" if part >= 1.0 else f"{fmt_percent(part)} of the samples"
     return f"the float model predicts class {d.degenerate_class} for {every}{score}"
+
+
+def arena_clause(small: list[Option]) -> str:
+    """The models that need more tensor arena than the device gives (--micro-arena), said once: "4 models need more
+    tensor arena than the 97.7 KB the device gives (--micro-arena): from 118.4 KB (Integer only (int8 I/O)) to
+    234.8 KB (16x8)"."""
+    low = min(small, key=lambda o: o.micro.arena_bytes)
+    high = max(small, key=lambda o: o.micro.arena_bytes)
+    need = f"{fmt_bytes(low.micro.arena_bytes)}" if low.micro.arena_bytes == high.micro.arena_bytes else \
+        f"from {fmt_bytes(low.micro.arena_bytes)} ({low.label}) to {fmt_bytes(high.micro.arena_bytes)} ({high.label})"
+    who = small[0].label if len(small) == 1 else f"{len(small)} models"
+    return (f"{who} need{'s' if len(small) == 1 else ''} more tensor arena than the"
+            f" {fmt_bytes(low.micro.arena_limit_bytes)} the device gives (--micro-arena): {need}")
 
 
 def _grouped(pairs: list[tuple[str, str]]) -> list[str]:
