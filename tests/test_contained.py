@@ -62,6 +62,8 @@ def test_calibration_crash_still_writes_the_report(crashed_run):
     fiq = by_name["fiq"]
     assert fiq["status"] == "failed"
     assert "calibration crashed (SIGSEGV)" in fiq["error"]
+    said = " ".join(report["findings"]["headline"])  # in the user's terms: no exception class name in a sentence
+    assert "calibration crashed (SIGSEGV)" in said and "NativeCrash" not in said, said
     assert not (folder / "fiq.tflite").exists()
     assert "Fatal Python error: Segmentation fault" in (folder / "run.log").read_text()  # the child's log kept
     assert [p.name for p in out.iterdir()] == ["mlp"]  # no .mlp.partial-* staging folder left

@@ -61,7 +61,8 @@ def one_line(exc: BaseException) -> str:
 
 # What a sentence leaves out of a recorded failure (the raw text stays in run.log and report.json): exception class
 # names, MLIR source locations, the runtime's source positions and node numbers.
-_CLASS_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit)(?::\s*|\s*$)")
+_CLASS_NAME = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Exit|Crash)|TimedOut|Crashed)"
+                         r"(?::\s*|\s*$)")  # the child runner's own classes too (reporter.core.children)
 _SOURCE_POSITION = re.compile(r"\S+\.(?:cc|cpp|h):\d+\s*")
 _NODE = re.compile(r"\s*Node number \d+ \((\w+)\) failed to (\w+)\.?")
 
