@@ -69,7 +69,8 @@ class Evaluation:
 
     nodes: frozenset
     score: float  # agreement with float, or 1 - MSE / variance for a regression output
-    per_sample: np.ndarray  # bool (agrees with float) or float (squared error)
+    per_sample: np.ndarray  # each sample's figure, higher is better as `score`: bool (agrees with float) or float
+    # (share of positions that agree, or minus the squared error)
     size_bytes: int
 
 
@@ -355,14 +356,47 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
             # would not have been accepted): against the best itself, a layer that helps within noise only would
             # stay whenever the parts already cost a few samples.
             reference = current
+    instead = _best_measured(list(seen.values()), current, start, forced, meets, worse)
+    if instead is not None:
+        layers_kept = len(instead.nodes - forced)
+        trace.steps.append(Step(instead, "check", f"the best set measured ({layers_kept} layers), kept", True))
+        current = instead
+        reason = (f"the best set measured is kept ({layers_kept} layers): the set the drops left was worse beyond"
+                  " noise on the selection samples")
     for node in sorted(current.nodes - forced):
         ev = seen.get(current.nodes - {node})
         if ev is not None:
             trace.necessity[node] = current.score - ev.score
-    if meets(best) and not meets(current):
+    if instead is None and meets(best) and not meets(current):
         reason = ("the target was reached with more layers in float, but what the dropped ones added was within"
                   " noise on the selection samples")
     return _finish(trace, current, meets(current), reason, t0)
+
+
+def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evaluation, forced: frozenset,
+                   meets: Callable[[Evaluation], bool], worse: Callable[[Evaluation, Evaluation], bool]
+                   ) -> Optional[Evaluation]:
+    """The set to recommend instead of `chosen` (the drops' result), or None to keep it: every set the search measured
+    is compared on the same selection samples by the one acceptance rule (it meets the target; or it is not worse
+    beyond noise than the best set measured and keeps judgement.KEEP_GAIN_SHARE of what that one won back over FIQ),
+    then by cost (fewest float layers, smallest file). Drops judged one step at a time, or a search cut short by its
+    budget, never ship a set worse than one the search measured."""
+    sets = [ev for ev in measured if ev.nodes - forced and ev.nodes != start.nodes]
+    if not sets or meets(chosen):
+        return None
+
+    def order(ev: Evaluation) -> tuple:
+        return tuple(sorted(ev.nodes))
+
+    top = max(sets, key=lambda ev: (meets(ev), ev.score, -len(ev.nodes), order(ev)))
+
+    def acceptable(ev: Evaluation) -> bool:
+        return meets(ev) or (not worse(ev, top) and judgement.keeps_gain(ev.score, top.score, start.score))
+
+    if acceptable(chosen):
+        return None
+    return min((ev for ev in sets if acceptable(ev)),
+               key=lambda ev: (len(ev.nodes - forced), ev.size_bytes, -ev.score, order(ev)))
 
 
 def _compact_cause(probes: dict, start: Evaluation, target: float, limit: int,

@@ -126,9 +126,10 @@ def grown(data: Dataset, sel: Selection, calibration_samples: int, max_samples: 
 
 def scorer(float_out: np.ndarray, classification: bool,
            agreement: Optional[Callable] = None) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
-    """Selection score of a candidate's outputs: agreement with float (`agreement(out, float_out)`: each sample's,
-    as its task kind reads it (Task.agreement): the same class, label set, share of positions, a detector's matched
-    detections; default the same top class), or 1 - MSE / variance."""
+    """Selection score of a candidate's outputs and each sample's figure, both higher is better: agreement with float
+    (`agreement(out, float_out)`: each sample's, as its task kind reads it (Task.agreement): the same class, label
+    set, share of positions, a detector's matched detections; default the same top class), or 1 - MSE / variance
+    with each sample's squared error negated."""
     if classification:
         agreement = agreement or (lambda out, ref: top_class(out) == top_class(ref))
 
@@ -140,7 +141,7 @@ def scorer(float_out: np.ndarray, classification: bool,
 
     def score_reg(out):
         err = np.mean((out.astype(np.float64) - float_out) ** 2, axis=1)
-        return float(1.0 - err.mean() / var), err
+        return float(1.0 - err.mean() / var), -err  # per sample higher is better, as the score
     return score_reg
 
 
@@ -148,7 +149,8 @@ def heads_scorer(float_outs: dict, heads: list) -> Callable[[dict], tuple[float,
     """Several outputs: a sample agrees with float when every class-score output in `heads` predicts float's
     class (the target must hold for each). Without such an output the target must hold for every output too:
     the score is the worst output's 1 - MSE / variance, and a sample's error the sum of its errors over the
-    outputs, each in units of its output's variance (so that no output's scale outweighs another's)."""
+    outputs, each in units of its output's variance (so that no output's scale outweighs another's), negated as
+    `scorer`'s (higher is better)."""
     classifying = [(key, task) for key, task in heads if task.classification]
     if not classifying:
         scores = [(key, scorer(float_outs[key], False)) for key, _ in heads]

@@ -1,0 +1,145 @@
+"""Profile: each stage's share of a whole `quant-report run`, side by side with the bare seed calls (issue 55).
+
+Run by hand (not in CI), on a quiet machine:
+    python benchmarks/profile_stages.py [--repeats 3] [--cases mobilenetv2,efficientnet,efficientnet-int8,transformer]
+                                        [--baseline-src DIR] [--formats html,pdf,md,json]
+
+Cases (every fixture is seeded and built once into the cache, as the tests' are):
+  * mobilenetv2: tests/collapse_fixtures.py's mobilenet_offset (a 150-layer Keras MobileNetV2 with an input offset);
+  * efficientnet: tests/efficientnet_fixture.py's efficientnet_digits (Keras EfficientNet-B0, ~300 TFLite ops, FIQ
+    loses a few points spread over many layers), no target (a CPU);
+  * efficientnet-int8: the same model and data with `--target int8` (the integer-only repair ladder included);
+  * transformer: tests/region_fixtures.py's outlier_transformer (a 70-op Keras transformer, 67 of them debugged, with
+    an offset in its residual stream).
+For each case it alternates, --repeats times, in this one run: the bare calls (a fresh Python process making the seed
+notebook's TensorFlow calls: convert float, DRQ and FIQ, evaluate each, run the debugger once; benchmarks/
+bench_pipeline.py's bare_notebook) and a fresh `quant-report run` process (every format unless --formats), and with
+--baseline-src the same run from another checkout ("before"). It prints medians of the wall times and the ratio
+tool/bare, each stage's median seconds and share of the run (from report.json's timings_s), the search's share of
+each run (its spread across the repeats) and the candidates it measured, and the ladder's rungs.
+Aims (issue 55): MobileNetV2 <= 0.45x, EfficientNet-B0 <= 0.5x, EfficientNet-B0 --target int8 <= 1.0x the bare calls;
+the search's share of an EfficientNet-B0 run within 2 points across the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_speed import BARE, _timed  # noqa: E402 - the bare calls and the child-process timing, shared
+
+CASES = {  # name: (fixture module, fixture, extra flags, aim: run / bare calls)
+    "mobilenetv2": ("collapse_fixtures", "mobilenet_offset", [], 0.45),
+    "efficientnet": ("efficientnet_fixture", "efficientnet_digits", [], 0.5),
+    "efficientnet-int8": ("efficientnet_fixture", "efficientnet_digits", ["--target", "int8"], 1.0),
+    "transformer": ("region_fixtures", "outlier_transformer", [], None),
+}
+SHARE_SPREAD_AIM = 0.02  # the search's share of a run, max - min across the repeats
+
+
+def _fixture(module: str, name: str) -> tuple[Path, Path]:
+    import importlib
+
+    cache = Path(os.environ.get("QUANT_REPORT_CACHE") or Path.home() / ".cache" / "quant-report")
+    return importlib.import_module(module).ensure(name, cache)
+
+
+def tool_run(model: Path, data: Path, out: Path, flags: list, formats: str, src: Path) -> dict:
+    argv = [sys.executable, "-m", "reporter", "run", str(model), "--data", str(data), "--out", str(out),
+            "--name", "m", "--quiet", *flags] + (["--formats", formats] if formats else [])
+    seconds = _timed(argv, src)[0]
+    report = json.loads((out / "m" / "report.json").read_text())
+    search = (report.get("recommendation") or {}).get("search") or {}
+    rungs = [f"{r['rung']} {r['status']}" for r in report.get("repairs") or [] if r["status"] != "not_tried"]
+    return {"run_s": seconds, "stages": report.get("timings_s") or {}, "search_s": search.get("seconds"),
+            "evaluations": search.get("evaluations"), "steps": [s.get("change") for s in search.get("steps") or []],
+            "kept": len((report.get("recommendation") or {}).get("denylisted_nodes") or []),
+            "budget_note": search.get("stop_reason", ""), "rungs": rungs,
+            "decision": ((report.get("findings") or {}).get("decision") or {}).get("variant")}
+
+
+def summary(label: str, runs: list[dict], bare: list[float], aim) -> None:
+    med = statistics.median
+    run_s, b = med(r["run_s"] for r in runs), med(bare)
+    fastest = min(t["run_s"] / bb for t, bb in zip(runs, bare)) if bare else float("nan")
+    verdict = "" if aim is None else f"  [aim <= {aim}x: {'met' if run_s / b <= aim else 'NOT met'}]"
+    each = ", ".join(f"{r['run_s']:.1f}" for r in runs)
+    print(f"  {label}: run {run_s:.1f} s (each: {each}),"
+          f" {run_s / b:.2f}x the bare calls' median, {fastest:.2f}x on the fastest pair{verdict}")
+    keys = sorted({k for r in runs for k in r["stages"]}, key=lambda k: -med(r["stages"].get(k, 0.0) for r in runs))
+    cells = []
+    for k in keys:
+        seconds, share = med(r["stages"].get(k, 0.0) for r in runs), med(r["stages"].get(k, 0.0) / r["run_s"] for r in runs)
+        cells.append(f"{k} {seconds:.1f} s ({share:.0%})")
+    staged = med(sum(r["stages"].values()) for r in runs)
+    print(f"    stages, median s (share of the run): {', '.join(cells)}; outside the stages (imports, start-up,"
+          f" rendering, writing) {run_s - staged:.1f} s")
+    shares = [r["search_s"] / r["run_s"] for r in runs if r["search_s"] is not None]
+    if shares:
+        spread = max(shares) - min(shares)
+        same = all(r["steps"] == runs[0]["steps"] for r in runs)
+        print(f"    search: {', '.join(f'{s:.1%}' for s in shares)} of each run (spread {spread * 100:.1f} points"
+              f" [aim <= {SHARE_SPREAD_AIM * 100:.0f}]); {runs[0]['evaluations']} candidates,"
+              f" {'the same' if same else 'DIFFERENT'} candidates in every run; {runs[0]['kept']} layer(s) kept in"
+              f" float; stopped: {runs[0]['budget_note']}")
+    if runs[0]["rungs"]:
+        print(f"    ladder: {', '.join(runs[0]['rungs'])}; ships {runs[0]['decision'] or 'nothing'}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--src", type=Path, default=ROOT, help="the checkout of quant-report timed (default: this one)")
+    parser.add_argument("--baseline-src", type=Path, help="another checkout, timed as 'before' in the same run")
+    parser.add_argument("--formats", default="", help="the tool's --formats (default: every format)")
+    args = parser.parse_args()
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        parser.error(f"unknown case {unknown[0]!r}; choose from {', '.join(CASES)}")
+    fixtures = {c: _fixture(*CASES[c][:2]) for c in cases}
+    bare: dict[tuple, list] = {}
+    tool: dict[str, list] = {c: [] for c in cases}
+    before: dict[str, list] = {c: [] for c in cases}
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(args.repeats):
+            for case in cases:
+                model, data = fixtures[case]
+                times = bare.setdefault((model, data), [])
+                if len(times) <= r:  # one bare run per model and repeat, shared by the cases of one model
+                    code = BARE.format(bench=str(ROOT / "benchmarks"), model=str(model), data=str(data))
+                    times.append(_timed([sys.executable, "-c", code])[0])
+                flags = CASES[case][2]
+                tool[case].append(tool_run(model, data, Path(tmp) / f"{case}{r}", flags, args.formats,
+                                           args.src.resolve()))
+                if args.baseline_src:
+                    before[case].append(tool_run(model, data, Path(tmp) / f"{case}b{r}", flags, args.formats,
+                                                 args.baseline_src.resolve()))
+                print(f"repeat {r + 1}/{args.repeats} {case}: bare {times[r]:.1f} s, tool {tool[case][-1]['run_s']:.1f}"
+                      f" s" + (f", before {before[case][-1]['run_s']:.1f} s" if before[case] else ""),
+                      file=sys.stderr, flush=True)
+    print(f"medians of {args.repeats} alternating runs in one run, whole processes ({args.formats or 'every format'});"
+          f" {os.cpu_count()} cores")
+    for case in cases:
+        b = bare[fixtures[case]]
+        print(f"\n{case} ({fixtures[case][0].parent.name}{' ' + ' '.join(CASES[case][2]) if CASES[case][2] else ''}):"
+              f" bare calls {statistics.median(b):.1f} s (each: {', '.join(f'{t:.1f}' for t in b)})")
+        summary(f"tool ({args.src})", tool[case], b, CASES[case][3])
+        if before[case]:
+            summary(f"before ({args.baseline_src})", before[case], b, CASES[case][3])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
