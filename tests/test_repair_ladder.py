@@ -167,7 +167,8 @@ def test_a_shifted_bias_is_repaired_by_bias_correction_and_nothing_cheaper(bias_
     decision = report["findings"]["decision"]
     assert decision["variant"] == "repair_bias_correction", report["findings"]["headline"][0]
     statuses = {r["rung"]: r["status"] for r in report["repairs"]}
-    assert statuses["static_batch1"] == "misses" and statuses["ranges"] == "misses", statuses
+    # each missed the target, or was no closer to float on the selection samples than a model that did (screened)
+    assert {statuses["static_batch1"], statuses["ranges"]} <= {"misses", "screened"}, statuses
     model, right, float_right, shipped = _shipped_on_reference(bias_run)
     assert _mcnemar(right, float_right) >= 0.05 and shipped["meets"]
     plain = _reference_outputs((folder / "int8_io.tflite").read_bytes(), fx.x).argmax(axis=1)

@@ -373,6 +373,47 @@ def test_a_regression_search_ships_the_best_set_it_measured_not_a_cheaper_worse_
     assert stack <= trace.chosen.nodes and len(trace.chosen.nodes) <= len(best.nodes)
 
 
+def test_a_search_cut_short_by_its_budget_ships_the_best_set_it_measured_and_says_so():
+    """The budget (--search-share, reporter.search.budget) bounds the candidates; when it stops the search in the middle
+    of its adds and drops, the set shipped is still the best the search measured (or one within noise of it), and the
+    stop reason names the budget. The same model and data take the same candidates every time."""
+    layers = _layers(135, bad={"L90", "L100"})
+    runs = []
+    for _ in range(2):
+        ev, measured = GradualPrefix(stack=24, share=0.8), []
+        trace = srch.search(layers, lambda nodes: measured.append(ev(nodes)) or measured[-1],
+                            _policy(budget=12, budget_words="the budget (--search-share 0.01)"))
+        runs.append((trace, measured))
+    trace, measured = runs[0]
+    assert trace.evaluations == len(measured) == 12
+    best = max(measured, key=lambda e: e.score)
+    assert not judgement.paired_worse(trace.chosen.per_sample, best.per_sample, True)
+    assert trace.chosen.score >= best.score - 1e-9 or len(trace.chosen.nodes) < len(best.nodes)
+    assert "the budget (--search-share 0.01) ran out" in trace.stop_reason, trace.stop_reason
+    assert [e.nodes for e in runs[1][1]] == [e.nodes for e in measured]  # the same candidates in every run
+
+
+def test_the_cost_of_a_model_is_read_from_its_file():
+    """reporter.measure.cost counts the multiply-accumulates the search's budget reads from the .tflite: checked
+    against the count from the Keras layers' shapes (a 3x3 convolution, a 3x3 depthwise convolution and a dense layer
+    on 16x16 inputs), plus at most one per output element of the other ops."""
+    import keras
+    import tensorflow as tf
+
+    from reporter.measure import cost
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((16, 16, 1)), keras.layers.Conv2D(8, 3, padding="same", activation="relu"),
+                              keras.layers.DepthwiseConv2D(3, padding="same"), keras.layers.Flatten(),
+                              keras.layers.Dense(10, activation="softmax")])
+    tflite = tf.lite.TFLiteConverter.from_keras_model(model).convert()
+    products = 16 * 16 * 8 * (3 * 3 * 1) + 16 * 16 * 8 * (3 * 3) + 16 * 16 * 8 * 10
+    others = 16 * 16 * 8 + 10  # the flatten's output, the softmax's
+    work = cost.work(tflite)
+    assert products <= work.macs <= products + others + 16 * 16 * 8 * 2, (work.macs, products)
+    assert work.ops >= 4 and work.size == len(tflite)
+
+
 def test_an_outlier_chain_longer_than_the_cap_is_measured_as_a_unit():
     """Seen on a 59-op transformer: the outlier channel's chain through the residual adds (with its consumers) is more
     than a tenth of the ops, so it was never measured and the loss was called spread. A chain of 12 wide layers in 100

@@ -18,6 +18,7 @@ from conftest import load_report
 pytestmark = pytest.mark.slow
 
 FIXTURES = ("outlier_chain_transformer", "prefix_segmenter", "mask_prefix_segmenter")
+BUDGET_SHARE = 0.03  # --search-share of the budget run: about a dozen candidates on the mask segmenter
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +35,12 @@ def beyond_runs(demo_cache, tmp_path_factory):
              "--name", name, "--variants", "float,fiq", "--formats", "json", "--latency-runs", "0", "--quiet"],
             capture_output=True, text=True)
         runs[name] = (model, data, proc.returncode, proc.stderr)
+    model, data = beyond_fixtures.ensure("mask_prefix_segmenter", demo_cache)  # again, with a small budget
+    proc = subprocess.run(
+        [sys.executable, "-m", "reporter", "run", str(model), "--data", str(data), "--out", str(out),
+         "--name", "budget", "--variants", "float,fiq", "--formats", "json", "--latency-runs", "0", "--quiet",
+         "--search-share", str(BUDGET_SHARE)], capture_output=True, text=True)
+    runs["budget"] = (model, data, proc.returncode, proc.stderr)
     return out, runs
 
 
@@ -125,3 +132,21 @@ def test_a_sigmoid_mask_segmenter_ships_the_best_prefix_it_measured(beyond_runs,
     assert mse("selective") <= 2 * mse("by hand"), (mse("selective"), mse("by hand"), len(stack))
     assert (iou("selective") - iou("fiq")) / (iou("float") - iou("fiq")) >= 0.9, [iou(k) for k in out]
     assert len(report.recommendation.denylisted_nodes) >= len(stack)  # the whole stack, not a cheaper part of it
+
+
+def test_a_search_share_bounds_the_candidates_and_the_report_says_so(beyond_runs):
+    """--search-share: the budget is estimated from the model's file before the search (reporter.search.budget), the
+    search measures no more candidates than it holds, the report says the budget stopped it, and the model shipped is
+    still closer to float than FIQ on the evaluation data (the files it wrote, run by LiteRT)."""
+    from independent import outputs
+
+    full, _, _ = _report(beyond_runs, "mask_prefix_segmenter")
+    report, folder, data = _report(beyond_runs, "budget")
+    search = report.recommendation.search
+    assert search.cost is not None and search.cost.share == BUDGET_SHARE
+    assert search.evaluations <= search.cost.candidates < full.recommendation.search.evaluations
+    assert "--search-share" in search.stop_reason, search.stop_reason
+    x = data["x"]
+    out = {k: outputs((folder / f"{k}.tflite").read_bytes(), x) for k in ("float", "fiq", "selective")}
+    mse = {k: float(np.mean((out[k].astype(np.float64) - out["float"]) ** 2)) for k in ("fiq", "selective")}
+    assert mse["selective"] < mse["fiq"], mse

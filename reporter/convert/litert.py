@@ -13,6 +13,7 @@ with a trailing ';', so each entry here matches exactly one op.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Iterable, Mapping, Optional
 
@@ -118,7 +119,7 @@ class LiteRtQuantizer:
                 x = Inputs({self._inputs[0]: single})
             data = {self._signature: [{k: (a if np.issubdtype(a.dtype, np.integer) else a.astype(np.float32))
                                        for k, a in x.sample(i).items()} for i in range(len(x))]}
-            self._calibration = q.calibrate(data)
+            self._calibration = q.calibrate(data, num_threads=os.cpu_count() or 1)  # its default: 16 threads
         return self._calibration
 
     # --- models --------------------------------------------------------------------------------

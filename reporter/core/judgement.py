@@ -140,6 +140,13 @@ def paired_better(candidate: np.ndarray, reference: np.ndarray, higher_is_better
     return paired_worse(reference, candidate, higher_is_better)
 
 
+def may_ship(candidate: np.ndarray, missed: np.ndarray) -> bool:
+    """A repair rung's model is worth measuring on the evaluation data and the target: on the selection samples (each
+    sample's agreement with float, higher is better) it is closer to float beyond noise than the best rung already
+    measured to miss the accuracy target (`missed`). One that is not cannot be shown to do better than that one."""
+    return paired_better(candidate, missed, True)
+
+
 def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
     """The selection score the search aims at, and how the report words it."""
     if not classification:

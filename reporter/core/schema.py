@@ -93,6 +93,11 @@ RUN = (
             " or ".join(f'"{m}"' for m in METHODS), lambda v: v in METHODS, choices=METHODS),
     Setting("search_budget", "int", 60, "candidate models the search may build and measure (default: 60)",
             "an integer >= 1", _int(1), metavar="N"),
+    Setting("search_share", "number", 0.25,
+            "the search may cost at most this share of the bare seed calls on the same model and data (TensorFlow's"
+            " converter for float, DRQ, FIQ and the debugger, each evaluated once), both estimated from the model's"
+            " ops and multiply-accumulates before it starts, never timed (default: 0.25)",
+            "a number > 0 and <= 100", _number(lambda v: 0 < v <= 100), metavar="SHARE"),
     Setting("selection_samples", "int", 500,
             "samples the search chooses on: x_calib beyond the calibration samples, else a held-out half of x"
             " (default: 500)", "an integer >= 10", _int(10), metavar="N"),

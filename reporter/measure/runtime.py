@@ -156,12 +156,31 @@ def feed(x: Inputs, ports) -> dict:
 
 
 # --- runs ---------------------------------------------------------------------------------------------------------
+REFERENCE_SPLIT_SAMPLES = 64  # LiteRT's reference kernels run on one thread: more samples than this are shared out
+
+
 def run(model: bytes, x, in_ports, out_ports, reference: bool = False) -> dict[int, np.ndarray]:
     """Every sample of `x` (Inputs) through `model`, one dequantized row per sample for each of `out_ports` (by tensor
     index): in batches of about BATCH_BYTES of input, resized to each batch.
 
     A model with a fixed batch dimension (like a tf_keras LSTM built with batch_size=1) cannot be resized: it runs
-    that many samples per invoke, the last batch padded with copies of its last sample."""
+    that many samples per invoke, the last batch padded with copies of its last sample. LiteRT's reference kernels are
+    single-threaded: their samples are shared among one interpreter per core, each in a thread of its own (an invoke
+    releases the GIL; every sample's outputs are its own, whatever the batch it ran in)."""
+    parts = min(os.cpu_count() or 1, len(x) // REFERENCE_SPLIT_SAMPLES) if reference else 1
+    if parts > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        x = as_inputs(x)
+        cuts = np.linspace(0, len(x), parts + 1).astype(int)
+        with ThreadPoolExecutor(parts) as pool:
+            done = list(pool.map(lambda k: _run(model, x[cuts[k]:cuts[k + 1]], in_ports, out_ports, True),
+                                 range(parts)))
+        return {p.index: np.concatenate([d[p.index] for d in done]) for p in out_ports}
+    return _run(model, x, in_ports, out_ports, reference)
+
+
+def _run(model: bytes, x, in_ports, out_ports, reference: bool) -> dict[int, np.ndarray]:
     it = load(model, num_threads=os.cpu_count(), reference=reference)
     ports = list(in_ports)
     arrays = feed(x, ports)

@@ -14,6 +14,21 @@ from reporter.model.variant import VariantResult
 # What became of a rung (`RepairRung.status`).
 MEETS, MISSES, FAILED, NOT_ON_TARGET, NOT_TRIED = "meets", "misses", "failed", "not_on_target", "not_tried"
 DOES_NOT_APPLY = "does_not_apply"  # nothing for the rung to change in this model (no NEG, no bias, no outlier ...)
+SCREENED = "screened"  # built, but on the selection samples no closer to float than a rung measured to miss: not
+# measured on the evaluation data nor on the target (RepairRung.screen says what was measured)
+
+
+@dataclass(frozen=True)
+class Screen:
+    """A rung's model measured on the selection samples before the evaluation data: its agreement with float there
+    (reporter.convert.rungs.base.agreement: a share of samples, or minus a relative MSE), and the best agreement of a
+    rung that was measured on the evaluation data and missed the target (`against`, its code)."""
+
+    samples: int
+    agreement: float
+    against: str
+    against_agreement: float
+    words: str  # the two figures as the report says them ("10.2 %", "relative MSE 0.41")
 
 
 @dataclass(frozen=True)
@@ -43,3 +58,4 @@ class RepairRung:
     error: str = ""  # why it could not be built, or does not apply
     input_transform: Optional[InputTransform] = None
     seconds: float = 0.0  # to build
+    screen: Optional[Screen] = None  # measured on the selection samples first (every rung after the first built)

@@ -259,6 +259,18 @@ class BeyondCompact:
 
 
 @dataclass(frozen=True)
+class SearchCost:
+    """The search's budget as decided before it started (reporter.search.budget), estimated from the model's file and
+    the sample counts, never timed: `share` of `bare_seconds` (the bare seed calls on the same model and data),
+    `candidate_seconds` per candidate, hence at most `candidates` candidates."""
+
+    share: float
+    bare_seconds: float
+    candidate_seconds: float
+    candidates: int
+
+
+@dataclass(frozen=True)
 class SearchResult:
     steps: list[SearchStep]
     evaluations: int
@@ -273,6 +285,8 @@ class SearchResult:
     necessity: dict[str, float] = field(default_factory=dict)  # node -> selection score lost without it
     spread: bool = False  # no compact set, chain nor region is the loss's cause: stopped after measuring them
     beyond: Optional[BeyondCompact] = None  # a large model: what was measured before calling the loss spread
+    cost: Optional[SearchCost] = None  # the budget by --search-share, estimated before the search
+    out_of_budget: bool = False  # the search stopped because its budget was spent (the best set measured is kept)
 
 
 @dataclass(frozen=True)

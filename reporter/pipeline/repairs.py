@@ -9,13 +9,17 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
+from typing import Optional
 
-from reporter.core import targets, variants
+import numpy as np
+
+from reporter.core import judgement, targets, variants
 from reporter.core.errors import one_line
 from reporter.findings import decision as choice
 from reporter.measure.measurer import Measurer
 from reporter.model import repair as rp
 from reporter.model.data import Inputs
+from reporter.measure import runtime
 from reporter.model.report import Report, VariantResult
 from reporter.pipeline import on_target
 from reporter.pipeline.context import RunContext
@@ -49,9 +53,24 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                               m.task.classification)
     found: list[rp.RepairRung] = []
     stopped = False
+    screening = Screening(ctx.float_model, sel.x)
+    for option in choice.judge(report):  # the run's own models that run on the target and miss: the first floor
+        path = ctx.folder / f"{option.name}.tflite"
+        if option.runs and not option.meets and path.is_file():
+            screening.seed(option.name, path.read_bytes())
     t0 = time.perf_counter()
     with ctx.progress.stage("repair", detail="integer-only ladder"):
         for candidate in _candidates(ctx, report, sel.x):
+            screen = screening.check(candidate)
+            if screen is not None:  # no closer to float than a rung that missed: not measured further
+                found.append(rp.RepairRung(candidate.rung, candidate.label, rp.SCREENED, detail=candidate.detail,
+                                           seconds=candidate.seconds, input_transform=candidate.input_transform,
+                                           screen=screen))
+                report = dataclasses.replace(report, repairs=list(found))
+                ctx.progress.say(f"repair {candidate.rung}: agrees with float on {screen.words} of {screen.samples:,}"
+                                 f" selection samples, no closer than {screen.against} ({screen.against_agreement:.1%}),"
+                                 " which misses: not measured further")
+                continue
             rung = _measured(ctx, m, candidate)
             found.append(rung)
             report = dataclasses.replace(report, repairs=list(found))
@@ -62,6 +81,8 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                     rp.MISSES if option is None or option.runs else rp.NOT_ON_TARGET))
                 report = dataclasses.replace(report, repairs=list(found))
                 stopped = met
+                if found[-1].status == rp.MISSES:
+                    screening.missed(candidate)
             ctx.progress.say(f"repair {candidate.rung}: {found[-1].status.replace('_', ' ')}"
                              + (f" ({found[-1].error})" if found[-1].error else ""))
             if stopped:  # the rungs after it are listed, never built
@@ -75,6 +96,68 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
     ctx.progress.say(f"integer-only repair ladder: {tried} rung{'s' if tried != 1 else ''} built and measured"
                      f" ({seconds:.1f} s)")
     return dataclasses.replace(report, timings_s={**report.timings_s, "repair": round(seconds, 3)})
+
+
+class Screening:
+    """The ladder's rungs measured on the selection samples first: a rung's model goes on to the evaluation data and
+    the target only when it agrees with float there better beyond noise than the best rung measured to miss the
+    target (judgement.may_ship); the first rung built is always measured."""
+
+    def __init__(self, float_model: bytes, x_select):
+        self.float_model = float_model
+        self.x = runtime.keyed(x_select, runtime.signature_names(float_model)[1]) if x_select is not None and \
+            len(x_select) else None
+        self._reference: Optional[tuple[dict, dict]] = None
+        self._seen: dict[str, np.ndarray] = {}
+        self.floor: Optional[tuple[str, np.ndarray]] = None  # (rung, each sample's agreement) of the best that missed
+
+    def agreement(self, candidate) -> np.ndarray:
+        """Each selection sample's agreement with float of the candidate's model (its input transform applied)."""
+        from reporter.convert.rungs.base import class_scores, per_sample_agreement
+
+        if candidate.rung not in self._seen:
+            if self._reference is None:
+                self._reference = (runtime.outputs(self.float_model, self.x), class_scores(self.float_model))
+            x = candidate.input_transform.apply(self.x) if candidate.input_transform is not None else self.x
+            reference, kinds = self._reference
+            self._seen[candidate.rung] = per_sample_agreement(reference, runtime.outputs(candidate.model, x), kinds)
+        return self._seen[candidate.rung]
+
+    def check(self, candidate) -> Optional[rp.Screen]:
+        """None to measure the candidate on the evaluation data and the target; else what screened it out."""
+        if candidate.model is None or self.x is None or self.floor is None:
+            return None
+        mine, (against, floor) = self.agreement(candidate), self.floor
+        if judgement.may_ship(mine, floor):
+            return None
+        from reporter.convert.rungs.base import class_scores, figure
+
+        kinds = class_scores(self.float_model)
+        return rp.Screen(len(mine), float(np.mean(mine)), against, float(np.mean(floor)),
+                         figure(float(np.mean(mine)), kinds))
+
+    def missed(self, candidate) -> None:
+        """The candidate was measured and missed the target: the floor the next rungs must beat."""
+        if candidate.model is not None and self.x is not None:
+            self._lower(candidate.rung, self.agreement(candidate))
+
+    def seed(self, name: str, model: bytes) -> None:
+        """A model of the run (`name`, a variant) that runs on the target and misses the accuracy target there."""
+        if self.x is not None:
+            self._lower(name, self.agreement(_Built(name, model)))
+
+    def _lower(self, name: str, mine: np.ndarray) -> None:
+        if self.floor is None or np.mean(mine) > np.mean(self.floor[1]):
+            self.floor = (name, mine)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Built:
+    """A model the screening measures that is not a rung's candidate (a variant of the run)."""
+
+    rung: str
+    model: bytes
+    input_transform: None = None
 
 
 def _plan(report: Report) -> list[tuple[str, str]]:

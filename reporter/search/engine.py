@@ -94,6 +94,7 @@ class Trace:
     necessity: dict = field(default_factory=dict)  # node -> selection score lost when it is dropped
     spread: bool = False  # no compact set, chain nor region is the loss's cause: the search stopped after measuring them
     beyond: Optional[BeyondCompact] = None  # a large model: the compact sets, chains and regions measured
+    out_of_budget: bool = False  # a candidate the search asked for was not measured: the budget was spent
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,7 @@ class Policy:
     budget: int = 60  # candidate models built and measured, at most
     patience: int = 4  # additions in a row without a gain before the search stops adding
     higher_is_better: bool = True
+    budget_words: str = "the budget"  # how the stop reasons name what bounds `budget` ("the budget (--search-share …)")
 
 
 def moves(layers: list[Layer]) -> list[Move]:
@@ -203,8 +205,11 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         nodes = frozenset(nodes) | forced
         if nodes in seen:
             return seen[nodes]
-        if trace.evaluations >= policy.budget or (all_nodes and all_nodes <= nodes):
-            return None  # out of budget, or nothing would stay quantized
+        if trace.evaluations >= policy.budget:
+            trace.out_of_budget = True
+            return None
+        if all_nodes and all_nodes <= nodes:
+            return None  # nothing would stay quantized
         trace.evaluations += 1
         seen[nodes] = evaluate(nodes)
         return seen[nodes]
@@ -263,7 +268,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
                 reason = ("FIQ's loss is spread across the network: no compact set, chain of wide-range ops or region"
                           " along the graph's order reaches the target or wins back"
                           f" {judgement.SPREAD_RECOVER_SHARE:.0%} of the way to it") if trace.spread else \
-                    "the budget ran out before the chains and regions beyond the compact sets were measured"
+                    f"{policy.budget_words} ran out before the chains and regions beyond the compact sets were measured"
                 return _finish(trace, start, False, reason, t0)
             ranked = found + [m for m in ranked if m not in found]  # no more probes: the found set leads
         else:
@@ -286,11 +291,12 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
             continue
         if policy.budget - trace.evaluations <= _check_cost(len(nodes - forced)):
             # keep enough budget to check every kept layer: an unchecked layer may be one that never helps
-            reason = "the budget ran out (the rest was kept to check each float layer)"
+            reason = f"{policy.budget_words} ran out (the rest was kept to check each float layer)"
+            trace.out_of_budget = True
             break
         ev = measure(nodes)
         if ev is None:
-            reason = "the budget ran out" if trace.evaluations >= policy.budget else reason
+            reason = f"{policy.budget_words} ran out" if trace.evaluations >= policy.budget else reason
             if trace.evaluations >= policy.budget:
                 break
             continue
@@ -361,8 +367,9 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         layers_kept = len(instead.nodes - forced)
         trace.steps.append(Step(instead, "check", f"the best set measured ({layers_kept} layers), kept", True))
         current = instead
-        reason = (f"the best set measured is kept ({layers_kept} layers): the set the drops left was worse beyond"
-                  " noise on the selection samples")
+        reason = (f"{reason}; " if reason else "") + (
+            f"the best set measured is kept ({layers_kept} layers): the set the drops left was worse beyond noise on"
+            " the selection samples")
     for node in sorted(current.nodes - forced):
         ev = seen.get(current.nodes - {node})
         if ev is not None:

@@ -17,11 +17,12 @@ from reporter.convert import litert
 from reporter.core import targets, variants
 from reporter.core.errors import one_line
 from reporter.debug.debugger import check_not_everything
-from reporter.measure import evaluate, structure
+from reporter.measure import cost, evaluate, structure
 from reporter.measure.measurer import Measurer
-from reporter.model.report import Alternative, GapStatus, LayerStat, Recommendation, RuleResult, VariantResult
+from reporter.model.report import (Alternative, GapStatus, LayerStat, Recommendation, RuleResult, SearchCost,
+                                   VariantResult)
 from reporter.search import engine as srch
-from reporter.search import recommend
+from reporter.search import budget, recommend
 from reporter.model.settings import Settings
 from reporter.core.variants import SEARCH_METHOD
 
@@ -85,6 +86,13 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
             t0 = time.perf_counter()
             candidates = _sized(m, options, candidates, forced, pol.target)
             sel = candidates.sel
+            cost = _budget(m, options, candidates, forced)
+            if cost.candidates < pol.budget:
+                pol = dataclasses.replace(pol, budget=cost.candidates, budget_words=(
+                    f"the budget (--search-share {cost.share:g}: {cost.candidates} candidate"
+                    f"{'s' if cost.candidates != 1 else ''} at an estimated"
+                    f" {cost.candidate_seconds:.2g} s each, against the bare seed calls' estimated"
+                    f" {cost.bare_seconds:.0f} s)"))
             flow = structure.dataflow(quantizer.calibrated or float_model)
             trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
             trace.seconds = time.perf_counter() - t0  # with sizing the selection data (FIQ scored there, once)
@@ -95,7 +103,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
                      f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
         if trace.spread:
             progress.say(trace.stop_reason)
-        search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers)
+        search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers, cost)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
 
@@ -140,6 +148,15 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
         alternatives=alternatives, **base,
     )
     return layers, rec
+
+
+def _budget(m: Measurer, options: Settings, candidates: recommend.Candidates, forced: frozenset) -> SearchCost:
+    """The search's budget (reporter.search.budget), estimated from FIQ's file (with the forced layers in float), the
+    float model's ops and the sample counts, before the search starts."""
+    fiq = candidates.build(forced)
+    found = budget.budget(cost.work(fiq), cost.work(candidates.quantizer.float_model).ops, options.search_share,
+                          len(m.data.x), options.calibration_samples, len(candidates.sel.x))
+    return SearchCost(options.search_share, round(found.bare_s, 3), round(found.candidate_s, 4), found.candidates())
 
 
 def _sized(m: Measurer, options: Settings, candidates: recommend.Candidates, forced: frozenset,

@@ -9,6 +9,7 @@ decided; the one measurement is agreement with float's own outputs on the select
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Protocol
@@ -134,6 +135,28 @@ def agreement(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray], 
     return float(np.mean(figures))
 
 
+def per_sample_agreement(reference: dict[str, np.ndarray], outputs: dict[str, np.ndarray],
+                         kinds: dict[str, str]) -> np.ndarray:
+    """Each sample's `agreement` (higher is better; its mean is `agreement`'s figure): whether it keeps float's class
+    (bool, for one class-score output), else the mean over outputs of its share of positions that keep float's class,
+    or minus its squared error relative to float's variance."""
+    figures = []
+    for name, ref in reference.items():
+        got, kind = outputs[name], kinds.get(name, "mse")
+        if kind == "argmax":
+            same = ref.argmax(-1) == got.argmax(-1)
+        elif kind == "threshold":
+            same = (ref > 0.5) == (got > 0.5)
+        else:
+            err = (ref.astype(np.float64) - got) ** 2 / max(float(np.var(ref)), 1e-12)
+            figures.append(-err.reshape(len(err), -1).mean(axis=1))
+            continue
+        figures.append(same.reshape(len(same), -1).mean(axis=1) if same.ndim > 1 else same)
+    if len(figures) == 1 and figures[0].dtype == bool:
+        return figures[0]
+    return np.mean([f.astype(np.float64) for f in figures], axis=0)
+
+
 def figure(value: float, kinds: dict[str, str]) -> str:
     """An agreement in words: a share of samples, or a relative MSE."""
     if all(k != "mse" for k in kinds.values()):
@@ -197,7 +220,8 @@ class Base:
             from litert_quantizer import quantizer, recipe
 
             data = {self.key: [{k: a[i:i + 1] for k, a in self.calib.items()} for i in range(samples(self.calib))]}
-            return quantizer.Quantizer(self.batch1()[0], recipe.static_wi8_ai8()).calibrate(data)
+            return quantizer.Quantizer(self.batch1()[0], recipe.static_wi8_ai8()).calibrate(
+                data, num_threads=os.cpu_count() or 1)  # its default: 16 threads, on a machine of a few cores
         return self.once("calibration", make)
 
     def plain(self) -> bytes:

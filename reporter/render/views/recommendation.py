@@ -239,6 +239,13 @@ class RecommendationView:
             ("Cost", f"{search.evaluations} candidate models (budget {search.budget}) in {search.seconds:.2f} s,"
                      f" {search.seconds_per_candidate * 1000:.0f} ms each"),
         ]
+        if search.cost is not None:
+            c = search.cost
+            bound = "it bounds the search" if c.candidates < search.budget else "--search-budget bounds the search"
+            facts.append(("Budget", f"--search-share {c.share:g} of the bare seed calls, estimated before the search"
+                                    f" from the model's ops and multiply-accumulates: {c.candidates:,} candidates at"
+                                    f" about {c.candidate_seconds:.2g} s each against the bare calls' {c.bare_seconds:.0f}"
+                                    f" s ({bound}; the same candidates on any machine)"))
         if sd.overlaps_evaluation and sd.heldout_accuracy:
             h = sd.heldout_accuracy
             flt, fiq, sel = (fmt_metric(h.get(name)) for name in (variants.FLOAT, variants.FIQ, variants.SELECTIVE))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
+from reporter.core import variants
 from reporter.core.formatting import NOT_MEASURED, fmt_bytes
 from reporter.model import repair as rp
 from reporter.render.views.common import Basis
@@ -19,6 +20,7 @@ STATUS = {
     rp.FAILED: "could not be built",
     rp.DOES_NOT_APPLY: "does not apply",
     rp.NOT_TRIED: "not tried: an earlier rung met the target",
+    rp.SCREENED: "not measured on the evaluation data nor on the target",
 }
 
 
@@ -48,7 +50,15 @@ class RepairsView:
                 accuracy = figure(self.basis, option)
             runs = "–" if option is None else "yes" if option.runs else f"no: {option.not_there or 'not integer-only'}"
             status = STATUS.get(r.status, r.status) + (f": {r.error}" if r.error else "")
+            if r.screen is not None:
+                accuracy = f"{r.screen.words} agreement with float on {r.screen.samples:,} selection samples"
+                status += (f": on the selection samples it is no closer to float, beyond noise, than"
+                           f" {self._label(r.screen.against)}, which misses the target")
             rows.append(RepairRow(r.label, r.detail, accuracy, fmt_bytes(r.model.size_bytes) if r.model else "–",
                                   runs, status, decision is not None and r.model is not None
                                   and r.model.name == decision.variant))
         return rows
+
+    def _label(self, rung: str) -> str:
+        """A rung's label, or a variant's name as the report shows it."""
+        return next((r.label for r in self.basis.report.repairs if r.rung == rung), None) or variants.get(rung).label

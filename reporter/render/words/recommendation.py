@@ -162,10 +162,21 @@ def sentence(report: Report, found: Findings) -> str:
                f" {metric} gap{cost} ({gap.reason})"
     if rec.method == SEARCH_METHOD and search is not None and not search.target_met:
         text += f"; the search's target was not reached on its {search.selection_data.num_samples:,} selection samples"
+    if rec.method == SEARCH_METHOD and search is not None and search.out_of_budget:
+        text += f"; the search stopped at its budget, {_budget_words(search)}, and keeps the best set it measured"
     if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
         text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
                  f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
     return text + "."
+
+
+def _budget_words(search) -> str:
+    """What bounded the search: --search-share's estimate, or --search-budget's count."""
+    c = search.cost
+    if c is not None and c.candidates < search.budget:
+        return (f"{c.candidates:,} candidates (--search-share {c.share:g} of the bare seed calls' estimated"
+                f" {c.bare_seconds:.0f} s)")
+    return f"{search.budget:,} candidates (--search-budget)"
 
 
 def _misses_on_evaluation(found: Findings) -> bool:
