@@ -123,11 +123,11 @@ def main() -> int:
                     code = BARE.format(bench=str(ROOT / "benchmarks"), model=str(model), data=str(data))
                     times.append(_timed([sys.executable, "-c", code])[0])
                 flags = CASES[case][2]
-                tool[case].append(tool_run(model, data, Path(tmp) / f"{case}{r}", flags, args.formats,
-                                           args.src.resolve()))
-                if args.baseline_src:
-                    before[case].append(tool_run(model, data, Path(tmp) / f"{case}b{r}", flags, args.formats,
-                                                 args.baseline_src.resolve()))
+                runs = [(tool[case], args.src, f"{case}{r}")]
+                if args.baseline_src:  # this checkout and the other in turn first: no order effect on either
+                    runs.insert(r % 2, (before[case], args.baseline_src, f"{case}b{r}"))
+                for into, src, folder in runs:
+                    into.append(tool_run(model, data, Path(tmp) / folder, flags, args.formats, src.resolve()))
                 print(f"repeat {r + 1}/{args.repeats} {case}: bare {times[r]:.1f} s, tool {tool[case][-1]['run_s']:.1f}"
                       f" s" + (f", before {before[case][-1]['run_s']:.1f} s" if before[case] else ""),
                       file=sys.stderr, flush=True)

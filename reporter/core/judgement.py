@@ -299,6 +299,13 @@ SPREAD_CHAIN_PROBES = 3
 SPREAD_REGION_MAX_SHARE = 0.5  # a region of more than half of the ops in float is not a fix of a few layers
 
 
+def grow_within_budget(candidates: int) -> bool:
+    """The search's selection data may grow (recommend.grown) only when the budget still holds, at the grown size, what
+    a large model's spread check measures first (FIQ, SPREAD_PROBES compact sets and their union, the chains and the
+    two halves): more samples per candidate must not leave too few candidates to say anything."""
+    return candidates >= 1 + SPREAD_PROBES + 1 + SPREAD_CHAIN_PROBES + 2
+
+
 def spread_region_probes(layers: int) -> int:
     """The most regions measured among `layers` debugged ops: the two halves, and a bisection of each down to one op
     (ceil(log2) of the half's length each): 16 for 135 ops, 18 for 300."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from reporter.measure import graph
+from reporter.measure import graph, structure
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ def _elements(shape) -> int:
 
 def work(model: bytes) -> Work:
     """The model's ops, multiply-accumulates per sample and size."""
-    obj = graph.read_model(model)
+    obj = structure.read(model)
     tensors = obj.subgraphs[0].tensors if obj.subgraphs else []
     total, ops = 0, graph.main_ops(obj)
     for name, inputs, outputs in ops:

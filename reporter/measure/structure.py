@@ -17,6 +17,12 @@ from reporter.core.targets.rules import host_group  # noqa: E402 - what runs on 
 from reporter.measure import graph  # noqa: E402 - the flatbuffer read and its schema
 
 
+def read(model: bytes):
+    """The flatbuffer as read-only Python objects, shared with every other reader of the same bytes (kept for the last
+    few models read)."""
+    return _model_object(model)
+
+
 def _model_object(model: bytes):
     """The flatbuffer unpacked into Python objects (read-only here): ~80 ms for a 150-layer model, so the last
     few models read are kept (each is read for its ops, tensor types, names and dataflow)."""

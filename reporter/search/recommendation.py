@@ -14,7 +14,7 @@ import numpy as np
 
 from reporter.convert import converter as conv
 from reporter.convert import litert
-from reporter.core import targets, variants
+from reporter.core import judgement, targets, variants
 from reporter.core.errors import one_line
 from reporter.debug.debugger import check_not_everything
 from reporter.measure import cost, evaluate, structure
@@ -84,9 +84,17 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
     if options.recommend == SEARCH_METHOD:
         with progress.stage("search"):
             t0 = time.perf_counter()
-            candidates = _sized(m, options, candidates, forced, pol.target)
+            sized, why = _sized(m, options, candidates, forced, pol.target)
+            cost = _budget(m, options, sized, forced)
+            if sized is not candidates and not judgement.grow_within_budget(cost.candidates):
+                progress.say(f"the selection samples are not grown to {len(sized.sel.x):,}: the search's budget"
+                             f" would hold {cost.candidates} candidates on them (--search-share {cost.share:g})")
+                cost = _budget(m, options, candidates, forced)
+            else:
+                candidates = sized
+                if why:
+                    progress.say(why)
             sel = candidates.sel
-            cost = _budget(m, options, candidates, forced)
             if cost.candidates < pol.budget:
                 pol = dataclasses.replace(pol, budget=cost.candidates, budget_words=(
                     f"the budget (--search-share {cost.share:g}: {cost.candidates} candidate"
@@ -160,22 +168,21 @@ def _budget(m: Measurer, options: Settings, candidates: recommend.Candidates, fo
 
 
 def _sized(m: Measurer, options: Settings, candidates: recommend.Candidates, forced: frozenset,
-           target: float) -> recommend.Candidates:
+           target: float) -> tuple[recommend.Candidates, str]:
     """The candidates on selection data sized to the question: when the gap from FIQ to the search's `target` on the
     selection samples is near what they can detect, on every x_calib sample (recommend.grown), float's outputs on
-    them computed again."""
+    them computed again; and the sentence that says so ("" when they are not grown)."""
     sel = candidates.sel
     more = recommend.grown(m.data, sel, options.calibration_samples, options.selection_samples,
                            target - candidates(forced).score)
     if more is None:
-        return candidates
+        return candidates, ""
     float_model = candidates.quantizer.float_model
     float_out = evaluate.predict_all(float_model, more.x) if candidates.heads else \
         evaluate.predict(float_model, more.x)
-    m.progress.say(f"the gap to the target on {len(sel.x):,} selection samples is near what they can show: the"
-                   f" search chooses on every x_calib sample beyond the calibration samples,"
-                   f" {more.info.num_samples:,}")
-    return candidates.on(dataclasses.replace(more, float_out=float_out))
+    return candidates.on(dataclasses.replace(more, float_out=float_out)), (
+        f"the gap to the target on {len(sel.x):,} selection samples is near what they can show: the search chooses on"
+        f" every x_calib sample beyond the calibration samples, {more.info.num_samples:,}")
 
 
 def _gap(m: Measurer, name: str, meets: bool) -> GapStatus:
