@@ -362,7 +362,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
             # would not have been accepted): against the best itself, a layer that helps within noise only would
             # stay whenever the parts already cost a few samples.
             reference = current
-    instead = _best_measured(list(seen.values()), current, start, forced, meets, worse)
+    instead = _best_measured(list(seen.values()), current, start, forced, meets, worse, trace.out_of_budget)
     if instead is not None:
         layers_kept = len(instead.nodes - forced)
         trace.steps.append(Step(instead, "check", f"the best set measured ({layers_kept} layers), kept", True))
@@ -381,13 +381,15 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
 
 
 def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evaluation, forced: frozenset,
-                   meets: Callable[[Evaluation], bool], worse: Callable[[Evaluation, Evaluation], bool]
-                   ) -> Optional[Evaluation]:
+                   meets: Callable[[Evaluation], bool], worse: Callable[[Evaluation, Evaluation], bool],
+                   cut_short: bool) -> Optional[Evaluation]:
     """The set to recommend instead of `chosen` (the drops' result), or None to keep it: every set the search measured
-    is compared on the same selection samples by the one acceptance rule (it meets the target; or it is not worse
-    beyond noise than the best set measured and keeps judgement.KEEP_GAIN_SHARE of what that one won back over FIQ),
-    then by cost (fewest float layers, smallest file). Drops judged one step at a time, or a search cut short by its
-    budget, never ship a set worse than one the search measured."""
+    is compared on the same selection samples by the one acceptance rule the drops use, against the best set measured
+    (it meets the target; or it keeps judgement.KEEP_GAIN_SHARE of what that one won back over FIQ, and, when the budget
+    cut the search short (`cut_short`), it is not worse than that one beyond noise: the drops were not finished), then
+    by cost (fewest float layers, smallest file). Drops that, judged one step at a time, give away the fix of a set
+    measured on the way (a region beyond the compact cap, a probe), or a search stopped by its budget, never ship a set
+    worse than one the search measured. After finished drops, a gain within noise stays no need."""
     sets = [ev for ev in measured if ev.nodes - forced and ev.nodes != start.nodes]
     if not sets or meets(chosen):
         return None
@@ -398,7 +400,8 @@ def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evalua
     top = max(sets, key=lambda ev: (meets(ev), ev.score, -len(ev.nodes), order(ev)))
 
     def acceptable(ev: Evaluation) -> bool:
-        return meets(ev) or (not worse(ev, top) and judgement.keeps_gain(ev.score, top.score, start.score))
+        return meets(ev) or (judgement.keeps_gain(ev.score, top.score, start.score)
+                             and not (cut_short and worse(ev, top)))
 
     if acceptable(chosen):
         return None
