@@ -95,7 +95,8 @@ def test_the_ladder_ships_an_all_int8_model_within_a_point_of_float(fx, ladder, 
     statuses = {r["rung"]: r["status"] for r in report["repairs"]}
     assert statuses["smoothquant"] == "does_not_apply" and statuses["cross_layer_equalization"] == "meets", statuses
     before = list(statuses)[:list(statuses).index("cross_layer_equalization")]
-    assert all(statuses[code] in ("misses", "does_not_apply") for code in before), statuses
+    # each missed, did not apply, or was no closer to float on the selection samples than a model that missed
+    assert all(statuses[code] in ("misses", "does_not_apply", "screened") for code in before), statuses
 
     model = (folder / decision["file"]).read_bytes()
     assert set(used_types(model)) <= {"int8", "int32"}

@@ -284,9 +284,15 @@ def test_a_metric_module_that_exits_while_loading_is_one_error(tmp_path):
 
 def test_a_real_interrupt_passes_through_the_wall():
     """Ctrl-C (or a SIGTERM handler's exception) while user code runs is not the user's code exiting."""
-    with pytest.raises(KeyboardInterrupt):
-        with usercode.wall("mod:f", "the data function", "it must return"):
-            signal.raise_signal(signal.SIGINT)
-            for _ in range(1000):  # the handler runs between bytecodes
-                pass
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own Ctrl-C handler, as in a terminal (a library an earlier test in this worker loaded, such as Ray's,
+    # may have left SIGINT ignored)
+    saved = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with usercode.wall("mod:f", "the data function", "it must return"):
+                signal.raise_signal(signal.SIGINT)
+                for _ in range(1000):  # the handler runs between bytecodes
+                    pass
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, saved)

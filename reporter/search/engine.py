@@ -37,7 +37,7 @@ import numpy as np
 
 from reporter.core import judgement, variants
 from reporter.core.pareto import front
-from reporter.model.report import RMSE_OVER_SCALE_IDEAL, BeyondCompact, TriedSet
+from reporter.model.report import RMSE_OVER_SCALE_IDEAL, BeyondCompact, SearchCost, TriedSet
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,7 @@ class Trace:
     spread: bool = False  # no compact set, chain nor region is the loss's cause: the search stopped after measuring them
     beyond: Optional[BeyondCompact] = None  # a large model: the compact sets, chains and regions measured
     out_of_budget: bool = False  # a candidate the search asked for was not measured: the budget was spent
+    cost: Optional[SearchCost] = None  # the budget as estimated before the search (reporter.search.budget)
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
             # would not have been accepted): against the best itself, a layer that helps within noise only would
             # stay whenever the parts already cost a few samples.
             reference = current
-    instead = _best_measured(list(seen.values()), current, start, forced, meets, worse, trace.out_of_budget)
+    instead = _best_measured(list(seen.values()), current, start, forced, policy, trace.out_of_budget)
     if instead is not None:
         layers_kept = len(instead.nodes - forced)
         trace.steps.append(Step(instead, "check", f"the best set measured ({layers_kept} layers), kept", True))
@@ -381,8 +382,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
 
 
 def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evaluation, forced: frozenset,
-                   meets: Callable[[Evaluation], bool], worse: Callable[[Evaluation, Evaluation], bool],
-                   cut_short: bool) -> Optional[Evaluation]:
+                   policy: Policy, cut_short: bool) -> Optional[Evaluation]:
     """The set to recommend instead of `chosen` (the drops' result), or None to keep it: every set the search measured
     is compared on the same selection samples by the one acceptance rule the drops use, against the best set measured
     (it meets the target; or it keeps judgement.KEEP_GAIN_SHARE of what that one won back over FIQ, and, when the budget
@@ -390,6 +390,12 @@ def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evalua
     by cost (fewest float layers, smallest file). Drops that, judged one step at a time, give away the fix of a set
     measured on the way (a region beyond the compact cap, a probe), or a search stopped by its budget, never ship a set
     worse than one the search measured. After finished drops, a gain within noise stays no need."""
+    def meets(ev: Evaluation) -> bool:
+        return judgement.within(policy.target, ev.score)
+
+    def worse(a: Evaluation, b: Evaluation) -> bool:
+        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better)
+
     sets = [ev for ev in measured if ev.nodes - forced and ev.nodes != start.nodes]
     if not sets or meets(chosen):
         return None

@@ -17,7 +17,7 @@ from reporter.measure import evaluate
 from reporter.measure.measurer import Measurer
 from reporter.measure.task import Task, top_class
 from reporter.model.data import Dataset, Inputs
-from reporter.model.report import LayerStat, SearchCost, SearchResult, SearchStep, SelectionData, VariantResult
+from reporter.model.report import LayerStat, SearchResult, SearchStep, SelectionData, VariantResult
 from reporter.search import engine as srch
 
 Quantizer = Union[FiqQuantizer, LiteRtQuantizer]  # what the candidates are built with (`quantize(nodes, ops)`)
@@ -322,7 +322,7 @@ def _step_latency(model: bytes, sample, runs: int) -> Optional[float]:
 
 
 def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, target_text: str,
-                  budget: int, layers: list[LayerStat], cost: Optional[SearchCost] = None) -> SearchResult:
+                  budget: int, layers: list[LayerStat]) -> SearchResult:
     order = {layer.tensor_name: layer.index for layer in layers}
     return SearchResult(
         steps=steps,
@@ -338,7 +338,7 @@ def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, ta
         necessity={n: trace.necessity[n] for n in sorted(trace.necessity, key=lambda n: order.get(n, 0))},
         spread=trace.spread,
         beyond=trace.beyond,
-        cost=cost,
+        cost=trace.cost,
         out_of_budget=trace.out_of_budget,
     )
 

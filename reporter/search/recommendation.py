@@ -103,6 +103,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
                     f" {cost.bare_seconds:.0f} s)"))
             flow = structure.dataflow(quantizer.calibrated or float_model)
             trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
+            trace.cost = cost
             trace.seconds = time.perf_counter() - t0  # with sizing the selection data (FIQ scored there, once)
         chosen = recommend.in_model_order(trace.chosen.nodes, layers)
         with progress.stage("search"):
@@ -111,7 +112,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
                      f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
         if trace.spread:
             progress.say(trace.stop_reason)
-        search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers, cost)
+        search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
 
