@@ -75,3 +75,45 @@ def test_the_export_is_removed_after_the_run(mlp_files, tmp_path, monkeypatch):
                     formats=("json",), latency_runs=1, quiet=True))
     folders = {f for f in made if f}
     assert folders and not any(os.path.exists(f) for f in folders)
+
+
+def test_the_saved_model_converter_makes_tensorflows_bytes(demo_cache, tmp_path):
+    """`converter.from_saved_model` skips TensorFlow's two whole SavedModel loads (signatures and debug info are
+    read from the files): every variant TensorFlow's converter makes is byte for byte what
+    `tf.lite.TFLiteConverter.from_saved_model` makes, metadata included, on a Keras export (two signatures, TF
+    picks "serving_default"), a one-signature tf.Module, and a two-signature module (left to TensorFlow)."""
+    import tensorflow as tf
+
+    from reporter.core import variants
+    from reporter.pipeline import demo
+
+    model_path, data_path = demo.ensure_model("digits_cnn", say=lambda text: None)
+    loaded = model_loading.load_model(model_path)
+    keras_export = loaded.saved_model_folder()
+    x_calib = np.load(data_path)["x_calib"][:8].astype(np.float32)
+
+    class Scaled(tf.Module):
+        def __init__(self):
+            self.w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="features")])
+        def serve(self, x):
+            return {"scores": tf.nn.relu(tf.matmul(x, self.w))}
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 4], tf.float32, name="features")])
+        def other(self, x):
+            return {"scores": tf.matmul(x, self.w) * 2.0}
+
+    one, two = str(tmp_path / "one"), str(tmp_path / "two")
+    module = Scaled()
+    tf.saved_model.save(module, one, signatures={"serving_default": module.serve})
+    tf.saved_model.save(module, two, signatures={"serving_default": module.serve, "other": module.other})
+    assert convert._only_signature(keras_export) == "serving_default"
+    assert convert._only_signature(one) == "serving_default"
+    assert convert._only_signature(two) is None  # TensorFlow converts both signatures: its constructor decides
+    dense_calib = np.random.default_rng(0).normal(size=(8, 4)).astype(np.float32)
+    for folder, x in ((keras_export, x_calib), (one, dense_calib), (two, dense_calib)):
+        for variant in (v for v, spec in variants.BY_NAME.items() if spec.tf is not None):
+            ours = convert.convert(lambda: convert.from_saved_model(folder), variant, x)
+            theirs = convert.convert(lambda: tf.lite.TFLiteConverter.from_saved_model(folder), variant, x)
+            assert ours == theirs, (folder, variant)

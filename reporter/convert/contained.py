@@ -2,7 +2,9 @@
 segfaults in `_feed_tensors` on some GRU models) runs in a spawned child process, so that a crash there
 fails that step, not the run.
 
-`Child()` starts the process at once (its TensorFlow import overlaps the run's loading and float conversion);
+`Child()` starts the process at once and `warm()` has it import TensorFlow (the run calls it once its own import
+and loading are done, so that three TensorFlow imports do not share two cores; the import then overlaps the export
+and the float conversion);
 `call(step, fn, *args)` runs a module-level `fn(*args)` there and returns its result. When the child dies of a
 signal, `call` raises `NativeCrash` naming the step, the signal and the last lines the child wrote (its
 faulthandler traceback among them); everything the child wrote is also copied into the run's log. An
@@ -43,12 +45,16 @@ class ContainedError(children.ChildError):
 
 class Child:
     """One spawned process (reporter.core.children) that runs the run's steps, one at a time; dead after a
-    crash. TensorFlow is imported there as soon as it starts, while the run loads and converts float."""
+    crash. TensorFlow is imported there when `warm()` asks, or by the first step."""
 
     def __init__(self):
-        self._child = children.Child("the contained step", initializer=_import_tensorflow,
-                                     name="quant-report-contained")
+        self._child = children.Child("the contained step", name="quant-report-contained")
         self.crashed: Optional[NativeCrash] = None  # the crash that ended the child, naming the step it ran
+
+    def warm(self):
+        """Starts TensorFlow's import in the child and returns at once (a step asked meanwhile waits for it; a
+        failed import is raised again by that step's own import)."""
+        self._child.submit(_import_tensorflow)
 
     def call(self, step: str, fn: Callable, *args):
         """`fn(*args)` in the child. Raises NativeCrash (the child died) or ContainedError (`fn` raised)."""
@@ -68,7 +74,7 @@ class Child:
 
 
 def _import_tensorflow():
-    import tensorflow  # noqa: F401 - imported now, while the run loads and converts float
+    import tensorflow  # noqa: F401 - imported now, while the run exports and converts float
 
 
 def _step(step: str, fn: Callable, args: tuple):
@@ -100,8 +106,6 @@ def convert_once(folder: str, variant: str, x_calib) -> bytes:
 
 
 def _convert(folder: str, variant: str, x_calib) -> bytes:
-    import tensorflow as tf
+    from reporter.convert.converter import configure, from_saved_model
 
-    from reporter.convert.converter import configure
-
-    return bytes(configure(tf.lite.TFLiteConverter.from_saved_model(folder), variant, x_calib).convert())
+    return bytes(configure(from_saved_model(folder), variant, x_calib).convert())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Callable
 
 import numpy as np
@@ -40,6 +41,77 @@ def positional_dataset(x_calib, model: bytes) -> Callable:
             yield [a[i : i + 1] for a in arrays]
 
     return gen
+
+
+def from_saved_model(folder: str):
+    """TensorFlow's converter for the SavedModel in `folder`, as `tf.lite.TFLiteConverter.from_saved_model(folder)`
+    makes it, without the two whole `tf.saved_model.load` calls that constructor and its `convert()` spend only on
+    listing the signatures and reading the debug info (1.4 of 2.8 s for a 150-layer MobileNetV2's float conversion).
+
+    The signatures and the debug info are read from the folder's files instead, and the converter is TensorFlow's
+    own SavedModel converter, so the bytes are the same (tested on every variant). A SavedModel whose signature
+    TensorFlow would choose by its loaded objects (several signatures beyond a Keras export's `serve`) goes
+    through TensorFlow's constructor as it is."""
+    import tensorflow as tf
+
+    fast = _saved_model_converter_class()
+    key = _only_signature(folder) if fast is not None and tf.executing_eagerly() else None
+    if key is None:
+        return tf.lite.TFLiteConverter.from_saved_model(folder)
+    from tensorflow.lite.python import conversion_metadata_schema_py_generated as metadata
+    from tensorflow.lite.python import lite
+
+    # What from_saved_model records first: the model's origin, written into the converted model's metadata.
+    lite.TFLiteConverterBase._set_original_model_type(metadata.ModelType.TF_SAVED_MODEL)  # noqa: SLF001
+    return fast(folder, {tf.saved_model.SERVING}, [key])
+
+
+def _only_signature(folder: str):
+    """The one signature TensorFlow's from_saved_model converts in `folder`, read from saved_model.pb: the only
+    one, or a Keras export's "serving_default" (beside its "serve" endpoint); None when that needs the loaded
+    objects to decide, or the file cannot be read (TensorFlow's own constructor then says why)."""
+    from tensorflow.python.saved_model import constants, loader_impl
+
+    try:
+        proto = loader_impl.parse_saved_model(folder)
+    except Exception:  # noqa: BLE001 - TensorFlow's constructor raises its own error for it
+        return None
+    graphs = [g for g in proto.meta_graphs if set(g.meta_info_def.tags) == {"serve"}]
+    if len(graphs) != 1:
+        return None
+    keys = set(graphs[0].signature_def) - {constants.INIT_OP_SIGNATURE_KEY}  # not a signature when loaded
+    if len(keys) == 1:
+        return next(iter(keys))
+    nodes = graphs[0].object_graph_def.nodes
+    root = {c.local_name for c in nodes[0].children} if nodes else set()
+    if keys == {"serve", "serving_default"} and "serve" in root and "_default_save_signature" not in root:
+        return "serving_default"  # from_saved_model's rule for a `model.export` artifact
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _saved_model_converter_class():
+    """TensorFlow's SavedModel converter with the debug info read from the folder's file (what its `convert()`
+    loads the whole SavedModel for); None if this TensorFlow lacks the parts it is made of."""
+    try:
+        from tensorflow.lite.python import lite
+
+        base, wrap = lite.TFLiteSavedModelConverterV2, lite._export_metrics  # noqa: SLF001
+        read, as_func, debug = (lite._parse_saved_model_with_debug_info, lite._convert_debug_info_func,  # noqa: SLF001
+                                lite._get_debug_info)  # noqa: SLF001
+    except (ImportError, AttributeError):
+        return None
+
+    class SavedModelConverter(base):
+        @wrap
+        def convert(self):
+            if self.saved_model_dir is None or not self.experimental_new_converter:
+                return base.convert.__wrapped__(self)  # TensorFlow's frozen-graph path, as it is
+            graph_def, _, _ = self._load_saved_model(self.saved_model_dir, self._saved_model_tags)
+            self._debug_info = debug(as_func(read(self.saved_model_dir)[1]), graph_def)
+            return self._convert_from_saved_model(graph_def)
+
+    return SavedModelConverter
 
 
 def configure(converter, variant: str, x_calib: np.ndarray):

@@ -110,11 +110,9 @@ def _start():
 
 
 def _convert(folder: str, variant: str, x_calib) -> bytes:
-    import tensorflow as tf
+    from reporter.convert.converter import configure, from_saved_model
 
-    from reporter.convert.converter import configure
-
-    return bytes(configure(tf.lite.TFLiteConverter.from_saved_model(folder), variant, x_calib).convert())
+    return bytes(configure(from_saved_model(folder), variant, x_calib).convert())
 
 
 def _litert_calibration(float_model: bytes, x_calib):

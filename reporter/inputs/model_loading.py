@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from reporter.convert import converter
 from reporter.core.errors import InputError, first_line, storage_problem
 from reporter.inputs import tflite_prep
 from reporter.inputs import headers, keras_twin
@@ -119,7 +120,7 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
             tf.saved_model.load(str(path))
         except Exception as exc:  # noqa: BLE001 - any failure means an unreadable model
             raise InputError(path, f"cannot load SavedModel: {first_line(exc)}") from exc
-        return LoadedModel(path, "saved_model", lambda: tf.lite.TFLiteConverter.from_saved_model(str(path)))
+        return LoadedModel(path, "saved_model", lambda: converter.from_saved_model(str(path)))
 
     suffix = path.suffix.lower()
     if suffix == ".tflite":
@@ -279,7 +280,7 @@ class traced_once:
         import tensorflow as tf
 
         if self._ensure_export():
-            return tf.lite.TFLiteConverter.from_saved_model(self._folder)
+            return converter.from_saved_model(self._folder)
         return tf.lite.TFLiteConverter.from_keras_model(self._model)
 
     def adopt(self, folder: str, future) -> None:

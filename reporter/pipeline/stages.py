@@ -114,7 +114,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
     side_conv, exporting, child = None, None, None
     try:
         if variants.FIQ in s.variants and Path(s.model).suffix.lower() != ".tflite":
-            child = contained.Child()  # calibrates where a native crash cannot end the run; imports TF meanwhile
+            child = contained.Child()  # calibrates where a native crash cannot end the run
         if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.built_variants) \
                 and side.worth_it(Path(s.model), s.side_converter):
             side_conv = side.SideConverter()
@@ -143,6 +143,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
             data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model,
                              timeout=s.data_timeout)
             model.fit_twin(data.x)  # a Keras 3 recurrent model's twin takes the data's sequence length
+        if child is not None:  # its TensorFlow imports now, while the float model is exported and converted
+            child.warm()
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
