@@ -94,3 +94,46 @@ def test_converting_on_a_second_process_changes_no_number(mlp_files, tmp_path, m
         assert (tmp_path / "side" / "m" / f"{variant}.tflite").read_bytes() == \
             (tmp_path / "alone" / "m" / f"{variant}.tflite").read_bytes()
     assert _numbers(tmp_path / "side" / "m") == _numbers(tmp_path / "alone" / "m")
+
+
+@pytest.mark.slow
+def test_search_candidates_built_on_the_side_process_are_the_ones_built_here(mlp_files):
+    """The side process builds the search's next candidates from the last while the run builds from the first:
+    each model it hands back is byte for byte the one the run's own quantizer builds, and the ones it had not
+    started when the run reached them are built by the run instead."""
+    from reporter.convert import converter, side
+    from reporter.convert.quantize import FiqQuantizer
+    from reporter.inputs import model_loading
+    from reporter.measure import structure
+    from reporter.search import recommend
+
+    model, data = mlp_files
+    loaded = model_loading.load_model(model)
+    x_calib = np.load(data)["x_calib"][:40].astype(np.float32)
+    float_model = converter.convert(loaded.make_converter, "float", x_calib)
+    quantizer = FiqQuantizer(loaded.make_converter, x_calib, float_model=float_model)
+    fiq = quantizer.quantize([])
+    layers = [name for name in structure.tensor_names(fiq) if name in quantizer.tensor_names][:6]
+    sets = [frozenset(layers[:k]) for k in range(1, len(layers) + 1)]
+    helper = side.SideConverter()
+    used = []
+    original = helper.call
+
+    def recorded(fn, *args):
+        future = original(fn, *args)
+        used.append(future)
+        return future
+
+    helper.call = recorded
+    try:
+        candidates = recommend.Candidates.__new__(recommend.Candidates)
+        candidates.quantizer, candidates.ops, candidates._built, candidates._ahead = quantizer, [], {}, {}
+        candidates._scored, candidates.helper = {}, helper
+        candidates.ahead(sets)
+        built = [candidates.build(s) for s in sets]
+        candidates.settle()
+    finally:
+        helper.close()
+    assert len(used) == len(sets) - 1  # every set but the first was offered to the side process
+    assert any(f.done() and not f.cancelled() for f in used)  # and it built some of them
+    assert built == [quantizer.quantize(sorted(s)) for s in sets]

@@ -198,7 +198,7 @@ def test_candidate_models_are_built_once_within_a_memory_bound(monkeypatch):
             return b"m" * 100
 
     candidates = recommend.Candidates.__new__(recommend.Candidates)
-    candidates.quantizer, candidates.ops, candidates._built = FakeQuantizer(), [], {}
+    candidates.quantizer, candidates.ops, candidates._built, candidates._ahead = FakeQuantizer(), [], {}, {}
     assert candidates.build({"a", "b"}) == candidates.build(["b", "a"])
     assert calls == [("a", "b")]
     monkeypatch.setattr(recommend, "BUILT_CACHE_BYTES", 150)

@@ -33,6 +33,12 @@ def _private_mlir_quantize():
     return _convert.mlir_quantize
 
 
+def quantize_calibrated(calibrated: bytes, nodes: list, ops: list) -> bytes:
+    """The calibrated model quantized to FIQ with `nodes` (op outputs) and `ops` (op types) kept in float."""
+    return bytes(_private_mlir_quantize()(calibrated, disable_per_channel=False, fully_quantize=False,
+                                          denylisted_ops=ops or None, denylisted_nodes=nodes or None))
+
+
 class UnknownNodeError(QuantReportError):
     """A name asked to stay in float matches no tensor of the model (TF would ignore it silently)."""
 
@@ -112,11 +118,17 @@ class FiqQuantizer:
         nodes, ops = list(denylisted_nodes), list(denylisted_ops)
         self.check_nodes(nodes)
         if self._mlir_quantize is not None:
-            return bytes(self._mlir_quantize(
-                self.calibrated, disable_per_channel=False, fully_quantize=False,
-                denylisted_ops=ops or None, denylisted_nodes=nodes or None,
-            ))
+            return quantize_calibrated(self.calibrated, nodes, ops)
         return bytes(self._public_debugger(nodes, ops).get_nondebug_quantized_model())
+
+    def portable(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> Optional[tuple]:
+        """`quantize(nodes, ops)` as (module-level function, arguments) that another process with TensorFlow can
+        run and that gives the same bytes; None on the public debugger's path (its converter stays here)."""
+        nodes, ops = list(denylisted_nodes), list(denylisted_ops)
+        if self._mlir_quantize is None:
+            return None
+        self.check_nodes(nodes)
+        return quantize_calibrated, (self.calibrated, nodes, ops)
 
     def debug_model(self, whole_model: bool = False) -> Optional[bytes]:
         """The model the QuantizationDebugger reads: NumericVerify ops after each quantized op.

@@ -415,7 +415,8 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
             asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m))
-            layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
+            layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models,
+                                                    ctx.side)
     return _Debugged(layers, recommendation, debugger_error)
 
 

@@ -224,6 +224,12 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     def better(a: Evaluation, b: Evaluation) -> bool:
         return judgement.paired_better(a.per_sample, b.per_sample, policy.higher_is_better)
 
+    def ahead(node_sets) -> None:
+        """Says which candidates the next probes measure, in order, to an `evaluate` that can build ahead."""
+        hint = getattr(evaluate, "ahead", None)
+        if hint is not None:
+            hint([frozenset(n) | forced for n in node_sets if (frozenset(n) | forced) not in seen])
+
     start = measure(frozenset())
     trace.steps.append(Step(start, variants.FIQ, "FIQ" + (" with the forced layers" if forced else ""), True))
     if meets(start):
@@ -250,6 +256,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         compact = [m for m in ranked if len(m.nodes - forced) <= limit]
         first = [m for m in compact if m.kind in ("region", "group")][: judgement.SPREAD_GROUP_PROBES]
         first += [m for m in compact if m not in first][: judgement.SPREAD_PROBES - len(first)]
+        ahead([m.nodes for m in first])
         for move in first:
             probe(move)
 
@@ -275,6 +282,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         else:
             trace.beyond = compact
     if trace.beyond is None or trace.beyond.outcome == "compact":
+        ahead([m.nodes for m in ranked[: max(0, policy.budget // 3)]])
         for move in ranked[: max(0, policy.budget // 3)]:
             probe(move)
     gain = {m: ev.score - start.score for m, ev in probes.items()}

@@ -4,7 +4,10 @@ seed notebook's rule, then built and proved on the evaluation data.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import traceback
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 
@@ -209,23 +212,55 @@ class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
     def __init__(self, quantizer: Quantizer, ops: list[str], sel: Selection, task: Task,
-                 heads: Optional[list] = None, primary_key: str = ""):
+                 heads: Optional[list] = None, primary_key: str = "", helper=None):
         """`task`: what the (one) output means; `heads`: for a model with several outputs, the (signature output
         name, Task) of each output the target must hold for, and `sel.float_out` float's outputs by that name;
-        `primary_key` the output the evaluation data's accuracy is read from."""
+        `primary_key` the output the evaluation data's accuracy is read from; `helper` another process with
+        TensorFlow (`call(fn, *args)` gives a Future: the run's side converter) that builds candidates ahead."""
         self.quantizer, self.ops, self.sel, self.task = quantizer, list(ops), sel, task
-        self.heads, self.primary_key = heads or [], primary_key
+        self.heads, self.primary_key, self.helper = heads or [], primary_key, helper
         self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
             scorer(sel.float_out, task.classification, task.agreement)
         self._built: dict[frozenset, bytes] = {}
         self._scored: dict[frozenset, srch.Evaluation] = {}
+        self._ahead: dict[frozenset, Future] = {}  # builds started in `helper`
 
     def on(self, sel: Selection) -> "Candidates":
         """The same candidates scored on other selection samples (`sel.float_out` float's outputs on them): the
         models already built are not built again."""
-        other = Candidates(self.quantizer, self.ops, sel, self.task, self.heads, self.primary_key)
-        other._built = self._built
+        other = Candidates(self.quantizer, self.ops, sel, self.task, self.heads, self.primary_key, self.helper)
+        other._built, other._ahead = self._built, self._ahead
         return other
+
+    def ahead(self, node_sets) -> None:
+        """The next candidates the search measures, in its order: the helper builds them from the last while this
+        process builds from the first, and each is built once, by whichever reaches it first (a build holds
+        Python's lock, so a thread would not help; the bytes are the same either way)."""
+        if self.helper is None:
+            return
+        for nodes in reversed(list(node_sets)[1:]):
+            key = frozenset(nodes)
+            if key in self._built or key in self._ahead or key in self._scored:
+                continue
+            try:
+                job = self.quantizer.portable(sorted(key), self.ops) if hasattr(self.quantizer, "portable") else None
+            except Exception:  # noqa: BLE001 - a bad name is raised where the candidate is built here
+                job = None
+            if job is None:
+                continue
+            self._ahead[key] = self.helper.call(job[0], *job[1])
+
+    def settle(self) -> None:
+        """Drops the builds the helper has not started and waits for the one it is on: nothing is left running
+        beside a latency being timed."""
+        pending = list(self._ahead.values())
+        self._ahead.clear()  # shared with the candidates `on` other samples
+        for job in pending:
+            job.cancel()
+        for job in pending:
+            if not job.cancelled():
+                with contextlib.suppress(Exception):
+                    job.result()
 
     def outputs(self, model: bytes, x):
         """The model's outputs the score reads: all of them by name (several outputs), or the one."""
@@ -241,7 +276,14 @@ class Candidates:
         key = frozenset(nodes)
         if key in self._built:
             return self._built[key]
-        model = self.quantizer.quantize(sorted(key), self.ops)
+        model, job = None, self._ahead.pop(key, None)
+        if job is not None and not job.cancel():  # started in the helper: its bytes
+            try:
+                model = bytes(job.result())
+            except Exception:  # noqa: BLE001 - the helper failed: built here (its traceback is in run.log)
+                traceback.print_exc()
+        if model is None:
+            model = self.quantizer.quantize(sorted(key), self.ops)
         if sum(map(len, self._built.values())) + len(model) <= BUILT_CACHE_BYTES:  # memory stays bounded
             self._built[key] = model
         return model

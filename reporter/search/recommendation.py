@@ -41,10 +41,11 @@ class Asked:
 
 
 def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, layers: list[LayerStat],
-                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels
+                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels, helper=None
                   ) -> tuple[list, Recommendation]:
     """The layers (with the rule's suspects marked) and the measured recommendation for what the run `asked`;
-    `quantizer` builds FIQ with chosen layers in float from the run's float model."""
+    `quantizer` builds FIQ with chosen layers in float from the run's float model, and `helper` (the run's side
+    converter, or None) builds the search's next candidates meanwhile."""
     data, task, progress = m.data, m.task, m.progress
     options = asked.settings
     target_rule = asked.target_rule or (lambda model, flt: False)
@@ -77,7 +78,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
     float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
     sel = dataclasses.replace(sel, float_out=float_sel)
     candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, task, targeted,
-                                      m.primary.key if m.heads else "")
+                                      m.primary.key if m.heads else "", helper)
     pol, target_text = recommend.policy(options.max_accuracy_drop, classification, options.search_budget)
     forced = frozenset(options.keep_float)
     search_result = None
@@ -102,7 +103,10 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
                     f" {cost.candidate_seconds:.2g} s each, against the bare seed calls' estimated"
                     f" {cost.bare_seconds:.0f} s)"))
             flow = structure.dataflow(quantizer.calibrated or float_model)
-            trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
+            try:
+                trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
+            finally:
+                candidates.settle()
             trace.cost = cost
             trace.seconds = time.perf_counter() - t0  # with sizing the selection data (FIQ scored there, once)
         chosen = recommend.in_model_order(trace.chosen.nodes, layers)
