@@ -335,3 +335,20 @@ def test_a_failing_format_does_not_lose_the_others(report, tmp_path, monkeypatch
     assert errors == {"pdf": "RuntimeError: no pango today"}
     assert sorted(p.name for p in written) == ["report.html", "report.json", "summary.md"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html", "report.json", "summary.md"]
+
+
+def test_the_pdf_is_printed_from_a_page_without_what_print_hides(report):
+    """The page the PDF is made from leaves out what print hides anyway (the full layer table of a model with more
+    layers than the top ones shown, the Analyzer's text): the PDF is byte for byte the one WeasyPrint makes from the
+    whole report.html."""
+    import dataclasses
+
+    layers = [dataclasses.replace(layer, index=k * len(report.layers) + layer.index,
+                                  tensor_name=f"{layer.tensor_name}_{k}")
+              for k in range(8) for layer in report.layers]
+    many = dataclasses.replace(report, layers=layers)
+    images = render.charts(many)
+    full, printed = render.render_html(many, images).decode(), render.render_html(many, images, printed=True).decode()
+    assert 'id="all-layers"' in full and 'id="all-layers"' not in printed
+    assert 'class="appendix-analyzer"' in full and 'class="appendix-analyzer"' not in printed
+    assert render.render_pdf(many, printed.encode()) == render.render_pdf(many, full.encode())

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import jinja2
 import markupsafe
@@ -128,19 +128,28 @@ def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
     return "\n".join(lines[:limit]) + f"\n… {len(lines) - limit} more lines in the analyzer_*.txt file"
 
 
-def render_html(report: Report) -> bytes:
+def charts(report: Report) -> dict[str, str]:
+    """The report's charts as data: URIs (drawn once for the HTML and the PDF)."""
     from reporter.render import plots  # matplotlib (0.3 s to import) only when a format needs the charts
 
-    view = ReportView(report)
-    images = {
-        "confusion": plots.confusion_matrices(report) if view.is_classification else "",
+    return {
+        "confusion": plots.confusion_matrices(report) if ReportView(report).is_classification else "",
         "ranges": plots.layer_ranges(report) if report.layers else "",
         "rmse": plots.layer_rmse(report) if report.layers else "",
         "tradeoff": plots.tradeoff(report),
     }
+
+
+def render_html(report: Report, images: Optional[dict] = None, printed: bool = False) -> bytes:
+    """report.html; `printed`: the page the PDF is made from, without what print hides anyway (every layer's
+    table, the Analyzer's text: WeasyPrint would still style each of their thousands of cells, a second of a
+    300-layer model's PDF)."""
+    view = ReportView(report)
+    images = charts(report) if images is None else images
     # Our own stylesheet, not data: it must not be escaped (quotes and '>' are CSS syntax).
     css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))
-    html = environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css)
+    html = environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css,
+                                                                   printed=printed)
     return html.encode("utf-8")
 
 
@@ -169,7 +178,7 @@ def render_pdf(report: Report, html: bytes = None) -> bytes:
 
     logging.getLogger("weasyprint").setLevel(logging.ERROR)
     logging.getLogger("fontTools").setLevel(logging.ERROR)
-    html = html if html is not None else render_html(report)
+    html = html if html is not None else render_html(report, printed=True)
     document = weasyprint.HTML(string=html.decode("utf-8"), url_fetcher=DataOnlyFetcher(), base_url=None)
     # fontTools stamps the embedded font subsets with the current time unless SOURCE_DATE_EPOCH is set.
     saved = os.environ.get("SOURCE_DATE_EPOCH")
@@ -224,17 +233,18 @@ def write_reports(report: Report, folder: Path, formats=FORMATS) -> tuple[list[P
     """Renders `report` into each format inside `folder`; returns the files written and the errors.
 
     JSON goes first and a format that fails to render does not stop the others, so the measured
-    result is never lost to a rendering problem. The HTML is made once for both HTML and PDF.
+    result is never lost to a rendering problem. The charts are drawn once for both HTML and PDF.
     """
     written, errors = [], {}
-    html = None
+    images = None
     for fmt in ("json", "md", "html", "pdf"):
         if fmt not in formats:
             continue
         try:
-            if fmt in ("html", "pdf") and html is None:
-                html = render_html(report)
-            data = html if fmt == "html" else render_pdf(report, html) if fmt == "pdf" else render(report, fmt)
+            if fmt in ("html", "pdf") and images is None:
+                images = charts(report)
+            data = render_html(report, images) if fmt == "html" else \
+                render_pdf(report, render_html(report, images, printed=True)) if fmt == "pdf" else render(report, fmt)
         except Exception as exc:  # noqa: BLE001 - reported per format; the other formats go on
             errors[fmt] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             continue
