@@ -2,9 +2,9 @@
 segfaults in `_feed_tensors` on some GRU models) runs in a spawned child process, so that a crash there
 fails that step, not the run.
 
-`Child()` starts the process at once and `warm()` has it import TensorFlow (the run calls it once its own import
-and loading are done, so that three TensorFlow imports do not share two cores; the import then overlaps the export
-and the float conversion);
+`Child()` starts the process at once and `warm()` has it import TensorFlow: at once when the run has no side
+process, else once the run's own import and loading are done, so that three TensorFlow imports do not share two cores
+(the import then overlaps the export and the float conversion);
 `call(step, fn, *args)` runs a module-level `fn(*args)` there and returns its result. When the child dies of a
 signal, `call` raises `NativeCrash` naming the step, the signal and the last lines the child wrote (its
 faulthandler traceback among them); everything the child wrote is also copied into the run's log. An

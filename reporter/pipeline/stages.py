@@ -122,6 +122,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
                 target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
                 exporting = (target, side_conv.call(model_loading.export_saved_model, str(s.model), s.trust_model,
                                                     target, s.custom_objects, s.code_dir))
+        if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
+            child.warm()
         import tensorflow  # noqa: F401 - imported here so that its start-up chatter lands in run.log
         from reporter.pipeline import preload
 
@@ -143,8 +145,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
             data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model,
                              timeout=s.data_timeout)
             model.fit_twin(data.x)  # a Keras 3 recurrent model's twin takes the data's sequence length
-        if child is not None:  # its TensorFlow imports now, while the float model is exported and converted
-            child.warm()
+        if child is not None and side_conv is not None:  # a third import: once this one and the load are done,
+            child.warm()  # while the side process exports and converts
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
