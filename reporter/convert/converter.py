@@ -91,8 +91,8 @@ def _only_signature(folder: str):
 
 @functools.lru_cache(maxsize=None)
 def _saved_model_converter_class():
-    """TensorFlow's SavedModel converter with the debug info read from the folder's file (what its `convert()`
-    loads the whole SavedModel for); None if this TensorFlow lacks the parts it is made of."""
+    """TensorFlow's SavedModel converter with the graph and the debug info read from the folder's files (what its
+    `convert()` imports and loads the whole SavedModel for); None if this TensorFlow lacks the parts it is made of."""
     try:
         from tensorflow.lite.python import lite
 
@@ -107,8 +107,12 @@ def _saved_model_converter_class():
         def convert(self):
             if self.saved_model_dir is None or not self.experimental_new_converter:
                 return base.convert.__wrapped__(self)  # TensorFlow's frozen-graph path, as it is
-            graph_def, _, _ = self._load_saved_model(self.saved_model_dir, self._saved_model_tags)
-            self._debug_info = debug(as_func(read(self.saved_model_dir)[1]), graph_def)
+            # The graph as saved_model.pb holds it (what TensorFlow's `_load_saved_model` returns after importing it
+            # into a Python graph only to look up the signature's tensors, which the conversion does not read).
+            proto, debug_info = read(self.saved_model_dir)
+            tags = set(self._saved_model_tags)
+            graph_def = next(g for g in proto.meta_graphs if set(g.meta_info_def.tags) == tags).graph_def
+            self._debug_info = debug(as_func(debug_info), graph_def)
             return self._convert_from_saved_model(graph_def)
 
     return SavedModelConverter
