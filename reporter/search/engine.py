@@ -269,7 +269,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
 
         compact = BeyondCompact(len(layers), limit, len(trace.steps) - 1, "compact")
         if probes and not _compact_cause(probes, start, policy.target, limit, together):
-            found, compact = look_beyond(layers, probe, start, policy.target, compact)
+            found, compact = look_beyond(layers, probe, start, policy.target, compact, ahead)
             trace.beyond = compact
             if not found:
                 trace.spread = compact.outcome == "spread"
@@ -444,12 +444,14 @@ def _compact_cause(probes: dict, start: Evaluation, target: float, limit: int,
 
 
 def look_beyond(layers: list[Layer], probe: Callable[[Move], Optional[Evaluation]], start: Evaluation,
-                target: float, compact: BeyondCompact) -> tuple[list[Move], BeyondCompact]:
+                target: float, compact: BeyondCompact,
+                ahead: Callable[[list], None] = lambda node_sets: None) -> tuple[list[Move], BeyondCompact]:
     """Sets beyond the compact cap, measured alone by `probe` before a loss is called spread out: the chains of
     wide-range ops (region_moves, the widest first, at most judgement.SPREAD_CHAIN_PROBES), then the first and the
     last half of the ops in the graph's order and, in each half that is a cause (judgement.compact_cause), the
     shortest prefix or suffix that still is one, found by bisection (at most judgement.spread_region_probes).
-    Returns the causes, the best first (meets the target, then fewest ops, then score), and the record."""
+    Returns the causes, the best first (meets the target, then fewest ops, then score), and the record; `ahead` is
+    told the sets measured before the bisection, in order."""
     def cause(ev: Evaluation) -> bool:
         return judgement.compact_cause(ev.score, start.score, target)
 
@@ -462,10 +464,12 @@ def look_beyond(layers: list[Layer], probe: Callable[[Move], Optional[Evaluation
         return ev
 
     chains = sorted(region_moves(layers), key=lambda m: -m.prior)
+    half = max(1, int(judgement.SPREAD_REGION_MAX_SHARE * len(layers) + judgement.TOLERANCE))
+    ahead([m.nodes for m in chains[: judgement.SPREAD_CHAIN_PROBES]] +
+          [_ordered_region(layers, side, half).nodes for side in ("prefix", "suffix")])
     for move in chains[: judgement.SPREAD_CHAIN_PROBES]:
         measured(move)
     n_chains = len(tried)
-    half = max(1, int(judgement.SPREAD_REGION_MAX_SHARE * len(layers) + judgement.TOLERANCE))
     halves = {side: measured(_ordered_region(layers, side, half)) for side in ("prefix", "suffix")}
     for side, ev in halves.items():
         low, high = 0, half  # bisection: `high` ops in float are a cause, `low` are not (none: FIQ)
