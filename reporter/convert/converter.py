@@ -58,11 +58,11 @@ def from_saved_model(folder: str):
     key = _only_signature(folder) if fast is not None and tf.executing_eagerly() else None
     if key is None:
         return tf.lite.TFLiteConverter.from_saved_model(folder)
-    from tensorflow.lite.python import conversion_metadata_schema_py_generated as metadata
     from tensorflow.lite.python import lite
 
     # What from_saved_model records first: the model's origin, written into the converted model's metadata.
-    lite.TFLiteConverterBase._set_original_model_type(metadata.ModelType.TF_SAVED_MODEL)  # noqa: SLF001
+    origin = lite.conversion_metadata_fb.ModelType.TF_SAVED_MODEL
+    lite.TFLiteConverterBase._set_original_model_type(origin)  # noqa: SLF001
     return fast(folder, {tf.saved_model.SERVING}, [key])
 
 

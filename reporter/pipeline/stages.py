@@ -416,9 +416,8 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
-            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m))
-            layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models,
-                                                    ctx.side)
+            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m), ctx.side)
+            layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
     return _Debugged(layers, recommendation, debugger_error)
 
 

@@ -212,13 +212,13 @@ class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
     def __init__(self, quantizer: Quantizer, ops: list[str], sel: Selection, task: Task,
-                 heads: Optional[list] = None, primary_key: str = "", helper=None):
+                 heads: Optional[list] = None, primary_key: str = ""):
         """`task`: what the (one) output means; `heads`: for a model with several outputs, the (signature output
         name, Task) of each output the target must hold for, and `sel.float_out` float's outputs by that name;
-        `primary_key` the output the evaluation data's accuracy is read from; `helper` another process with
-        TensorFlow (`call(fn, *args)` gives a Future: the run's side converter) that builds candidates ahead."""
+        `primary_key` the output the evaluation data's accuracy is read from."""
         self.quantizer, self.ops, self.sel, self.task = quantizer, list(ops), sel, task
-        self.heads, self.primary_key, self.helper = heads or [], primary_key, helper
+        self.heads, self.primary_key = heads or [], primary_key
+        self.helper = None  # see `beside`
         self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
             scorer(sel.float_out, task.classification, task.agreement)
         self._built: dict[frozenset, bytes] = {}
@@ -228,9 +228,15 @@ class Candidates:
     def on(self, sel: Selection) -> "Candidates":
         """The same candidates scored on other selection samples (`sel.float_out` float's outputs on them): the
         models already built are not built again."""
-        other = Candidates(self.quantizer, self.ops, sel, self.task, self.heads, self.primary_key, self.helper)
+        other = Candidates(self.quantizer, self.ops, sel, self.task, self.heads, self.primary_key).beside(self.helper)
         other._built, other._ahead = self._built, self._ahead
         return other
+
+    def beside(self, helper) -> "Candidates":
+        """These candidates, with `helper` building the next ones ahead: another process with TensorFlow whose
+        `call(fn, *args)` gives a Future (the run's side converter; None: every build here). Returns them."""
+        self.helper = helper
+        return self
 
     def ahead(self, node_sets) -> None:
         """The next candidates the search measures, in its order: the helper builds them from the last while this

@@ -34,18 +34,19 @@ class Asked:
     """What the run asks of the search: its settings as report.json records them (the rule's threshold, the search's
     method, budget and samples, forced layers and ops), and `target_rule(model, float)`, whether a measured model
     meets the accuracy target (the findings' one rule, which the run hands down: the search measures, it never
-    decides that itself; None: no model is taken to meet it)."""
+    decides that itself; None: no model is taken to meet it), and `helper`, a second process with TensorFlow that
+    builds the search's next candidates meanwhile (the run's side converter; None: none)."""
 
     settings: Settings
     target_rule: Optional[TargetRule] = None
+    helper: Optional[object] = None
 
 
 def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, layers: list[LayerStat],
-                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels, helper=None
+                  results: dict[str, VariantResult], litert_models: litert.LiteRtModels
                   ) -> tuple[list, Recommendation]:
     """The layers (with the rule's suspects marked) and the measured recommendation for what the run `asked`;
-    `quantizer` builds FIQ with chosen layers in float from the run's float model, and `helper` (the run's side
-    converter, or None) builds the search's next candidates meanwhile."""
+    `quantizer` builds FIQ with chosen layers in float from the run's float model."""
     data, task, progress = m.data, m.task, m.progress
     options = asked.settings
     target_rule = asked.target_rule or (lambda model, flt: False)
@@ -78,7 +79,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
     float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
     sel = dataclasses.replace(sel, float_out=float_sel)
     candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, task, targeted,
-                                      m.primary.key if m.heads else "", helper)
+                                      m.primary.key if m.heads else "").beside(asked.helper)
     pol, target_text = recommend.policy(options.max_accuracy_drop, classification, options.search_budget)
     forced = frozenset(options.keep_float)
     search_result = None
