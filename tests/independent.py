@@ -110,6 +110,23 @@ def without_conversion_metadata(model: bytes) -> bytes:
     return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
 
 
+def without_constant_numbering(model: bytes) -> bytes:
+    """The flatbuffer with the names TensorFlow numbers for unnamed constants (Const, Const_1, ...) blanked: the
+    order in which a SavedModel's save meets a function's captured constants numbers them, and nothing else
+    depends on it."""
+    import re
+
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    obj = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    for graph in obj.subgraphs:
+        for tensor in graph.tensors:
+            name = tensor.name.decode() if isinstance(tensor.name, bytes) else tensor.name
+            if re.fullmatch(r"Const(_\d+)?", name or ""):
+                tensor.name = "Const"
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
+
+
 def signature_predict(model_bytes: bytes, inputs: dict, batch_size: int = 256) -> dict:
     """Outputs of a .tflite's signature runner fed by name, `batch_size` samples per call: {output name:
     array (N, ...)}. An input tensor that is integer and carries a scale (int8 I/O) gets float data
