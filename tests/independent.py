@@ -97,12 +97,13 @@ def check_recommendation(report, folder, model_path, data_path, min_share=0.99, 
 
 
 def without_conversion_metadata(model: bytes) -> bytes:
-    """The flatbuffer with its CONVERSION_METADATA emptied: that record names how the model was
-    converted (from a Keras model or a SavedModel), which is all that differs between the seed
-    notebook's `from_keras_model` and the tool's export-once path."""
+    """The flatbuffer with its CONVERSION_METADATA emptied and its numbered constant names made one: that
+    record names how the model was converted (from a Keras model or a SavedModel), and the numbering of the
+    constants TensorFlow names Const, Const_1, ... follows the order in which the SavedModel's save met them:
+    that is all that differs between the seed notebook's `from_keras_model` and the tool's export-once path."""
     from tensorflow.lite.tools import flatbuffer_utils
 
-    obj = flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    obj = flatbuffer_utils.convert_bytearray_to_object(bytearray(without_constant_numbering(model)))
     for meta in obj.metadata or []:
         name = meta.name.decode() if isinstance(meta.name, bytes) else meta.name
         if name == "CONVERSION_METADATA":

@@ -19,8 +19,8 @@ def _same_model(a: bytes, b: bytes, x, exact=True):
     from independent import without_constant_numbering, without_conversion_metadata
 
     a, b = without_constant_numbering(a), without_constant_numbering(b)
-    if exact:  # byte for byte, but for the record of how it was converted (from a SavedModel, from Keras) and
-        assert without_conversion_metadata(a) == without_conversion_metadata(b)  # the numbering of Const names
+    if exact:  # byte for byte, but for the record of how it was converted (from a SavedModel, from Keras)
+        assert without_conversion_metadata(a) == without_conversion_metadata(b)
     assert len(a) == len(b)
     assert structure.ops(a) == structure.ops(b)
     assert structure.tensor_types(a) == structure.tensor_types(b)
@@ -49,13 +49,13 @@ def test_exported_once_converts_to_the_same_models(demo_cache, name):
     _same_model(FiqQuantizer(loaded.make_converter, x_calib).quantize([]),
                 FiqQuantizer(per_conversion, x_calib).quantize([]), x, exact=name != "digits_lstm")
     # Calibrating the float variant (the pipeline's way) gives the converter's calibrated model.
-    from independent import without_constant_numbering, without_conversion_metadata
+    from independent import without_conversion_metadata
 
     float_model = convert.convert(loaded.make_converter, "float", x_calib)
     direct = FiqQuantizer(per_conversion, x_calib, float_model=float_model)
     assert direct.calibrated_from == "float model"
-    assert without_conversion_metadata(without_constant_numbering(direct.calibrated)) == \
-        without_conversion_metadata(without_constant_numbering(FiqQuantizer(per_conversion, x_calib).calibrated))
+    assert without_conversion_metadata(direct.calibrated) == \
+        without_conversion_metadata(FiqQuantizer(per_conversion, x_calib).calibrated)
 
 
 def test_the_short_export_converts_to_what_keras_export_converts(tmp_path):
