@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from reporter.core import children
 from reporter.core.children import signal_name  # noqa: F401 - the crash's words, as the run's callers read them
@@ -60,8 +60,19 @@ class Child:
         """`fn(*args)` in the child. Raises NativeCrash (the child died) or ContainedError (`fn` raised)."""
         if self.crashed is not None:
             raise self.crashed
+        return self._result(step, lambda: self._child.call(_step, step, fn, args, what=STEP_WORDS.get(step, step)))
+
+    def submit(self, step: str, fn: Callable, *args) -> Callable[[], Any]:
+        """Starts `fn(*args)` in the child (after the steps asked before it) and returns at once; calling what it
+        returns waits for the result and raises as `call` does."""
+        if self.crashed is not None:
+            raise self.crashed
+        future = self._child.submit(_step, step, fn, args, what=STEP_WORDS.get(step, step))
+        return lambda: self._result(step, future.result)
+
+    def _result(self, step: str, wait: Callable[[], Any]):
         try:
-            return self._child.call(_step, step, fn, args, what=STEP_WORDS.get(step, step))
+            return wait()
         except children.Crashed as crash:
             self.crashed = NativeCrash(step, crash)
             raise self.crashed from None

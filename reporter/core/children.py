@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import os
 import queue as queue_mod
 import re
@@ -136,13 +137,14 @@ class Child:
     def _crash(self, what: str) -> Crashed:
         return Crashed(what, signal_name(self._process.exitcode), self._tail())
 
-    def submit(self, fn: Callable, *args) -> concurrent.futures.Future:
-        """`fn(*args)` queued for the child; its Future holds the result or the exception `call` raises."""
+    def submit(self, fn: Callable, *args, what: Optional[str] = None) -> concurrent.futures.Future:
+        """`fn(*args)` queued for the child; its Future holds the result or the exception `call` raises (naming
+        the child `what`, as `call` does)."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         if self._queue is None:
             self._queue = queue_mod.Queue()
             threading.Thread(target=self._send_queued, name="quant-report-child-calls", daemon=True).start()
-        self._queue.put((future, fn, args))
+        self._queue.put((future, functools.partial(self.call, fn, what=what), args))
         return future
 
     def _send_queued(self):
@@ -150,11 +152,11 @@ class Child:
             item = self._queue.get()
             if item is None:
                 return
-            future, fn, args = item
+            future, call, args = item
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                future.set_result(self.call(fn, *args))
+                future.set_result(call(*args))
             except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the future
                 future.set_exception(exc)
 

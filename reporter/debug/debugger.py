@@ -21,16 +21,16 @@ from reporter.model.report import LayerStat, VariantResult
 
 
 def _statistics(debug_model: bytes, x_calib: np.ndarray, child: Optional[contained.Child] = None):
-    """The debugger's CSV dump of one debug model, as a pandas frame: run in `child` (a contained.Child) when
-    given, where a native crash raises contained.NativeCrash ("debugger crashed (SIGSEGV)") instead of ending
-    the run."""
+    """The debugger's CSV dump of one debug model, as a pandas frame, from what this returns: run in `child` (a
+    contained.Child) when given, started at once (what this returns waits for it), where a native crash raises
+    contained.NativeCrash ("debugger crashed (SIGSEGV)") instead of ending the run."""
     import pandas as pd
 
     if child is not None:
-        text = child.call(contained.DEBUG, _statistics_csv, bytes(debug_model), x_calib)
-    else:
-        text = _statistics_csv(debug_model, x_calib)
-    return pd.read_csv(io.StringIO(text))
+        pending = child.submit(contained.DEBUG, _statistics_csv, bytes(debug_model), x_calib)
+        return lambda: pd.read_csv(io.StringIO(pending()))
+    text = _statistics_csv(debug_model, x_calib)
+    return lambda: pd.read_csv(io.StringIO(text))
 
 
 def _statistics_csv(debug_model: bytes, x_calib: np.ndarray) -> str:
@@ -52,11 +52,13 @@ def _rmse_over_scale(mse: float, scale: float) -> float:
 def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray) -> tuple[list[LayerStat], str]:
     """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv."""
     child = getattr(quantizer, "child", None)
-    frame = _statistics(quantizer.debug_model(whole_model=False), x_calib, child)
+    local = _statistics(quantizer.debug_model(whole_model=False), x_calib, child)
+    whole_model = quantizer.debug_model(whole_model=True)  # built here while the child runs the local view
+    whole = _statistics(whole_model, x_calib, child) if whole_model is not None else None
+    frame = local()
     propagated: dict[str, tuple[float, float]] = {}
-    whole = quantizer.debug_model(whole_model=True)
     if whole is not None:
-        for row in _statistics(whole, x_calib, child).itertuples(index=False):
+        for row in whole().itertuples(index=False):
             propagated[str(row.tensor_name)] = (float(row.mean_squared_error), float(row.scale))
     layers = []
     for i, row in enumerate(frame.itertuples(index=False)):
