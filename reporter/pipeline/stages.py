@@ -83,11 +83,9 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
             with progress.capture(folder / "run.log"), lifetime.spawn_without_main():
-                report = _run_in(folder, settings, progress)
-                report = conclude.attach(report)  # the findings, decided and worded
-                _write_input_transform(report, folder)
+                report, images = _run_in(folder, settings, progress)
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
-                written, render_errors = render.write_reports(report, folder, settings.formats)
+                written, render_errors = render.write_reports(report, folder, settings.formats, images)
             for fmt, error in render_errors.items():
                 progress.say(f"could not render {fmt}: {error}")
                 with open(folder / "run.log", "a", encoding="utf-8") as log:
@@ -108,7 +106,9 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     return report, final
 
 
-def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
+def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, Optional[dict]]:
+    """The measured report with its findings, and its charts when a format shows them (None: drawn when it is
+    rendered), drawn while the side process can draw some of them."""
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
     side_conv, exporting, child = None, None, None
@@ -150,7 +150,9 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
-        return _run_loaded(RunStart(s, folder, progress, side_conv), model, data, child)
+        report = conclude.attach(_run_loaded(RunStart(s, folder, progress, side_conv), model, data, child))
+        _write_input_transform(report, folder)  # the findings, decided and worded, and what they ask of the host
+        return report, _charts(report, s.formats, side_conv)
     finally:
         evaluate.set_timing_lock(previous_lock)
         if child is not None:
@@ -159,6 +161,18 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> Report:
             side_conv.close()
         if model is not None:  # the SavedModel exported once for the conversions (batch workers skip atexit)
             getattr(model.make_converter, "cleanup", lambda: None)()
+
+
+def _charts(report: Report, formats, helper) -> Optional[dict]:
+    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile; None when no
+    format shows them or they could not be drawn (the render then says why, per format)."""
+    if not {"html", "pdf"} & set(formats):
+        return None
+    try:
+        return render.charts(report, helper)
+    except Exception:  # noqa: BLE001 - said by the render, format by format, where the measured report is kept
+        traceback.print_exc()
+        return None
 
 
 def _quiet_lock(side_conv, outer):

@@ -128,16 +128,41 @@ def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
     return "\n".join(lines[:limit]) + f"\n… {len(lines) - limit} more lines in the analyzer_*.txt file"
 
 
-def charts(report: Report) -> dict[str, str]:
-    """The report's charts as data: URIs (drawn once for the HTML and the PDF)."""
+CHARTS = ("confusion", "ranges", "rmse", "tradeoff")
+BESIDE = ("ranges", "tradeoff")  # drawn by a helper process when there is one: about half of the drawing
+
+
+def charts(report: Report, helper=None) -> dict[str, str]:
+    """The report's charts as data: URIs (drawn once for the HTML and the PDF). `helper`: another process whose
+    `call(fn, *args)` gives a Future (the run's side process; None: all drawn here) draws some of them meanwhile,
+    the same bytes (one matplotlib, one report); one it fails to draw is drawn here."""
+    import traceback
+
+    elsewhere = {name: helper.call(draw_chart, name, report) for name in BESIDE} if helper is not None else {}
+    drawn = {name: draw_chart(name, report) for name in CHARTS if name not in elsewhere}
+    for name, job in elsewhere.items():
+        try:
+            drawn[name] = job.result()
+        except Exception:  # noqa: BLE001 - drawn here instead (the helper's traceback goes to run.log)
+            traceback.print_exc()
+            drawn[name] = draw_chart(name, report)
+    return {name: drawn[name] for name in CHARTS}
+
+
+def draw_chart(name: str, report: Report) -> str:
+    """One of the report's CHARTS as a data: URI ("" when the report has nothing for it)."""
     from reporter.render import plots  # matplotlib (0.3 s to import) only when a format needs the charts
 
-    return {
-        "confusion": plots.confusion_matrices(report) if ReportView(report).is_classification else "",
-        "ranges": plots.layer_ranges(report) if report.layers else "",
-        "rmse": plots.layer_rmse(report) if report.layers else "",
-        "tradeoff": plots.tradeoff(report),
-    }
+    if name == "confusion":
+        return plots.confusion_matrices(report) if ReportView(report).is_classification else ""
+    if name in ("ranges", "rmse"):
+        return (plots.layer_ranges if name == "ranges" else plots.layer_rmse)(report) if report.layers else ""
+    return plots.tradeoff(report)
+
+
+def warm_charts() -> None:
+    """Imports what drawing a chart needs (a helper process asked ahead of `charts`)."""
+    from reporter.render import plots  # noqa: F401 - the import is the point
 
 
 def render_html(report: Report, images: Optional[dict] = None, printed: bool = False) -> bytes:
@@ -229,14 +254,15 @@ def render(report: Report, fmt: str) -> bytes:
     return RENDERERS[fmt](report)
 
 
-def write_reports(report: Report, folder: Path, formats=FORMATS) -> tuple[list[Path], dict[str, str]]:
+def write_reports(report: Report, folder: Path, formats=FORMATS,
+                  images: Optional[dict] = None) -> tuple[list[Path], dict[str, str]]:
     """Renders `report` into each format inside `folder`; returns the files written and the errors.
 
     JSON goes first and a format that fails to render does not stop the others, so the measured
-    result is never lost to a rendering problem. The charts are drawn once for both HTML and PDF.
+    result is never lost to a rendering problem. The charts are drawn once for both HTML and PDF (`images`:
+    drawn already, by `charts`).
     """
     written, errors = [], {}
-    images = None
     for fmt in ("json", "md", "html", "pdf"):
         if fmt not in formats:
             continue
