@@ -352,3 +352,27 @@ def test_the_pdf_is_printed_from_a_page_without_what_print_hides(report):
     assert 'id="all-layers"' in full and 'id="all-layers"' not in printed
     assert 'class="appendix-analyzer"' in full and 'class="appendix-analyzer"' not in printed
     assert render.render_pdf(many, printed.encode()) == render.render_pdf(many, full.encode())
+
+
+def test_charts_drawn_by_the_side_process_are_the_ones_drawn_here(report):
+    """The run's side process draws some charts while the run draws the others: every chart is the PNG drawn here,
+    byte for byte (the report is the same, reproducible whichever process drew it)."""
+    from reporter.convert.side import SideConverter
+
+    class Watched:  # the side process, its jobs kept: each must have drawn, not failed into a local drawing
+        def __init__(self, side):
+            self.side, self.jobs = side, []
+
+        def call(self, fn, *args):
+            self.jobs.append(self.side.call(fn, *args))
+            return self.jobs[-1]
+
+    helper = Watched(SideConverter())
+    try:
+        beside = render.charts(report, helper)
+    finally:
+        helper.side.close()
+    assert len(helper.jobs) == len(render.BESIDE) and all(job.exception() is None for job in helper.jobs)
+    here = render.charts(report)
+    assert [name for name in render.BESIDE if here[name].startswith("data:image/png;base64,")]
+    assert beside == here
