@@ -1,6 +1,8 @@
 """Conversions on the second core: a spawned worker process converts the variants TensorFlow's converter makes
 from the run's SavedModel (DRQ, float16, 16x8, int8 I/O), and calibrates LiteRT Quantizer on the float model,
-while the run converts float, calibrates, measures, debugs and searches.
+while the run converts float, calibrates, measures, debugs and searches; it also exports the Keras model first,
+builds the search's next candidates (`call`) and, last, draws some of the report's charts
+(reporter.render.formats.charts).
 
 One conversion of a 150-layer MobileNetV2 takes ~6 s and holds Python's lock for much of it, so a thread does
 not help; a process does. The worker imports TensorFlow while the run imports its own, converts from the same
