@@ -153,16 +153,12 @@ def draw_chart(name: str, report: Report) -> str:
     """One of the report's CHARTS as a data: URI ("" when the report has nothing for it)."""
     from reporter.render import plots  # matplotlib (0.3 s to import) only when a format needs the charts
 
-    if name == "confusion":
-        return plots.confusion_matrices(report) if ReportView(report).is_classification else ""
-    if name in ("ranges", "rmse"):
-        return (plots.layer_ranges if name == "ranges" else plots.layer_rmse)(report) if report.layers else ""
-    return plots.tradeoff(report)
-
-
-def warm_charts() -> None:
-    """Imports what drawing a chart needs (a helper process asked ahead of `charts`)."""
-    from reporter.render import plots  # noqa: F401 - the import is the point
+    if (name == "confusion" and not ReportView(report).is_classification) or \
+            (name in ("ranges", "rmse") and not report.layers):
+        return ""
+    draw = {"confusion": plots.confusion_matrices, "ranges": plots.layer_ranges, "rmse": plots.layer_rmse,
+            "tradeoff": plots.tradeoff}[name]
+    return draw(report)
 
 
 def render_html(report: Report, images: Optional[dict] = None, printed: bool = False) -> bytes:
