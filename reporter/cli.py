@@ -17,7 +17,7 @@ from reporter.core.version import __version__
 from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
 from reporter.pipeline.demo import MODELS as DEMO_MODELS
-from reporter.inputs.settings import BATCH, FORMATS, GATE, RUN, add_flags, from_args
+from reporter.inputs.settings import BATCH, FORMATS, GATE, GATE_BY_NAME, JOBS, RUN, add_flag, add_flags, from_args
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -88,8 +88,7 @@ def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
     batch = subcommand("batch", "run many models from a TOML config, in parallel, with an index")
     batch.add_argument("config", help="a TOML file with [defaults], optional [gate] and [[model]] entries")
     batch.add_argument("--out", default="reports", help="output folder (default: reports)")
-    batch.add_argument("--jobs", type=_positive, default=os.cpu_count() or 1, metavar="N",
-                       help="models run at once, each in its own process (default: number of cores)")
+    add_flag(batch, JOBS)
     batch.add_argument("--resume", action="store_true",
                        help="skip models whose complete report exists and whose inputs have not changed")
     batch.add_argument("--quiet", action="store_true", help="no progress display")
@@ -98,17 +97,16 @@ def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
     batch.add_argument("--shared-dir", action="store_true",
                        help="with --executor ray: every node sees --out at the same path, so tasks write"
                             " their reports there instead of returning the files")
-    batch.add_argument("--max-accuracy-drop", type=float, metavar="D", default=None,
-                       help="with --baseline: fail (exit 3) when a variant's accuracy falls more than D"
-                            " (0-1) below BASE's")
+    add_flag(batch, GATE_BY_NAME["max_accuracy_drop"],  # the gate's own declaration: checked as `run` checks it
+             help_text="with --baseline: fail (exit 3) when a variant's accuracy falls more than D (0-1) below BASE's")
 
     diff = subcommand("diff", "compare two runs: report.json files, report folders or batch folders")
     diff.add_argument("base", metavar="BASE", help="the earlier run (e.g. the base branch's)")
     diff.add_argument("new", metavar="NEW", help="the later run (e.g. the pull request's)")
     diff.add_argument("--format", choices=("md", "html", "json"), default="md")
     diff.add_argument("--out", help="output file (default: print to standard output)")
-    diff.add_argument("--max-accuracy-drop", type=float, metavar="D", default=None,
-                      help="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's")
+    add_flag(diff, GATE_BY_NAME["max_accuracy_drop"],
+             help_text="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's")
 
     render = subcommand("render", "re-render a saved report.json (TensorFlow not needed)")
     render.add_argument("report", help="a report.json written by quant-report")
@@ -121,16 +119,6 @@ def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
                       help=f"comma-separated subset of: {', '.join(DEMO_MODELS)}")
     _add_run_options(demo)
     return parser
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, not {text!r}")
-    return value
 
 
 def _demo_models(text: str) -> tuple:
@@ -447,7 +435,7 @@ def _render(args) -> int:
 
     from reporter.render import formats as render
     from reporter.pipeline.conclude import load_report
-    from reporter.model.decode import JSONLimitError
+    from reporter.model.decode import JSONLimitError, OutOfBounds
 
     src = Path(args.report)
     if src.is_dir():  # a report folder: its report.json
@@ -469,6 +457,9 @@ def _render(args) -> int:
         return int(ExitCode.FAILED)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         _error(f"{src}: not a JSON file ({exc})")
+        return int(ExitCode.FAILED)
+    except OutOfBounds as exc:  # a figure no run can measure (reporter.model.bounds): the file given is wrong
+        _error(f"{src}: {exc}")
         return int(ExitCode.FAILED)
     except (ValueError, TypeError, KeyError) as exc:
         if args.debug:
@@ -513,7 +504,7 @@ def _batch(args) -> int:
         return int(ExitCode.FAILED)
     if args.baseline and not _baseline_readable(args.baseline):
         return int(ExitCode.USAGE)
-    options = BatchOptions(out=Path(args.out), jobs=args.jobs, resume=args.resume,
+    options = BatchOptions(out=Path(args.out), jobs=args.jobs or os.cpu_count() or 1, resume=args.resume,
                            executor=args.executor or config.batch.get("executor", "local"),
                            address=args.address or config.batch.get("address"),
                            cpus_per_task=args.cpus_per_task or config.batch.get("cpus_per_task", 1),
@@ -533,7 +524,11 @@ def _batch(args) -> int:
         pool = RayPool(options, display)
     else:
         pool = LocalPool(options, display)
-    result = run_batch(config, options, pool)
+    try:
+        result = run_batch(config, options, pool)
+    except UsageError as exc:  # a report folder the batch must not replace: nothing ran
+        _error(str(exc))
+        return int(ExitCode.USAGE)
     idx = index.build(config, args.out, result)
     written = index.write(idx, args.out)
     if result.interrupted:  # stopped by SIGTERM or Ctrl-C: the index of what finished is written, no baseline

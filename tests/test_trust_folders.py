@@ -61,7 +61,8 @@ def test_a_users_dot_folders_survive_a_real_staged_run(tmp_path):
             (tmp / "report.json").write_text(str(round_))
     _assert_intact(made)
     assert (tmp_path / "myapp" / "report.json").read_text() == "1"
-    assert sorted(p.name for p in (tmp_path / "myapp").iterdir()) == ["report.json"]  # no marker in the report
+    assert sorted(p.name for p in (tmp_path / "myapp").iterdir()) == [files.REPORT_MARKER, "report.json"]  # no
+    # staging marker in the report; the report marker, which lets a later run replace it, stays
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*USER_FOLDERS, "myapp"])
 
 
@@ -209,6 +210,7 @@ def test_an_earlier_report_or_an_empty_folder_is_replaced(tmp_path):
     (out / "empty").mkdir(parents=True)
     (out / "earlier").mkdir()
     (out / "earlier" / "run.log").write_text("the earlier run")
+    files.mark_report_folder(out / "earlier")  # an earlier report is one quant-report wrote: it holds the marker
     for name in ("empty", "earlier"):
         with staged_folder(out, name) as staged:
             (staged / "run.log").write_text("this run")

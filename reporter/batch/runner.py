@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,8 @@ from reporter.batch.config import BatchConfig, ModelEntry
 from reporter.batch.display import Display
 from reporter.batch.executor import BatchOptions, Executor
 from reporter.batch.worker import FINGERPRINT_KEY, Job, Outcome
-from reporter.core.files import clean_leftovers, folder_name
+from reporter.core.files import check_replaceable, clean_leftovers, folder_name
+from reporter.core.errors import UsageError
 from reporter.core.lifetime import Terminated
 from reporter.inputs import settings
 
@@ -109,6 +111,7 @@ def run_batch(config: BatchConfig, options: BatchOptions, pool: Executor) -> Bat
     lock_path = out / TIMING_LOCK
     interrupted = ""
     try:
+        check_folders(config, out, options.resume)  # before any model runs and anything is removed
         pending = _pending_jobs(config, out, options.resume, display, outcomes)
         # With more than one worker, models are timed one at a time (a lock file the workers share).
         workers = min(max(1, options.jobs), len(pending))
@@ -131,6 +134,44 @@ def run_batch(config: BatchConfig, options: BatchOptions, pool: Executor) -> Bat
         logs.rmdir()
     return BatchResult([outcomes[e.name] for e in config.models], round(time.perf_counter() - t0, 2),
                        interrupted, unfinished)
+
+
+def check_folders(config: BatchConfig, out: Path, resume: bool):
+    """Raises UsageError naming the first model whose report folder the batch must not replace: a folder
+    quant-report did not write, or one holding a model, base model or data file of the batch."""
+    inputs = [p for e in config.models for p in (e.path, e.options.get("base_model"), e.data)]
+    gate = config.gate.max_accuracy_drop if config.gate else None
+    check_index_replaceable(out)
+    for entry in config.models:
+        if not (resume and is_complete(out, entry, fingerprint(entry, gate))):  # --resume keeps it as it is
+            check_replaceable(out, entry.name, inputs)
+
+
+INDEX_FILES = ("index.json", "index.html", "index.md")  # what a batch writes into --out beside the report folders
+
+
+def check_index_replaceable(out: Path):
+    """Raises UsageError when `out` holds an index file (index.json, .html or .md) that no batch of quant-report
+    wrote: a batch index is replaced only beside an index.json that reads as one (its schema version, tool version
+    and rows), never because of a file name a user's folder may hold."""
+    present = [name for name in INDEX_FILES if os.path.lexists(out / name)]
+    if not present:
+        return
+    if not _our_index(out / "index.json"):
+        raise UsageError(f"{out / present[0]}: exists and is not a batch index quant-report wrote; it is left as it"
+                         " is: choose another --out, or remove it yourself")
+
+
+def _our_index(path: Path) -> bool:
+    """Whether `path` is a regular file holding a batch index quant-report wrote (checked by its keys)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and {"schema_version", "tool_version", "rows"} <= data.keys() \
+        and isinstance(data["rows"], list)
 
 
 def _pending_jobs(config: BatchConfig, out: Path, resume: bool, display: Display, outcomes: dict) -> list[Job]:

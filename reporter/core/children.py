@@ -273,9 +273,10 @@ def _serve(conn, parent: int, log_path: str, initializer: Optional[Callable], in
     with contextlib.suppress(OSError):  # the parent reads it through its own descriptor: no name left to sweep
         os.remove(log_path)
 
-    from reporter.core.lifetime import die_with_parent, remove_autograph_files
+    from reporter.core.lifetime import die_with_parent, hold_inherited_tempdir, remove_autograph_files
 
     die_with_parent(parent)
+    hold_inherited_tempdir()  # the run's temporary folder (TMPDIR), held while this process may write there
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log

@@ -70,12 +70,16 @@ def check_writable(out_dir):
         raise QuantReportError(f"{out_dir}: cannot write reports to this folder: {exc.strerror}{where}") from None
 
 
-def check_replaceable(out_dir, name: str):
-    """Raises QuantReportError naming the report folder when an earlier report there cannot be replaced (an
-    immutable or read-only folder): found before the run, not after it has measured everything."""
+def check_replaceable(out_dir, name: str, inputs=()):
+    """Raises QuantReportError naming the report folder `out_dir/NAME` when the run must not or cannot replace it,
+    found before the run, not after it has measured everything: one of `inputs` (the model, its base, the data:
+    paths) is that folder or inside it (UsageError); it is not a report folder quant-report wrote (UsageError);
+    it holds an earlier report that cannot be replaced (an immutable or read-only folder)."""
     from reporter.core.errors import QuantReportError
 
     folder = Path(out_dir) / folder_name(name)
+    check_outside(folder, inputs)
+    _check_replaceable(folder)
     if not folder.is_dir() or folder.is_symlink():
         return
     try:  # the swap renames the old folder away and removes it: a folder that takes no new entry refuses both
@@ -134,7 +138,9 @@ def staged_folder(out_dir, name: str, on_replace=None):
     lives, and the swaps take turns under a lock on `out_dir`; the last to finish wins, and it is told
     (`on_replace(message)`) when it replaced a report another run wrote meanwhile. Leftovers of earlier runs
     of this name that were killed (their staging folder marked as ours and no longer locked) are removed
-    first. When the earlier report cannot be moved aside (permission, immutable, another device), it is left
+    first. Only a report folder quant-report wrote (its `REPORT_MARKER`, which the staging folder gets) or an
+    empty one is replaced: anything else is refused with a UsageError, before the work and again before the
+    swap. When the earlier report cannot be moved aside (permission, immutable, another device), it is left
     as it was, our folders are removed and QuantReportError says why.
     """
     out_dir = Path(out_dir)
@@ -145,6 +151,12 @@ def staged_folder(out_dir, name: str, on_replace=None):
         _check_replaceable(final)  # `final` exists then, so `out_dir` was not created by this run
         clean_leftovers(out_dir, final.name)
         tmp, held = _our_folder(out_dir, f".{final.name}.partial-")
+        try:
+            mark_report_folder(tmp)  # goes with it: the report folder it becomes may be replaced by a later run
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            os.close(held)
+            raise
     before = _identity(final)
     _LIVE.append((tmp, out_dir, created))
     try:
@@ -162,6 +174,11 @@ def staged_folder(out_dir, name: str, on_replace=None):
     try:
         with _locked(out_dir):
             now = _identity(final)
+            try:
+                _check_replaceable(final)  # what is there now: a user's folder put there meanwhile stays
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
             _swap(tmp, final, now is not None)
     finally:
         os.close(held)
@@ -186,7 +203,9 @@ def as_the_user_knows(path: str, out_dir, name: str) -> str:
                     break
                 shown = shown / rest
             return str(shown)
-    temp = Path(tempfile.gettempdir())
+    from reporter.core.lifetime import user_tempdir
+
+    temp = Path(user_tempdir())  # the user's TMPDIR, which holds the run's own temporary folder
     try:
         Path(path).relative_to(temp)
     except ValueError:
@@ -194,23 +213,68 @@ def as_the_user_knows(path: str, out_dir, name: str) -> str:
     return f"the temporary folder {temp} (TMPDIR)"
 
 
-REPORT_FILES = ("run.log", "report.json")  # every report folder quant-report writes holds one of these
+REPORT_MARKER = ".quant-report-report"  # in every report folder quant-report writes: what may be replaced
+REPORT_MARKER_LINE = "quant-report report folder: a later run of this name may replace this whole folder\n"
+
+
+def mark_report_folder(folder: Path):
+    """Writes the report marker into `folder`, a staging folder quant-report has just made (never a user's)."""
+    fd = os.open(Path(folder) / REPORT_MARKER, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(REPORT_MARKER_LINE)
+
+
+def is_report_folder(folder: Path) -> bool:
+    """Whether `folder` holds quant-report's report marker: a regular file (no link) whose first line is ours.
+    A file name a user's folder may hold (run.log, report.json, index.json) is no proof."""
+    try:
+        fd = os.open(Path(folder) / REPORT_MARKER, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    import stat
+
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return False
+        return f.readline(len(REPORT_MARKER_LINE) + 1) == REPORT_MARKER_LINE.encode("utf-8")
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_outside(folder, inputs=()):
+    """Raises UsageError when one of `inputs` (paths of the model, its base, the data) is `folder` (a report
+    folder a run would replace) or inside it: a run never deletes what it reads. Checked as given and with
+    links resolved; inputs that are no path (a `module:function`) are skipped."""
+    from reporter.core.errors import UsageError
+
+    folder = Path(folder)
+    for given in inputs:
+        if not given or not isinstance(given, (str, os.PathLike)) or not os.path.lexists(given):
+            continue
+        pairs = ((os.path.abspath(given), os.path.abspath(folder)), (os.path.realpath(given), os.path.realpath(folder)))
+        if any(_inside(path, report) for path, report in pairs):
+            where = "is" if any(path == report for path, report in pairs) else "is inside"
+            raise UsageError(f"{given}: {where} the report folder {folder}, which this run would replace; it is"
+                             " left as it is: choose another --name or --out")
 
 
 def _check_replaceable(final: Path):
-    """Refuses, before any work, to replace `final` unless it is a report folder quant-report wrote (or an
-    empty folder): a user's own folder or file of that name is never deleted."""
-    from reporter.core.errors import QuantReportError
+    """Refuses, before any work and again before the swap, to replace `final` unless it is a report folder
+    quant-report wrote (its marker, `REPORT_MARKER`, is in it) or an empty folder: a user's folder is never
+    deleted, whatever files it holds. A report of an earlier version, which has no marker, is refused too."""
+    from reporter.core.errors import UsageError
 
     if not os.path.lexists(final):
         return
     if final.is_symlink() or not final.is_dir():
-        raise QuantReportError(f"{final}: exists and is not a report folder quant-report wrote; it is left as it"
-                               " is: choose another --name or --out")
-    entries = {p.name for p in final.iterdir()}
-    if entries and not entries & set(REPORT_FILES):
-        raise QuantReportError(f"{final}: a folder that holds no report quant-report wrote (no run.log or"
-                               " report.json); it is left as it is: choose another --name or --out")
+        raise UsageError(f"{final}: exists and is not a report folder quant-report wrote; it is left as it"
+                         " is: choose another --name or --out")
+    if any(final.iterdir()) and not is_report_folder(final):
+        raise UsageError(f"{final}: cannot be replaced: it is not a report folder quant-report wrote (it holds no"
+                         f" {REPORT_MARKER} file, as reports of earlier versions do not either); it is left as it is:"
+                         " choose another --name or --out, or remove it yourself")
 
 
 def _swap(tmp: Path, final: Path, earlier: bool):

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional  # noqa: F401 - Any: the declared fie
 
 from reporter.core import targets
 from reporter.core.schema import (BATCH, BATCH_BY_NAME, BY_NAME, DEFAULTS, FORMATS, GATE, GATE_BY_KEY,  # noqa: F401
-                                  GATE_BY_NAME, NOT_RECORDED, RUN, Setting)
+                                  GATE_BY_NAME, JOBS, NOT_RECORDED, RUN, Setting)
 
 
 def _with_declared_settings(cls):
@@ -82,14 +82,14 @@ class RunSettings:
 
             recipes.load(self.recipe, self.code_dir)  # each file read and checked: one line naming a bad one
         output.check_writable(self.out)
-        output.check_replaceable(self.out, self.display_name)
+        output.check_replaceable(self.out, self.display_name, (self.model, self.base_model, self.data))
 
     def value_problems(self) -> list[str]:
         """What is wrong with the settings' values and how they go together, one line each, without reading a
         file: the declarations' checks, a bad --name."""
         from reporter.core import files as output
 
-        bad = problems({name: getattr(self, name) for name in DEFAULTS})
+        bad = problems({name: getattr(self, name) for name in (*DEFAULTS, *GATE_BY_NAME)})
         if self.name is not None and output.name_problem(self.name):
             bad.insert(0, f"--name {output.name_problem(self.name)}")
         return bad
@@ -164,11 +164,14 @@ def _choice(setting: Setting, text: str) -> str:
 
 
 def problems(values: dict) -> list[str]:
-    """Every invalid value among `values` (RunSettings fields), one message each, as flags."""
+    """Every invalid value among `values` (RunSettings fields: the run's and the gate's, None for a gate not asked
+    for), one message each, as flags."""
     found = []
     for name, value in values.items():
-        setting = BY_NAME.get(name)
-        if setting is not None and not setting.check(value):
+        setting = BY_NAME.get(name) or GATE_BY_NAME.get(name)
+        if setting is None or (value is None and name in GATE_BY_NAME):
+            continue
+        if not setting.check(value):
             found.append(f"{setting.flag} must be {setting.must_be}, not {value!r}")
     return found
 
@@ -202,8 +205,11 @@ def _argparse_type(setting: Setting) -> Callable[[str], Any]:
     return parse
 
 
-def add_flag(parser: argparse.ArgumentParser, setting: Setting, flag: Optional[str] = None):
-    kwargs: dict = dict(help=setting.help, dest=setting.name, default=setting.default)
+def add_flag(parser: argparse.ArgumentParser, setting: Setting, flag: Optional[str] = None,
+             help_text: Optional[str] = None):
+    """`setting` as a flag of `parser`, its text parsed and checked by the declaration; `help_text` where the flag
+    means more on this subcommand (`batch --baseline`'s and `diff`'s --max-accuracy-drop)."""
+    kwargs: dict = dict(help=help_text or setting.help, dest=setting.name, default=setting.default)
     if setting.kind == "bool":
         parser.add_argument(flag or setting.flag, action="store_true", **kwargs)
         return

@@ -29,6 +29,7 @@ from reporter.debug import blame, debugger, overlays
 from reporter.measure import engines, evaluate, kernels, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.measurer import Measurer
+from reporter.measure.task import KindError
 from reporter.measure.signature import check_shapes as signature_check_shapes
 from reporter.model.data import Dataset
 from reporter.model.settings import Settings
@@ -82,7 +83,7 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
-            with progress.capture(folder / "run.log"), lifetime.spawn_without_main():
+            with progress.capture(folder / "run.log"), lifetime.spawn_without_main(), lifetime.run_tempdir():
                 report, images = _run_in(folder, settings, progress)
             with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                 written, render_errors = render.write_reports(report, folder, settings.formats, images)
@@ -431,7 +432,11 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
             asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m), ctx.side)
-            layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
+            try:
+                layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
+            except KindError as exc:  # a plug-in task kind's code failed in the search: the report stands without it
+                traceback.print_exc()
+                ctx.progress.say(f"the search stopped: {exc} (traceback in run.log); no model is recommended")
     return _Debugged(layers, recommendation, debugger_error)
 
 
