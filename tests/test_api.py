@@ -170,7 +170,7 @@ def test_float_tflite_bytes(digits, tmp_path):
     (dict(target="tpu"), 'target must be "cpu" or "int8" or "gpu" or "micro" or "ethos-u55-32"'),
     (dict(variants=["float", "int3"]), "variants must be a list of variants from"),
     (dict(max_accuracy_drop=2), "max_accuracy_drop must be a number from 0 to 1, not 2"),
-    (dict(latency_runs=-1), "latency_runs must be an integer >= 0, not -1"),
+    (dict(latency_runs=-1), "latency_runs must be an integer >= 0 and at most 2,147,483,647, not -1"),
 ])
 def test_settings_errors_are_one_line(tmp_path, settings, line):
     with pytest.raises(reporter.QuantReportError) as caught:

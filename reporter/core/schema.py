@@ -1,7 +1,8 @@
 """Every setting, declared once: name, type, default, help, the check of its value, and where it applies.
 
 A run setting (RUN) is a flag of `run` and `demo`, a key of a batch file, a keyword of `reporter.run(...)` and a
-field of report.json's `settings`; the gate's (GATE) a flag of `run` and a batch file's [gate]; a batch's notes
+field of report.json's `settings`; the gate's (GATE) a flag of `run` and a batch file's [gate] (its limit also
+`batch --baseline`'s and `diff`'s --max-accuracy-drop); a batch's notes
 (NOTES) are written into report.json only. The command line (reporter.inputs.settings builds argparse's flags), the batch
 file's reader (reporter.batch.config), the API's keywords (reporter.api) and report.json's settings record
 (reporter.model.settings) all read these declarations. The checks here are pure (values only); files are checked
@@ -10,6 +11,7 @@ by the run (reporter.inputs.settings.RunSettings.check). Imports no TensorFlow.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
@@ -19,6 +21,12 @@ from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, G
 
 FORMATS = ("html", "pdf", "md", "json")  # what a run writes: the renderers (reporter.render) make each
 MAX_DATA_TIMEOUT_S = 7 * 24 * 3600  # --data-timeout's largest value: finite, and within what a timer can hold
+# Every int and number setting has a finite upper bound, and report.json's reader (reporter.model.settings) checks a
+# recorded value with the same declaration: a value a run accepts is one `render` and `diff` read back.
+MAX_COUNT = 2**31 - 1  # samples, layers, timed runs, candidates: what a 32-bit signed integer holds, beyond any run
+MAX_ARENA_BYTES = 2**32 - 1  # --micro-arena: 4 GiB - 1, the most a 32-bit microcontroller can address
+MAX_SUSPECT_THRESHOLD = 2**32  # rmse/scale, in quantization steps: a 32-bit value has no more
+MAX_WORKERS = 4096  # --jobs, cpus_per_task: processes or CPUs of one machine, with room to spare
 
 
 @dataclass(frozen=True)
@@ -55,12 +63,20 @@ class Setting:
         return "--" + self.name.replace("_", "-")
 
 
-def _int(minimum: int) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+def _int(minimum: int, maximum: int) -> Callable[[Any], bool]:
+    """An integer from `minimum` to `maximum`: both bounds, so a recorded value always reads back."""
+    return lambda v: isinstance(v, int) and not isinstance(v, bool) and minimum <= v <= maximum
+
+
+def _int_text(minimum: int, maximum: int, what: str = "an integer") -> str:
+    """What `_int(minimum, maximum)` accepts, in words: "an integer >= 1 and at most 2,147,483,647"."""
+    return f"{what} >= {minimum} and at most {maximum:,}"
 
 
 def _number(check: Callable[[float], bool]) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and check(v)
+    """A finite number (not NaN or infinite, not true or false) for which `check` holds."""
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and (
+        isinstance(v, int) or math.isfinite(v)) and check(v)
 
 
 def _list_of(choices: tuple = (), nonempty: bool = False) -> Callable[[Any], bool]:
@@ -78,21 +94,22 @@ RUN = (
             f"a list of variants from {', '.join(ALL_VARIANTS)}", _list_of(ALL_VARIANTS, nonempty=True),
             choices=ALL_VARIANTS, metavar="LIST"),
     Setting("calibration_samples", "int", 100, "samples used for calibration and the debugger (default: 100)",
-            "an integer >= 1", _int(1), metavar="N"),
+            _int_text(1, MAX_COUNT), _int(1, MAX_COUNT), metavar="N"),
     Setting("suspect_threshold", "number", SUSPECT_THRESHOLD,
             f"rmse/scale above which the rule flags a layer (default: {SUSPECT_THRESHOLD:g})",
-            "a number > 0", _number(lambda v: v > 0), metavar="T"),
+            f"a number > 0 and at most {MAX_SUSPECT_THRESHOLD:,}", _number(lambda v: 0 < v <= MAX_SUSPECT_THRESHOLD),
+            metavar="T"),
     Setting("first_layers", "int", 0,
             "the rule also keeps the first N debugged layers in float (default: 0; the seed notebook uses 5)",
-            "an integer >= 0", _int(0), metavar="N"),
+            _int_text(0, MAX_COUNT), _int(0, MAX_COUNT), metavar="N"),
     Setting("latency_runs", "int", 50, "timed single-sample invokes per variant; 0 skips latency (default: 50)",
-            "an integer >= 0", _int(0), metavar="N"),
+            _int_text(0, MAX_COUNT), _int(0, MAX_COUNT), metavar="N"),
     Setting("recommend", "choice", SEARCH_METHOD,
             "search: measure candidate models for the fewest layers to keep in float (default);"
             " rule: the seed notebook's rmse/scale rule",
             " or ".join(f'"{m}"' for m in METHODS), lambda v: v in METHODS, choices=METHODS),
     Setting("search_budget", "int", 60, "candidate models the search may build and measure (default: 60)",
-            "an integer >= 1", _int(1), metavar="N"),
+            _int_text(1, MAX_COUNT), _int(1, MAX_COUNT), metavar="N"),
     Setting("search_share", "number", 0.25,
             "the search may cost at most this share of the bare seed calls on the same model and data (TensorFlow's"
             " converter for float, DRQ, FIQ and the debugger, each evaluated once), both estimated from the model's"
@@ -100,7 +117,7 @@ RUN = (
             "a number > 0 and <= 100", _number(lambda v: 0 < v <= 100), metavar="SHARE"),
     Setting("selection_samples", "int", 500,
             "samples the search chooses on: x_calib beyond the calibration samples, else a held-out half of x"
-            " (default: 500)", "an integer >= 10", _int(10), metavar="N"),
+            " (default: 500)", _int_text(10, MAX_COUNT), _int(10, MAX_COUNT), metavar="N"),
     Setting("keep_float", "list", (),
             "keep this tensor's op in float in every candidate (repeatable; names as in layer_stats.csv)",
             "a list of tensor names", _list_of(), metavar="NAME", repeatable=True, comma=False),
@@ -154,9 +171,11 @@ RUN = (
             " float model and its post-training full-integer model are measured beside the QAT models on the same"
             " data", "a path", lambda v: v is None or (isinstance(v, str) and bool(v)), metavar="PATH"),
     Setting("micro_arena", "int", None,
-            "--target micro: the tensor arena the microcontroller's firmware gives TFLite Micro, in bytes; a model that"
-            " needs more does not run there (default: the arena each model needs is measured and stated, not"
-            " limited)", "an integer number of bytes >= 1", lambda v: v is None or _int(1)(v), metavar="BYTES"),
+            "--target micro: the tensor arena the microcontroller's firmware gives TFLite Micro, in bytes, at most"
+            f" {MAX_ARENA_BYTES:,} (4 GiB - 1, the most a 32-bit device addresses); a model that needs more does not"
+            " run there (default: the arena each model needs is measured and stated, not limited)",
+            _int_text(1, MAX_ARENA_BYTES, "an integer number of bytes") + " (4 GiB - 1)",
+            lambda v: v is None or _int(1, MAX_ARENA_BYTES)(v), metavar="BYTES"),
     Setting("formats", "list", FORMATS, f"comma-separated: {', '.join(FORMATS)} (default: all)",
             f"a list from {', '.join(FORMATS)}", _list_of(FORMATS, nonempty=True), choices=FORMATS,
             metavar="LIST", recorded=False),
@@ -190,9 +209,12 @@ BATCH = (
             " with --jobs CPUs", "a Ray cluster address (text)", lambda v: v is None or (isinstance(v, str) and bool(v)),
             metavar="ADDR", recorded=False),
     Setting("cpus_per_task", "int", None, "with --executor ray: CPUs Ray reserves for each model (default 1)",
-            "an integer >= 1", lambda v: v is None or _int(1)(v), metavar="N", recorded=False),
+            _int_text(1, MAX_WORKERS), lambda v: v is None or _int(1, MAX_WORKERS)(v), metavar="N", recorded=False),
 )
 BATCH_BY_NAME = {s.name: s for s in BATCH}
+# `batch --jobs` (a flag only: a batch file does not say how many of its models run at once).
+JOBS = Setting("jobs", "int", None, "models run at once, each in its own process (default: number of cores)",
+               _int_text(1, MAX_WORKERS), lambda v: v is None or _int(1, MAX_WORKERS)(v), metavar="N", recorded=False)
 
 # What a batch writes into each report's settings beside the run's own: notes, not choices (no flag, no TOML key).
 NOTES = (

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from reporter.core import variants
+from reporter.core.errors import UsageError
+from reporter.core.schema import GATE_BY_NAME
 from reporter.findings import rule as rl
 from reporter.model.findings import Comparison, Decision, HeadFinding, VariantFinding
 
@@ -31,6 +33,18 @@ class Gate:
     max_accuracy_drop: float
     variant: str = variants.GATE_DEFAULT
 
+    def __post_init__(self):
+        checked_limit(self.max_accuracy_drop)
+
+
+def checked_limit(limit: float) -> float:
+    """`limit`, when the gate's declaration accepts it (reporter.core.schema: a number from 0 to 1); a UsageError in
+    one line otherwise: a NaN or a negative limit would pass or fail every loss without judging any."""
+    setting = GATE_BY_NAME["max_accuracy_drop"]
+    if not setting.check(limit):
+        raise UsageError(f"{setting.name} must be {setting.must_be}, not {limit!r}")
+    return limit
+
 
 @dataclass(frozen=True)
 class Loss:
@@ -46,7 +60,8 @@ class Loss:
 
 def failing(losses: Iterable[Loss], limit: float) -> list[Loss]:
     """The losses the gate fails on, in order: more than `limit`, or not measured. The gate passes when there
-    are none."""
+    are none. A limit the gate's declaration refuses is a UsageError (`checked_limit`)."""
+    checked_limit(limit)
     return [loss for loss in losses if not rl.meets_target([rl.Standing(loss.drop, loss.p_value)], limit)]
 
 

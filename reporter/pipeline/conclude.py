@@ -77,5 +77,8 @@ def check_gate(report: Report, gate: gt.Gate) -> GateFinding:
 
 def compare_runs(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> decided_diff.Diff:
     """BASE and NEW compared (reporter.findings.diff) and worded: what `quant-report diff` renders and its gate's
-    messages read (raises reporter.findings.diff.DiffError when a side cannot be read)."""
+    messages read (raises reporter.findings.diff.DiffError when a side cannot be read, and a UsageError naming
+    max_accuracy_drop, before either is read, when it is not a number from 0 to 1)."""
+    if max_accuracy_drop is not None:  # the gate's declaration, as the flags and a batch file's [gate] check it
+        gt.checked_limit(max_accuracy_drop)
     return diff_words.word(decided_diff.compare(base_path, new_path, max_accuracy_drop))
