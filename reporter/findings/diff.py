@@ -30,7 +30,7 @@ from reporter.core.errors import QuantReportError
 from reporter.core.records import as_stored, unstored
 from reporter.core.variants import short
 from reporter.measure.metrics import unpack_correct
-from reporter.model.decode import JSONLimitError, got, kind, show_string
+from reporter.model.decode import JSONLimitError, OutOfBounds, got, kind, show_string
 from reporter.model.decode import loads as bounded_loads
 from reporter.model.report import Report, VariantResult
 from reporter.findings.basis import metric_of
@@ -264,6 +264,8 @@ def _read_report(path: Path) -> Report:
         raise DiffError(f"{path}: not a JSON file ({exc})") from None
     except OSError as exc:
         raise DiffError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except OutOfBounds as exc:
+        raise DiffError(f"{path}: {exc}") from None
     except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
         raise DiffError(f"{path}: not a quant-report report.json ({exc})") from None
 

@@ -7,7 +7,9 @@ report.json is refused when it is read, not by a renderer later. No TensorFlow h
 Types understood: int (not true/false), float (an integer too; not NaN or infinite), str, bool, Any,
 Optional[X] (and X | None), list / list[X], dict / dict[str, X], and dataclasses (their fields by name: no
 unknown key, every field without a default present; a field files do not keep, reporter.core.records'
-`unstored`, is an unknown key).
+`unstored`, is an unknown key). A field's figure beyond the bound it carries (reporter.model.bounds: a share
+above 1, a negative size, a ratio of 1e308) is `OutOfBounds`: "variants[1].size_bytes is -5: must be a size in
+bytes (a whole number >= 0)".
 
 `loads` is the one way the tool parses JSON it did not just write (report.json, index.json): bounded in
 nesting depth and number size, so a hostile file fails in one line (`JSONLimitError`), never with a
@@ -16,6 +18,7 @@ RecursionError or an OverflowError later.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import json
@@ -26,6 +29,7 @@ import typing
 from typing import Any
 
 from reporter.core.records import is_stored
+from reporter.model.bounds import BOUND, MAX_INT, bound_of
 
 # A string shown in a message is cut to this many characters.
 SHOWN_CHARS = 40
@@ -36,39 +40,13 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 # Bounds of every JSON file the tool reads (a report nests about 8 levels; sizes and counts fit in 63 bits).
 MAX_DEPTH = 100
-MAX_INT = 2**63 - 1
 _INT_DIGITS = len(str(MAX_INT))
 # Integer fields that size loops and charts when a report is rendered, by field name: a claim beyond any
 # model the tool can measure is refused (a report's 2**62 classes would hang the render).
 COUNT_LIMITS = {"num_classes": 1_000_000}
-# Measured figures a hand-edited report could make impossible (a 1e308 ms latency renders as "inf %", a
-# negative size as "-5 B"): (low, high, what it is) by the dataclass's and the field's names. Sizes and
-# latencies by field name wherever they occur, shares of samples (accuracies) where they are one.
-MAX_LATENCY_MS = 1e9  # about 11 days for one inference
-_SIZE = (0, MAX_INT, "a size in bytes")
-_LATENCY = (0, MAX_LATENCY_MS, "a latency in ms")
-_SHARE = (0, 1, "an accuracy (a share of samples)")
-_COUNT = (0, MAX_INT, "a count")
-_KIB = (0, MAX_INT / 1024, "a size in KiB")
-_CLOCK = (0, 1e6, "a clock in MHz")
-_STEPS = (0, 2**32, "a number of quantization steps")
-FIELD_BOUNDS = {"size_bytes": _SIZE, "latency_ms": _LATENCY, ("Latency", "median"): _LATENCY,
-                ("Latency", "p90"): _LATENCY,
-                **{("Metrics", f): _SHARE for f in ("accuracy", "balanced_accuracy", "top5_accuracy",
-                                                   "precision", "recall", "f1", "micro_f1", "mean_iou",
-                                                   "roc_auc", "hamming_loss", "agreement_with_float")},
-                **{("ClassMetrics", f): _SHARE for f in ("accuracy", "precision", "recall", "f1")},
-                ("SearchStep", "accuracy"): _SHARE,
-                # the target tools' figures: Vela's and TFLite Micro's (issue 54)
-                **{("VelaFigures", f): _COUNT for f in ("npu_ops", "cpu_ops", "host_ops")},
-                **{("VelaFigures", f): _KIB for f in ("sram_kib", "flash_kib")},
-                ("VelaFigures", "inference_ms"): _LATENCY, ("VelaFigures", "clock_mhz"): _CLOCK,
-                **{("MicroFigures", f): _COUNT for f in ("samples", "reference_samples", "offset_buffers",
-                                                        "kernel_op_position")},
-                **{("MicroFigures", f): _SIZE for f in ("arena_bytes", "arena_limit_bytes")},
-                ("MicroFigures", "identical_share"): (0, 1, "a share of output values"),
-                ("MicroFigures", "max_steps"): _STEPS, ("MicroFigures", "kernel_op_steps"): _STEPS,
-                ("Settings", "micro_arena"): _SIZE}
+# Every figure's bound (a share, a size, a latency, a ratio ...) is declared on its record's field
+# (reporter.model.bounds.figure) and checked here when the record is decoded (`_within`).
+# report.json's settings are read with their own declarations' checks and bounds (reporter.model.settings).
 # A name (a model's, an output's, a metric's) longer than this is cut, the rest elided with "…", when read:
 # every format shows it as read (a 30 MB name is not copied into every file).
 MAX_NAME_CHARS = 300
@@ -83,6 +61,19 @@ class DecodeError(ValueError):
     def __init__(self, path: str, problem: str):
         self.path, self.problem = path, problem
         super().__init__(f"{path or 'report.json'}: {problem}")
+
+
+class OutOfBounds(DecodeError):
+    """A figure of the declared type beyond its field's bound (reporter.model.bounds): "variants[1].size_bytes is -5:
+    must be a size in bytes (a whole number >= 0)"."""
+
+    def __init__(self, path: str, value, must_be: str):
+        text = repr(value)
+        shown = text[:SHOWN_CHARS] + "…" if len(text) > SHOWN_CHARS else text
+        super().__init__(path, f"is {shown}: must be {must_be}")
+
+    def __str__(self) -> str:
+        return f"{self.path} {self.problem}"
 
 
 def decode(tp, value, path: str = ""):
@@ -165,22 +156,45 @@ def _dataclass(tp, value, path: str):
     for name in required:
         if name not in value:
             raise DecodeError(key_path(path, name), "required field is missing")
-    return tp(**{k: _bounded(tp, k, decode(hints[k], v, key_path(path, k)), key_path(path, k))
-                 for k, v in value.items()})
+    fields = {k: _named(k, decode(hints[k], v, key_path(path, k))) for k, v in value.items()}
+    _within(tp, fields, path)
+    return tp(**fields)
 
 
-def _bounded(tp, name: str, value, path: str):
-    """`value` of field `name` of dataclass `tp` within FIELD_BOUNDS (DecodeError naming the field otherwise);
-    a `name` field cut to MAX_NAME_CHARS."""
+def _named(name: str, value):
+    """`value` of a field called `name`: a `name` field cut to MAX_NAME_CHARS, any other as it is."""
     if name == "name" and isinstance(value, str) and len(value) > MAX_NAME_CHARS:
         return value[:MAX_NAME_CHARS] + "…"
-    bounds = FIELD_BOUNDS.get((tp.__name__, name)) or FIELD_BOUNDS.get(name)
-    if bounds is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-        return value
-    low, high, what = bounds
-    if not low <= value <= high:
-        raise DecodeError(path, f"{got(value)} is not {what} (read from {low:g} to {high:g})")
     return value
+
+
+def _within(tp, fields: dict, path: str):
+    """OutOfBounds naming the first number of `fields` (the decoded fields of dataclass `tp` that report.json gave)
+    beyond its field's bound (reporter.model.bounds), in the order the fields are declared."""
+    record = None
+    for f in _bounded_fields(tp):
+        if f.name not in fields:
+            continue  # a default: within its bound
+        if record is None:  # what a bound chosen by another field reads: the record, defaults filled in
+            record = {g.name: g.default for g in dataclasses.fields(tp)} | fields
+        bound = bound_of(f, record)
+        if bound is None:
+            continue
+        queue = collections.deque([(fields[f.name], key_path(path, f.name))])
+        while queue:  # the field's number, or every number in its lists and dicts (None skipped), in order
+            item, where = queue.popleft()
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and not bound.allows(item):
+                raise OutOfBounds(where, item, bound.must_be)
+            if isinstance(item, list):
+                queue.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+            elif isinstance(item, dict):
+                queue.extend((v, key_path(where, str(k))) for k, v in item.items())
+
+
+@functools.lru_cache(maxsize=None)
+def _bounded_fields(tp) -> tuple:
+    """The fields of dataclass `tp` that carry a bound."""
+    return tuple(f for f in dataclasses.fields(tp) if BOUND in f.metadata)
 
 
 @functools.lru_cache(maxsize=None)

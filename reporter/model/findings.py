@@ -14,6 +14,10 @@ from typing import Optional
 
 from reporter.core import variants
 from reporter.core.records import unstored
+from reporter.model.bounds import (
+    CLASS_ID, COUNT, CULPRIT_INDEX, HEAD_VALUE, INDEX, LATENCY, LATENCY_STEP, NON_NEGATIVE, P_VALUE, RATIO, SCORE_SHARE,
+    SHARE, SIZE, figure,
+)
 from reporter.model.hardware import MicroFigures
 from reporter.model.kernels import ReferenceAgreement
 
@@ -42,7 +46,8 @@ class Comparison:
 
     reference: str
     delta: float  # variant - reference on the main metric (accuracy 0..1), positive: better
-    p_value: Optional[float]  # exact McNemar (paired bootstrap for mean IoU or a user's metric); None: not recorded
+    # exact McNemar (paired bootstrap for mean IoU or a user's metric); None: not recorded
+    p_value: Optional[float] = figure(P_VALUE)
     significant: Optional[bool]
     text: str  # "−32.5 points (p < 0.001)", "within noise (+0.9 points, p = 1)"
     measure: str = unstored(POINTS)  # POINTS, SCORE or OTHER_METRICS
@@ -55,9 +60,9 @@ class Comparison:
 class Degenerate:
     """A variant that predicts one class for (nearly) every sample, where float does not."""
 
-    label: int
-    share: float
-    float_share: float
+    label: int = figure(CLASS_ID)
+    share: float = figure(SHARE)
+    float_share: float = figure(SHARE)
 
 
 @dataclass(frozen=True)
@@ -87,24 +92,25 @@ class VariantFinding:
     # "reference", "same" (within noise), "worse", "better", "not_measurable", "not_measured" (its accuracy
     # or output error failed to be measured), "failed"
     direction: str = ""
-    accuracy: Optional[float] = None
-    accuracy_low: Optional[float] = None  # Wilson 95 % interval
-    accuracy_high: Optional[float] = None
+    accuracy: Optional[float] = figure(SCORE_SHARE, None)
+    accuracy_low: Optional[float] = figure(SCORE_SHARE, None)  # Wilson 95 % interval
+    accuracy_high: Optional[float] = figure(SCORE_SHARE, None)
     main_metric: str = ""  # a second metric beside accuracy: "ROC AUC", "Top-5 accuracy" or "F1 (macro)"
-    main_value: Optional[float] = None
+    main_value: Optional[float] = figure(SHARE, None)
     # What `accuracy` (and its interval, vs_float, vs_fiq) measures when it is not accuracy: "exact-match
     # accuracy", "mean IoU" or the user's metric; `score_share` False: a plain number, not a share.
     score_name: str = ""
     score_share: bool = True
     vs_float: Optional[Comparison] = None
     vs_fiq: Optional[Comparison] = None  # the recommended model and the rule's pick
-    size_bytes: Optional[int] = None
-    size_ratio: Optional[float] = None  # size / float size
-    latency_ms: Optional[float] = None
-    latency_ratio: Optional[float] = None  # latency / float latency
+    size_bytes: Optional[int] = figure(SIZE, None)
+    size_ratio: Optional[float] = figure(RATIO, None)  # size / float size
+    latency_ms: Optional[float] = figure(LATENCY, None)
+    latency_ratio: Optional[float] = figure(RATIO, None)  # latency / float latency
     slower: bool = False  # beyond judgement.LATENCY_NOTABLE_RATIO
-    output_mse: Optional[float] = None  # regression: against the float output
-    output_variance: Optional[float] = None  # regression: the float output's variance (the MSE's scale)
+    output_mse: Optional[float] = figure(NON_NEGATIVE, None)  # regression: against the float output
+    # regression: the float output's variance (the MSE's scale)
+    output_variance: Optional[float] = figure(NON_NEGATIVE, None)
     degenerate: Optional[Degenerate] = None
     verdict: str = ""  # one line
     not_measured: dict[str, str] = field(default_factory=dict)  # measurement -> error (VariantResult's)
@@ -112,14 +118,14 @@ class VariantFinding:
     quantized: Optional[bool] = None  # anything stored below float32 (reporter.core.targets.quantized); None: not read
     drq_nothing: bool = False  # DRQ as large as float with no int8 tensor: the converter quantized no weight
     quantized_little: bool = False  # under judgement.ALMOST_NOTHING_SHARE of the weight values below float32
-    weights_share: Optional[float] = None  # the share of the weight values stored below float32
+    weights_share: Optional[float] = figure(SHARE, None)  # the share of the weight values stored below float32
     # Its latency against float's, and (the recommended model, the rule's pick) against FIQ's, by the timing-noise rule
     # (judgement.latency_step): 0 neither is faster, -1 / +1 faster / slower, -2 / +2 beyond judgement.COUNT_BIG_RATIO
     # times; None: either was not timed (float itself: None)
-    latency_vs_float: Optional[int] = None
-    latency_vs_fiq: Optional[int] = None
+    latency_vs_float: Optional[int] = figure(LATENCY_STEP, None)
+    latency_vs_fiq: Optional[int] = figure(LATENCY_STEP, None)
     # Multi-label: the labels (their place in metrics.per_class) whose correctness differs from float's beyond noise
-    labels_beyond_noise: list[int] = field(default_factory=list)
+    labels_beyond_noise: list[int] = figure(INDEX, default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,7 @@ class Culprit:
     """A layer to blame: kept in float by the recommendation (or flagged by the rule, when nothing
     was built), with the structured reasons."""
 
-    index: int
+    index: int = figure(CULPRIT_INDEX)  # -1: a tensor the debugger's layers do not hold
     op: str
     tensor: str
     layer: str  # the Keras layer the tensor belongs to, read from its name ("" when unknown)
@@ -148,7 +154,7 @@ class GapFinding:
     status: str  # "no_gap", "gap" (nothing fixed it), "recovered", "open" (partly), "not_measurable"
     reason: str  # `why` in words
     fiq_drop: Optional[float] = None  # float - FIQ accuracy
-    p_value: Optional[float] = None
+    p_value: Optional[float] = figure(P_VALUE, None)
     why: str = unstored("")  # FIQ_NOT_BUILT, ..., LOSES
     variant: str = unstored("")  # METRIC_NOT_MEASURED: the variant whose main metric was not measured
     # SEARCHED: how the figures the search measured (Recommendation.gap: FIQ's drop, or the recommended model's once
@@ -160,7 +166,7 @@ class GapFinding:
 class FixFinding:
     """The recommended model, as measured: only called a fix when it was built and measured."""
 
-    layers: int
+    layers: int = figure(COUNT)
     built: bool
     status: str  # "recovered", "open", "measured" (regression: output error only), "failed", "not_built"
     accuracy: Optional[float] = None
@@ -169,9 +175,9 @@ class FixFinding:
     vs_fiq: Optional[Comparison] = None
     vs_float: Optional[Comparison] = None
     size_cost_bytes: Optional[int] = None  # against FIQ
-    output_mse: Optional[float] = None
-    fiq_output_mse: Optional[float] = None
-    rule_layers: Optional[int] = None
+    output_mse: Optional[float] = figure(NON_NEGATIVE, None)
+    fiq_output_mse: Optional[float] = figure(NON_NEGATIVE, None)
+    rule_layers: Optional[int] = figure(COUNT, None)
     rule_share_of_gap: Optional[float] = None
     text: str = ""  # why it failed, when it did
     # The scheme the recommended layers use in the pick: "float", or a lighter one ("int16x8", "drq") measured as
@@ -204,9 +210,9 @@ class Notice:
 class GateFinding:
     passed: bool
     variant: str
-    limit: float
+    limit: float = figure(SHARE)
     drop: Optional[float]
-    p_value: Optional[float]
+    p_value: Optional[float] = figure(P_VALUE)
     message: str
 
 
@@ -217,7 +223,7 @@ class HeadFinding:
     output: str
     variant: str
     measure: str  # "accuracy", "agreement with float" (no labels), "output MSE" (regression or no labels)
-    value: Optional[float] = None
+    value: Optional[float] = figure(HEAD_VALUE, None)
     vs_float: Optional[Comparison] = None  # labelled class-score outputs
     worse: bool = False  # less accurate than float beyond noise
     text: str = ""  # the cell: "51.9 % [42.3–61.2] (−44.4 points, p < 0.001)"
@@ -236,8 +242,8 @@ class TradeoffPoint:
     score: float  # the main metric, as measured
     score_text: str
     vs_float: Optional[Comparison]
-    size_bytes: int
-    latency_ms: Optional[float]
+    size_bytes: int = figure(SIZE)
+    latency_ms: Optional[float] = figure(LATENCY)
     meets_target: bool  # not worse than float beyond noise (or the allowed drop)
     pareto: bool  # no other model is smaller, faster and better at once
     picks: list[str] = field(default_factory=list)  # what the decision names it: SHIP, RUNNER_UP or NOT_QUANTIZED
@@ -302,22 +308,25 @@ class Option:
     meets: bool  # the accuracy target, on every labelled output
     runs: bool  # on the target, as built (read from its tensor types)
     quantized: bool  # anything stored below float32
-    size_bytes: int
-    latency_ms: Optional[float] = None  # median, one thread, as timed here
-    latency_p90_ms: Optional[float] = None  # its spread: what "faster beyond timing noise" reads (None: fewer
-    # than judgement.MIN_TIMED_RUNS runs, no spread told)
+    size_bytes: int = figure(SIZE)
+    latency_ms: Optional[float] = figure(LATENCY, None)  # median, one thread, as timed here
+    # its spread: what "faster beyond timing noise" reads (None: fewer than judgement.MIN_TIMED_RUNS runs, no spread
+    # told)
+    latency_p90_ms: Optional[float] = figure(LATENCY, None)
     vs_float: Optional[Comparison] = None  # the main metric against float, paired
     cost: Optional[float] = None  # among the options that run on the target and meet the accuracy target: size
     # (and, where the target is timed, latency) in doublings over the cheapest; None for the others
     why: str = ""  # OPT_*: why it is not the model shipped ("" for the shipped one)
     higher_is_better: bool = True  # the scale's direction
-    output_mse: Optional[float] = None  # the output error against float (a report without a main metric)
-    output_variance: Optional[float] = None
+    # the output error against float (a report without a main metric)
+    output_mse: Optional[float] = figure(NON_NEGATIVE, None)
+    output_variance: Optional[float] = figure(NON_NEGATIVE, None)
     kernels: str = ""  # what `score` was measured on, where the target has kernels of its own ("" : LiteRT's default)
     not_there: str = ""  # why it does not run on the target, in the target's tool's own words
-    npu_share: Optional[float] = None  # an Ethos-U target: the share of its ops Vela puts on the NPU
-    estimate_ms: Optional[float] = None  # an Ethos-U target: Vela's estimated inference time
-    one_class: Optional[int] = None  # it predicts this class for (nearly) every sample (judgement.DEGENERATE_SHARE)
+    npu_share: Optional[float] = figure(SHARE, None)  # an Ethos-U target: the share of its ops Vela puts on the NPU
+    estimate_ms: Optional[float] = figure(LATENCY, None)  # an Ethos-U target: Vela's estimated inference time
+    # it predicts this class for (nearly) every sample (judgement.DEGENERATE_SHARE)
+    one_class: Optional[int] = figure(CLASS_ID, None)
     loses: bool = unstored(False)  # worse than float beyond noise (`vs_float`'s paired test)
     micro: Optional[MicroFigures] = unstored(None)  # TFLite Micro's run of it (its variant's on_target keeps it)
     # Its latency against float's and the shipped model's, as VariantFinding.latency_vs_float (None: not timed)
@@ -343,11 +352,11 @@ class Decision:
     would_meet: str = ""  # none meets: the cheapest model that meets the accuracy target but not the hardware
     file: str = ""  # the shipped model's .tflite in the report folder
     reference_agreement: Optional[ReferenceAgreement] = None  # int8: default against reference kernels
-    candidates: int = 0  # models measured that run on the target
+    candidates: int = figure(COUNT, 0)  # models measured that run on the target
     would_meet_label: str = ""
     options: list[Option] = field(default_factory=list)  # every model measured, judged: what the decision read
-    degenerate_class: Optional[int] = None  # FLOAT_DEGENERATE: the class float predicts for every sample (None: a
-    # regression whose float output does not vary)
+    # FLOAT_DEGENERATE: the class float predicts for every sample (None: a regression whose float output does not vary)
+    degenerate_class: Optional[int] = figure(CLASS_ID, None)
     input_transform: Optional["InputTransform"] = None  # a repaired model that needs the host to standardize its input
     hardware: Optional["OnTarget"] = None  # the shipped model where it ships (int8, micro, ethos-u*): the tool's figures  # every model measured, judged: what the decision read
 

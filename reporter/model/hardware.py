@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from reporter.model.bounds import CLOCK, COUNT, KIB, LATENCY, QUANT_STEPS, SHARE, SIZE, PartOf, figure
+
 # TFLite Micro agrees with LiteRT's reference kernels (both implement the same integer arithmetic) on ~99.9 % of
 # output values, 1-2 quantization steps apart at most; beyond these it computes something else, for a cause.
 FEW_STEPS = 3
@@ -27,15 +29,16 @@ class VelaFigures:
     """Vela's compilation of a model for one Ethos-U configuration."""
 
     config: str  # "ethos-u55-128"
-    npu_ops: int
-    cpu_ops: int
+    npu_ops: int = figure(COUNT)
+    cpu_ops: int = figure(COUNT)
     cpu: list[CpuOp] = field(default_factory=list)
-    sram_kib: Optional[float] = None  # SRAM used
-    flash_kib: Optional[float] = None  # off-chip flash used
-    inference_ms: Optional[float] = None  # Vela's estimate at the configuration's clock
-    clock_mhz: Optional[float] = None
+    sram_kib: Optional[float] = figure(KIB, None)  # SRAM used
+    flash_kib: Optional[float] = figure(KIB, None)  # off-chip flash used
+    inference_ms: Optional[float] = figure(LATENCY, None)  # Vela's estimate at the configuration's clock
+    clock_mhz: Optional[float] = figure(CLOCK, None)
     system_config: str = ""  # Vela's default system configuration for the accelerator
-    host_ops: int = 0  # of the CPU ops, those the host runs anyway (a detector's postprocess group): not the network's
+    # of the CPU ops, those the host runs anyway (a detector's postprocess group): not the network's
+    host_ops: int = figure(PartOf("cpu_ops"), 0)
 
     @property
     def npu_share(self) -> float:
@@ -48,19 +51,22 @@ class VelaFigures:
 class MicroFigures:
     """A model run by TFLite Micro's interpreter over the evaluation data."""
 
-    samples: int  # evaluation samples run, one invoke each
-    arena_bytes: Optional[int] = None  # the tensor arena the model needed (TFLite Micro's recording allocator)
-    arena_limit_bytes: Optional[int] = None  # the device's arena (--micro-arena); None: not given, not limited
-    reference_samples: int = 0  # samples compared with LiteRT's reference kernels
-    identical_share: Optional[float] = None  # share of output values equal to the reference kernels'
-    max_steps: Optional[float] = None  # the largest difference, in steps of the output's quantization scale
+    samples: int = figure(COUNT)  # evaluation samples run, one invoke each
+    # the tensor arena the model needed (TFLite Micro's recording allocator)
+    arena_bytes: Optional[int] = figure(SIZE, None)
+    # the device's arena (--micro-arena); None: not given, not limited
+    arena_limit_bytes: Optional[int] = figure(SIZE, None)
+    reference_samples: int = figure(COUNT, 0)  # samples compared with LiteRT's reference kernels
+    identical_share: Optional[float] = figure(SHARE, None)  # share of output values equal to the reference kernels'
+    # the largest difference, in steps of the output's quantization scale
+    max_steps: Optional[float] = figure(QUANT_STEPS, None)
     # Why it disagrees with the reference kernels (`disagrees`), as found: buffers stored after the flatbuffer
     # (Buffer.offset), which TFLite Micro does not read; else the first op whose TFLite Micro kernel gives values
     # more than FEW_STEPS from the reference kernel's (its name, its position in execution order from 1, the steps).
-    offset_buffers: int = 0
+    offset_buffers: int = figure(COUNT, 0)
     kernel_op: str = ""
-    kernel_op_position: int = 0
-    kernel_op_steps: Optional[float] = None
+    kernel_op_position: int = figure(COUNT, 0)
+    kernel_op_steps: Optional[float] = figure(QUANT_STEPS, None)
 
     @property
     def arena_too_small(self) -> bool:

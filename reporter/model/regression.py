@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from reporter.model.bounds import NON_NEGATIVE, R2, figure
+
 
 @dataclass(frozen=True)
 class TargetError:
     """A regression output against its targets (the labels): mean absolute error, root mean squared error and R²
     (1 - residual sum of squares / the targets' sum of squares about each value's mean, over every value)."""
 
-    mae: float
-    rmse: float
-    r2: Optional[float] = None  # None when no target varies
+    mae: float = figure(NON_NEGATIVE)
+    rmse: float = figure(NON_NEGATIVE)
+    r2: Optional[float] = figure(R2, None)  # None when no target varies

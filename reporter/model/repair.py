@@ -9,6 +9,7 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.model.bounds import COUNT, SECONDS, figure
 from reporter.model.variant import VariantResult
 
 # What became of a rung (`RepairRung.status`).
@@ -24,7 +25,7 @@ class Screen:
     (reporter.convert.rungs.base.agreement: a share of samples, or minus a relative MSE), and the best agreement of a
     rung that was measured on the evaluation data and missed the target (`against`, its code)."""
 
-    samples: int
+    samples: int = figure(COUNT)
     agreement: float
     against: str
     against_agreement: float
@@ -57,5 +58,5 @@ class RepairRung:
     model: Optional[VariantResult] = None  # built and measured (on the target's kernels too)
     error: str = ""  # why it could not be built, or does not apply
     input_transform: Optional[InputTransform] = None
-    seconds: float = 0.0  # to build
+    seconds: float = figure(SECONDS, 0.0)  # to build
     screen: Optional[Screen] = None  # measured on the selection samples first (every rung after the first built)

@@ -49,7 +49,8 @@ Format history (SCHEMA_VERSION):
      `findings.variants[].latency_vs_float`, `.latency_vs_fiq`, `.labels_beyond_noise` (every yes/no a view shows is
      a findings' field): findings stored without them are derived again when read. Task "detection" (a model
      ending in TFLite_Detection_PostProcess): `metrics.detection` (mAP@0.5, COCO mAP, recall at IoU 0.5, AP@0.5
-     and labelled boxes per class), `variants[].clipped_outputs[].part` (which of its outputs clips).
+     and labelled boxes per class; `recall50` null when no box is labelled), `variants[].clipped_outputs[].part` (which
+     of its outputs clips). Every figure is read within its bound (reporter.model.bounds; docs/report-json.md).
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ from typing import Any, Optional
 from reporter.core import tasks
 from reporter.core.records import as_stored
 from reporter.core.variants import FLOAT, RULE_METHOD, SEARCH_METHOD, SELECTIVE
+from reporter.model.bounds import (
+    COUNT, INDEX, LATENCY, NON_NEGATIVE, P_VALUE, SEARCH_SHARE, SECONDS, SHARE, SIZE, figure,
+)
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
 from reporter.model.findings import Findings
 from reporter.model.settings import Settings
@@ -115,10 +119,10 @@ class ModelInfo:
     stateful: bool = False  # variable tensors keep state between invokes (e.g. fused LSTM ops)
     # Quantization-aware (fake-quant nodes, tfmot layers): the float model holds QUANTIZE/DEQUANTIZE pairs; "float" is
     # then the fake-quant graph run in float, DRQ's conversion (Optimize.DEFAULT) the QAT int8 model.
-    fake_quant_pairs: int = 0
+    fake_quant_pairs: int = figure(COUNT, 0)
     # One sigmoid output unit with 0/1 labels: class 1 when the output is at least 0.5.
     binary_sigmoid: bool = False
-    largest_weight_elements: Optional[int] = None  # the biggest constant tensor of the float model
+    largest_weight_elements: Optional[int] = figure(COUNT, None)  # the biggest constant tensor of the float model
     inputs: list[InputInfo] = field(default_factory=list)  # every input, by name (schema 5)
     task_reason: str = ""  # why the output was read as this task (schema 5)
     label_note: str = ""  # how the labels were read, when it is not as given (float class ids, ...)
@@ -128,8 +132,8 @@ class ModelInfo:
     main_metric: str = ""
     # A Keras 3 recurrent model converted through a tf_keras twin (batch 1): the largest absolute output
     # difference between the twin and the Keras 3 model, on `twin_samples` evaluation samples (None: no twin).
-    twin_max_abs_difference: Optional[float] = None
-    twin_samples: int = 0
+    twin_max_abs_difference: Optional[float] = figure(NON_NEGATIVE, None)
+    twin_samples: int = figure(COUNT, 0)
     # A .tflite input changed so it can be quantized (a signature built, float16 constants widened, op codes
     # normalized: reporter/inputs/tflite_prep.py), one sentence per change; empty when used as given.
     input_changes: list[str] = field(default_factory=list)
@@ -143,8 +147,8 @@ class ModelInfo:
 @dataclass(frozen=True)
 class DatasetInfo:
     source: str
-    num_eval: int
-    num_calibration: int
+    num_eval: int = figure(COUNT)
+    num_calibration: int = figure(COUNT)
     calibration_overlaps_eval: bool
     calibration_source: str  # "x_calib" or "x"
     # sha256 of the evaluation inputs and labels (shapes, dtypes, bytes): two reports measured the same
@@ -167,22 +171,23 @@ class Alternative:
 class LayerStat:
     """One row of the quantization debugger's layer statistics, plus derived columns."""
 
-    index: int
+    index: int = figure(INDEX)
     op_name: str
     tensor_name: str
-    tensor_idx: int
-    num_elements: float
-    stddev: Optional[float]  # None: not measured (a LiteRT Quantizer model, compared by reporter.debug.blame)
+    tensor_idx: int = figure(INDEX)
+    num_elements: float = figure(COUNT)
+    # None: not measured (a LiteRT Quantizer model, compared by reporter.debug.blame)
+    stddev: Optional[float] = figure(NON_NEGATIVE)
     mean_error: Optional[float]
-    max_abs_error: Optional[float]
-    mean_squared_error: float
-    scale: float
+    max_abs_error: Optional[float] = figure(NON_NEGATIVE)
+    mean_squared_error: float = figure(NON_NEGATIVE)
+    scale: float = figure(NON_NEGATIVE)
     zero_point: int
-    range: float
-    rmse_over_scale: float
+    range: float = figure(NON_NEGATIVE)
+    rmse_over_scale: float = figure(NON_NEGATIVE)
     # Whole-model verify: the error accumulated by this op (a float copy of the model runs beside).
-    propagated_mean_squared_error: Optional[float] = None
-    propagated_rmse_over_scale: Optional[float] = None
+    propagated_mean_squared_error: Optional[float] = figure(NON_NEGATIVE, None)
+    propagated_rmse_over_scale: Optional[float] = figure(NON_NEGATIVE, None)
     suspect: bool = False
     reasons: list[str] = field(default_factory=list)
 
@@ -193,7 +198,7 @@ class GapStatus:
 
     status: str  # "no_gap", "gap" (not fixed), "recovered", "open" (partly fixed), "not_measurable"
     drop: Optional[float] = None  # float - model accuracy: FIQ's, or the recommended model's once fixed
-    p_value: Optional[float] = None  # exact McNemar test of that drop
+    p_value: Optional[float] = figure(P_VALUE, None)  # exact McNemar test of that drop
     fiq_drop: Optional[float] = None  # float - FIQ accuracy
     reason: str = ""
 
@@ -201,27 +206,29 @@ class GapStatus:
 @dataclass(frozen=True)
 class SelectionData:  # the samples the search chose on: never the evaluation samples without saying so
     source: str  # "x_calib" or "x" (a held-out part of the evaluation data)
-    num_samples: int
+    num_samples: int = figure(COUNT)
     score: str  # what the selection score measures
     overlaps_evaluation: bool
-    heldout_num: Optional[int] = None  # evaluation samples the search did not see (when it overlaps)
+    heldout_num: Optional[int] = figure(COUNT, None)  # evaluation samples the search did not see (when it overlaps)
     heldout_accuracy: dict = field(default_factory=dict)  # float / fiq / selective accuracy on them
     overlaps_calibration: bool = False  # x_calib held too few samples beyond the calibration samples
-    detectable: Optional[float] = None  # the smallest change in the selection score a paired test can show
-    grown_from: Optional[int] = None  # the gap was near what this many could show: all x_calib beyond calibration
+    # the smallest change in the selection score a paired test can show
+    detectable: Optional[float] = figure(SHARE, None)
+    # the gap was near what this many could show: all x_calib beyond calibration
+    grown_from: Optional[int] = figure(COUNT, None)
 
 
 @dataclass(frozen=True)
 class SearchStep:
     denylisted_nodes: list[str]
-    size_bytes: int
+    size_bytes: int = figure(SIZE)
     selection_score: float
     phase: str  # "fiq", "probe", "add", "drop", "rule"
     change: str
     accepted: bool
-    accuracy: Optional[float] = None  # on the evaluation data (classification)
-    output_mse: Optional[float] = None  # on the evaluation data, against float (regression)
-    latency_ms: Optional[float] = None
+    accuracy: Optional[float] = figure(SHARE, None)  # on the evaluation data (classification)
+    output_mse: Optional[float] = figure(NON_NEGATIVE, None)  # on the evaluation data, against float (regression)
+    latency_ms: Optional[float] = figure(LATENCY, None)
     pareto: bool = False  # no other step is both smaller and more accurate
     chosen: bool = False
 
@@ -231,7 +238,7 @@ class TriedSet:
     """A set of ops beyond the compact ones that the search measured alone (reporter.search.engine.look_beyond)."""
 
     kind: str  # "chain" (connected wide-range ops with their consumers), "prefix" or "suffix" (the graph's order)
-    ops: int  # ops kept in float
+    ops: int = figure(COUNT)  # ops kept in float
     first: str  # the first and last of them in the graph's order
     last: str
     score: float  # selection score
@@ -247,14 +254,15 @@ class BeyondCompact:
     compact sets (at most `compact_limit` of `layers` debugged ops), then the debugger's chains of wide-range
     tensors as units and regions along the graph's order (prefix and suffix bisection)."""
 
-    layers: int
-    compact_limit: int
-    compact_sets: int  # compact sets measured (alone, and the helpful ones together)
+    layers: int = figure(COUNT)
+    compact_limit: int = figure(COUNT)
+    compact_sets: int = figure(COUNT)  # compact sets measured (alone, and the helpful ones together)
     outcome: str  # "compact": one is the cause, nothing beyond was needed; "chain" / "region": the best set beyond
     # them is a cause; "spread": chains and regions were measured and none is; "unmeasured": the budget ran out first
-    chains_found: int = 0  # connected chains of ops whose range is >= judgement.WIDE_RANGE_FACTOR x the median
-    chains: int = 0  # of them measured
-    regions: int = 0  # prefixes and suffixes measured
+    # connected chains of ops whose range is >= judgement.WIDE_RANGE_FACTOR x the median
+    chains_found: int = figure(COUNT, 0)
+    chains: int = figure(COUNT, 0)  # of them measured
+    regions: int = figure(COUNT, 0)  # prefixes and suffixes measured
     best: Optional[TriedSet] = None  # the cause the search went on with, else the best score measured beyond
 
 
@@ -264,24 +272,24 @@ class SearchCost:
     the sample counts, never timed: `share` of `bare_seconds` (the bare seed calls on the same model and data),
     `candidate_seconds` per candidate, hence at most `candidates` candidates."""
 
-    share: float
-    bare_seconds: float
-    candidate_seconds: float
-    candidates: int
+    share: float = figure(SEARCH_SHARE)
+    bare_seconds: float = figure(SECONDS)
+    candidate_seconds: float = figure(SECONDS)
+    candidates: int = figure(COUNT)
 
 
 @dataclass(frozen=True)
 class SearchResult:
     steps: list[SearchStep]
-    evaluations: int
-    seconds: float
-    seconds_per_candidate: float
+    evaluations: int = figure(COUNT)
+    seconds: float = figure(SECONDS)
+    seconds_per_candidate: float = figure(SECONDS)
     selection_data: SelectionData
     target: float  # the selection score aimed at
     target_text: str
     target_met: bool
     stop_reason: str
-    budget: int
+    budget: int = figure(COUNT)
     necessity: dict[str, float] = field(default_factory=dict)  # node -> selection score lost without it
     spread: bool = False  # no compact set, chain nor region is the loss's cause: stopped after measuring them
     beyond: Optional[BeyondCompact] = None  # a large model: what was measured before calling the loss spread
@@ -294,7 +302,7 @@ class RuleResult:
     """The seed notebook's rule (rmse/scale above a threshold, plus the first N layers), measured."""
 
     threshold: float
-    first_layers: int
+    first_layers: int = figure(COUNT)
     denylisted_nodes: list[str]
     selection_score: Optional[float] = None
     selective: Optional["VariantResult"] = None
@@ -305,7 +313,7 @@ class RuleResult:
 @dataclass(frozen=True)
 class Recommendation:
     threshold: float
-    first_layers: int
+    first_layers: int = figure(COUNT)
     denylisted_nodes: list[str]
     code: str
     summary: str  # one sentence on what was found and what the selective model achieved
@@ -333,7 +341,7 @@ class Report:
     variants: list[VariantResult]
     layers: list[LayerStat]
     recommendation: Optional[Recommendation]
-    timings_s: dict[str, float]
+    timings_s: dict[str, float] = figure(SECONDS)
     settings: Settings = field(default_factory=Settings)  # the run's settings, typed (reporter.model.settings)
     debugger_error: Optional[str] = None
     engines: list[EnginePair] = field(default_factory=list)  # one scheme from both engines, side by side

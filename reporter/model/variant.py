@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from reporter.model.bounds import (
+    CLASS_ID, COSINE, COUNT, INDEX, KAPPA, LATENCY, NON_NEGATIVE, P_VALUE, PartOf, SHARE, SHARE_IF_SHARE, SIZE, figure,
+)
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.hardware import MicroFigures, VelaFigures
 from reporter.model.output_range import ClippedOutput
@@ -28,31 +31,31 @@ MEASUREMENTS = {
 
 @dataclass(frozen=True)
 class Latency:
-    median: float
-    p90: float
-    runs: int
+    median: float = figure(LATENCY)
+    p90: float = figure(LATENCY)
+    runs: int = figure(COUNT)
 
 
 @dataclass(frozen=True)
 class ClassMetrics:
-    label: int
-    precision: float
-    recall: float
-    f1: float
-    support: int
+    label: int = figure(CLASS_ID)
+    precision: float = figure(SHARE)
+    recall: float = figure(SHARE)
+    f1: float = figure(SHARE)
+    support: int = figure(COUNT)
     # Multi-label, per label: its accuracy, ROC AUC (None when the label takes one value only) and the exact
     # McNemar p-value of its correctness against float's (1 for float itself).
-    accuracy: Optional[float] = None
-    roc_auc: Optional[float] = None
-    p_vs_float: Optional[float] = None
+    accuracy: Optional[float] = figure(SHARE, None)
+    roc_auc: Optional[float] = figure(SHARE, None)
+    p_vs_float: Optional[float] = figure(P_VALUE, None)
 
 
 @dataclass(frozen=True)
 class Paired:
     """Paired correctness of two variants on the same samples: the discordant counts McNemar needs."""
 
-    reference_only: int  # samples the reference variant gets right and this one wrong
-    variant_only: int  # samples this variant gets right and the reference wrong
+    reference_only: int = figure(COUNT)  # samples the reference variant gets right and this one wrong
+    variant_only: int = figure(COUNT)  # samples this variant gets right and the reference wrong
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class PairedScore:
     the difference (positive: better, whichever way the metric points) and a paired bootstrap's p-value."""
 
     delta: float
-    p_value: float
+    p_value: float = figure(P_VALUE)
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,11 @@ class MainMetric:
     (images, sequences), never pixels."""
 
     name: str  # "mean IoU", or the user's metric name
-    value: float
+    value: float = figure(SHARE_IF_SHARE)
     higher_is_better: bool = True
     share: bool = True  # a value in 0..1, shown in percent and compared in points; else shown as a number
-    low: Optional[float] = None  # 95 % bootstrap interval over samples
-    high: Optional[float] = None
+    low: Optional[float] = figure(SHARE_IF_SHARE, None)  # 95 % bootstrap interval over samples
+    high: Optional[float] = figure(SHARE_IF_SHARE, None)
     paired: dict[str, PairedScore] = field(default_factory=dict)  # reference variant -> paired test
     # a user's metric that returned one value per sample: the value is their mean and `paired` holds paired t-tests
     per_sample: bool = False
@@ -89,12 +92,14 @@ class DetectionMetrics:
     and the share of labelled boxes matched at IoU 0.5 by every detection the model returns (its own score
     threshold, `score_threshold`)."""
 
-    map50: float
-    map: float
-    recall50: float
-    ap50_per_class: list[Optional[float]] = field(default_factory=list)
+    map50: float = figure(SHARE)
+    map: float = figure(SHARE)
+    recall50: Optional[float] = figure(SHARE)  # None: no labelled box on the evaluation data (nothing to recall)
+    ap50_per_class: list[Optional[float]] = figure(SHARE, default_factory=list)
     score_threshold: float = 0.0
-    boxes_per_class: list[int] = field(default_factory=list)  # labelled boxes on the evaluation data, by class id
+    boxes_per_class: list[int] = figure(COUNT, default_factory=list)  # labelled boxes on the evaluation data, by class
+    # pycocotools' -1 ("no labelled box") is never stored: its mAPs are read as 0 and a class without labelled boxes
+    # has no AP (None), so a -1 here is refused like any other figure below 0.
 
 
 @dataclass(frozen=True)
@@ -102,32 +107,32 @@ class Metrics:
     """Quality of one variant on the evaluation data: classification metrics (a regression model measured by
     the user's --metric has only `user` and `main`)."""
 
-    accuracy: Optional[float] = None
-    precision: Optional[float] = None  # macro average
-    recall: Optional[float] = None
-    f1: Optional[float] = None
-    balanced_accuracy: Optional[float] = None
-    cohen_kappa: Optional[float] = None
-    agreement_with_float: Optional[float] = None
+    accuracy: Optional[float] = figure(SHARE, None)
+    precision: Optional[float] = figure(SHARE, None)  # macro average
+    recall: Optional[float] = figure(SHARE, None)
+    f1: Optional[float] = figure(SHARE, None)
+    balanced_accuracy: Optional[float] = figure(SHARE, None)
+    cohen_kappa: Optional[float] = figure(KAPPA, None)
+    agreement_with_float: Optional[float] = figure(SHARE, None)
     per_class: list[ClassMetrics] = field(default_factory=list)
-    confusion_matrix: list[list[int]] = field(default_factory=list)
-    top5_accuracy: Optional[float] = None  # more than 5 classes: the true label among the 5 top scores
-    roc_auc: Optional[float] = None  # binary classifiers: from the class-1 score
+    confusion_matrix: list[list[int]] = figure(COUNT, default_factory=list)
+    top5_accuracy: Optional[float] = figure(SHARE, None)  # more than 5 classes: the true label among the 5 top scores
+    roc_auc: Optional[float] = figure(SHARE, None)  # binary classifiers: from the class-1 score
     # Classes with evaluation samples: macro averages and balanced accuracy are over these.
-    classes_present: Optional[list[int]] = None
+    classes_present: Optional[list[int]] = figure(CLASS_ID, None)
     paired: dict[str, Paired] = field(default_factory=dict)  # reference variant ("float", "fiq") -> counts
     # Which evaluation samples it gets right, in order: numpy.packbits of the booleans, base64 ("" before
     # schema 4). `quant-report diff` pairs two runs on the same samples with it (McNemar).
     correct_bits: str = ""
     # Multi-label (schema 5): accuracy is exact-match, precision/recall/F1 are macro over labels, per_class is
     # per label (support: its positive samples), and there is no confusion matrix.
-    hamming_loss: Optional[float] = None
-    micro_f1: Optional[float] = None
+    hamming_loss: Optional[float] = figure(SHARE, None)
+    micro_f1: Optional[float] = figure(SHARE, None)
     # Dense (segmentation): accuracy is pixel accuracy, per_class and the confusion matrix count pixels, IoU per
     # class (None for a class neither in the labels nor predicted) and their mean over the others (as Keras
     # MeanIoU).
-    mean_iou: Optional[float] = None
-    iou_per_class: Optional[list[Optional[float]]] = None
+    mean_iou: Optional[float] = figure(SHARE, None)
+    iou_per_class: Optional[list[Optional[float]]] = figure(SHARE, None)
     user: dict[str, float] = field(default_factory=dict)  # the user's --metric: name -> value
     detection: Optional[DetectionMetrics] = None  # a detector (reporter.measure.kinds.detection)
     main: Optional[MainMetric] = None  # the verdicts' metric when it is not accuracy
@@ -151,9 +156,10 @@ class Metrics:
 class OutputError:
     """For models whose output is not class scores: error against the float variant's output."""
 
-    mse: float
-    max_abs_error: float
-    float_variance: Optional[float] = None  # variance of the float output, the scale the MSE is read on
+    mse: float = figure(NON_NEGATIVE)
+    max_abs_error: float = figure(NON_NEGATIVE)
+    # variance of the float output, the scale the MSE is read on
+    float_variance: Optional[float] = figure(NON_NEGATIVE, None)
 
 
 @dataclass(frozen=True)
@@ -162,7 +168,8 @@ class HeadResult:
 
     metrics: Optional[Metrics] = None  # a labelled classification head
     output_error: Optional[OutputError] = None  # a regression head, or any head without labels
-    agreement_with_float: Optional[float] = None  # an unlabelled classification head: same class as float
+    # an unlabelled classification head: same class as float
+    agreement_with_float: Optional[float] = figure(SHARE, None)
     target_error: Optional[TargetError] = None  # a regression head with targets: error against them
 
 
@@ -171,10 +178,10 @@ class WeightCoverage:
     """One op type's weights in a model (constant inputs of rank 2 or more: kernels, embedding tables) and how many
     of them the model stores below float32 (int8, int4, int2, int16, float16): what a scheme took of what it could."""
 
-    tensors: int
-    quantized: int
-    elements: int
-    quantized_elements: int
+    tensors: int = figure(COUNT)
+    quantized: int = figure(PartOf("tensors"))
+    elements: int = figure(COUNT)
+    quantized_elements: int = figure(PartOf("elements"))
 
 
 @dataclass(frozen=True)
@@ -192,7 +199,7 @@ class OnTarget:
     vela: Optional[VelaFigures] = None
     # The ops the host CPU runs beside the target (a detector's postprocess with its DEQUANTIZE/QUANTIZE ops), by
     # type: the target runs the network, its accuracy is the network's there with the postprocess as the host runs it.
-    host_ops: dict[str, int] = field(default_factory=dict)
+    host_ops: dict[str, int] = figure(COUNT, default_factory=dict)
     # quant-report's own failure checking it (its code raised, not the runtime or compiler): the model was not
     # checked there, and `error` says the tool failed.
     tool_failure: str = ""
@@ -204,9 +211,9 @@ class VariantResult:
     status: str  # "ok" or "failed"
     error: Optional[str] = None
     error_detail: Optional[str] = None  # the runtime's raw text where `error` gives the cause found in the file
-    size_bytes: Optional[int] = None
-    ops: dict[str, int] = field(default_factory=dict)
-    tensor_types: dict[str, int] = field(default_factory=dict)
+    size_bytes: Optional[int] = figure(SIZE, None)
+    ops: dict[str, int] = figure(COUNT, default_factory=dict)
+    tensor_types: dict[str, int] = figure(COUNT, default_factory=dict)
     latency_ms: Optional[Latency] = None
     metrics: Optional[Metrics] = None
     output_error: Optional[OutputError] = None
@@ -225,11 +232,12 @@ class VariantResult:
     heads: dict[str, HeadResult] = field(default_factory=dict)  # several outputs: each one by name (schema 5)
     # Evaluation samples on which the model output NaN or inf (any output): they predict no class (wrong), and
     # errors against float leave them out. Counted on every model that ran; 0 in reports written before.
-    nonfinite_outputs: int = 0
+    nonfinite_outputs: int = figure(COUNT, 0)
     target_error: Optional[TargetError] = None  # a regression output with targets: error against them
     clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
     reference_kernels: Optional[ReferenceAgreement] = None  # --target int8: default against reference kernels
-    op_tensor_types: dict[str, int] = field(default_factory=dict)  # tensors its ops compute with, by type (int8 spec)
+    # tensors its ops compute with, by type (int8 spec)
+    op_tensor_types: dict[str, int] = figure(COUNT, default_factory=dict)
     on_target: Optional[OnTarget] = None  # checked where it ships (--target int8, micro, ethos-u*): runs, accuracy there
     weight_coverage: dict[str, WeightCoverage] = field(default_factory=dict)  # by op type (read from the file)
 
@@ -255,18 +263,18 @@ class LayerError:
     """One op's output in a quantized model against the same tensor of the float model, over the same
     samples: the error accumulated from the input up to this layer."""
 
-    index: int  # the op's position in the quantized model
+    index: int = figure(INDEX)  # the op's position in the quantized model
     op_name: str
     tensor_name: str  # in the quantized model (Model Explorer overlays key on it)
     float_tensor_name: str
     matched_by: str  # "name" or "position"
-    mse: Optional[float]  # None: not finite (the quantized op overflowed)
+    mse: Optional[float] = figure(NON_NEGATIVE)  # None: not finite (the quantized op overflowed)
     snr_db: Optional[float]  # None: no error at all (infinite SNR)
-    cosine: Optional[float]  # None: not finite (an output overflowed to inf or held NaN)
+    cosine: Optional[float] = figure(COSINE)  # None: not finite (an output overflowed to inf or held NaN)
     snr_drop_db: Optional[float] = None  # SNR lost at this op against its inputs (None: see next)
     error_starts_here: bool = False  # its inputs are exact and its output is not: all its error is its own
     weight_snr_db: Optional[float] = None  # its quantized weights against the float weights
-    weight_mse: Optional[float] = None
+    weight_mse: Optional[float] = figure(NON_NEGATIVE, None)
     quantized_dtype: str = ""
 
 
@@ -275,8 +283,8 @@ class LayerErrors:
     """A quantized variant compared with float tensor by tensor, and the layer it blames."""
 
     layers: list[LayerError] = field(default_factory=list)
-    samples: int = 0
-    unmatched: int = 0
+    samples: int = figure(COUNT, 0)
+    unmatched: int = figure(COUNT, 0)
     culprit: Optional[str] = None  # tensor name of the layer to blame
     note: str = ""
     error: Optional[str] = None  # the comparison failed (the variant's other measurements stand)
@@ -300,8 +308,9 @@ class EnginePair:
     scheme: str  # in words: "full integer (int8)"
     tf: str  # the variant TensorFlow's converter built
     litert: str  # the variant LiteRT Quantizer built
-    agreement: Optional[float] = None  # share of samples (positions, for dense outputs) with the same prediction
-    output_mse: Optional[float] = None  # a regression: mean squared difference of their outputs
-    float_variance: Optional[float] = None  # the scale that MSE is read on (float's output variance)
+    # share of samples (positions, for dense outputs) with the same prediction
+    agreement: Optional[float] = figure(SHARE, None)
+    output_mse: Optional[float] = figure(NON_NEGATIVE, None)  # a regression: mean squared difference of their outputs
+    float_variance: Optional[float] = figure(NON_NEGATIVE, None)  # the scale that MSE is read on (float's variance)
     # Op types whose count differs: {op: [count in tf's model, count in LiteRT's]}.
-    op_differences: dict[str, list[int]] = field(default_factory=dict)
+    op_differences: dict[str, list[int]] = figure(COUNT, default_factory=dict)
