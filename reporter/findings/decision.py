@@ -69,7 +69,9 @@ def judge(report: "Report") -> list[Option]:
     """Every model measured, judged once against float and the target (cost and `why` still empty); empty when
     float (or its quality) was not measured: nothing can be compared with float. Where the target has kernels of
     its own (reporter.core.targets: LiteRT's reference kernels, TFLite Micro), a quantized model's accuracy is the
-    one measured there, and it runs there only when the target's tool ran or compiled it."""
+    one measured there, and it runs there only when the target's tool ran or compiled it. A model whose outputs are
+    NaN or inf on every sample has its scale recorded not measured (reporter.measure.measurer.NOT_FINITE): it never
+    meets the target, and when float is that model nothing is judged."""
     flt = report.variant(variants.FLOAT)
     if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
         return []

@@ -17,7 +17,10 @@ from reporter.model.data import Dataset
 
 def read_labels(spec, y_raw: np.ndarray, what: str = "y") -> tuple[np.ndarray, bool]:
     """Class ids from integer labels; rows (one-hot or multi-hot) as they are, for `read_task` to read against
-    the output; float targets stay as they are."""
+    the output; float targets stay as they are. An axis of length 0 after the samples' (no label in a row) is a
+    InputError naming the array."""
+    if 0 in y_raw.shape[1:]:
+        raise InputError(spec, f"'{what}' has shape {tuple(y_raw.shape)}: an axis of length 0, so it holds no label")
     if y_raw.ndim >= 3 or (y_raw.ndim == 2 and y_raw.shape[1] > 1):  # rows, or a label per position (dense)
         if np.issubdtype(y_raw.dtype, np.integer) or np.issubdtype(y_raw.dtype, np.bool_):
             return y_raw.astype(np.int64), True

@@ -40,6 +40,37 @@ MAP50 = "mAP@0.5"
 IOU = 0.5
 _PASS_THROUGH = ("QUANTIZE", "DEQUANTIZE")
 _RECALL_POINTS = np.linspace(0.0, 1.0, 101)  # COCO's recall thresholds
+# Normalized label boxes may overshoot [0, 1] by this much (rounding in a converted annotation) and still be read.
+BOX_TOLERANCE = 0.01
+_COUNTS = ("max_detections", "max_classes_per_detection", "num_classes")  # the op returns nothing below 1
+_SCALES = ("y_scale", "x_scale", "h_scale", "w_scale")  # the box decoding divides the encodings by them
+
+
+class PostprocessRefused(ValueError):
+    """The op's options (its custom options in the file) make every output empty or not finite."""
+
+
+def postprocess_problem(attributes: dict) -> str:
+    """Why TFLite_Detection_PostProcess with these options (its flexbuffer custom options) cannot give a detection
+    to measure: "has max_detections = 0: it returns no detection"; "" when they can."""
+    said = lambda name: f"the model's {POSTPROCESS} has {name} = {_number(attributes[name])}"  # noqa: E731
+    for name in _COUNTS:
+        if name in attributes and not attributes[name] >= 1:
+            return f"{said(name)}: it returns no detection"
+    if "nms_score_threshold" in attributes and not np.isfinite(attributes["nms_score_threshold"]):
+        return f"{said('nms_score_threshold')}: it returns no detection"
+    for name in _SCALES:
+        if name in attributes and not (np.isfinite(attributes[name]) and attributes[name] != 0):
+            return (f"{said(name)}: it decodes no usable box (the box encodings are divided by it: a box scale must be"
+                    " a finite number other than 0)")
+    iou = attributes.get("nms_iou_threshold", 0.5)
+    if not 0 < iou <= 1:
+        return f"{said('nms_iou_threshold')}: the op runs only with an IoU threshold in (0, 1]"
+    return ""
+
+
+def _number(value) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 @dataclass(frozen=True)
@@ -75,7 +106,8 @@ class Layout:
 
 def layout(model: bytes, signature: Signature) -> Optional[Layout]:
     """The detector layout of `model`, whose graph outputs are the four outputs of one TFLite_Detection_PostProcess
-    op (through QUANTIZE/DEQUANTIZE ops); None for any other model."""
+    op (through QUANTIZE/DEQUANTIZE ops); None for any other model. PostprocessRefused (a ValueError) when the op's
+    options make its outputs empty or not finite (`postprocess_problem`)."""
     if len(signature.outputs) != len(ROLES) or POSTPROCESS.encode() not in model:
         return None  # the op's custom code is a string in the file: without it, nothing to parse
     from flatbuffers import flexbuffers
@@ -103,6 +135,9 @@ def layout(model: bytes, signature: Signature) -> Optional[Layout]:
     if sorted(roles) != [0, 1, 2, 3]:
         return None
     attributes = flexbuffers.Loads(bytes(post.customOptions))
+    problem = postprocess_problem(attributes)
+    if problem:  # before LiteRT allocates it: every measurement of it would be empty or NaN
+        raise PostprocessRefused(problem)
     shapes = {int(d["index"]): tuple(d["shape"]) for d in runtime.allocated(model).get_output_details()}
     boxes = shapes[roles[0]]  # [1, K, 4] once allocated (the file says [])
     if len(boxes) != 3:
@@ -137,24 +172,51 @@ def unpack_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pack_labels(labels: dict, num_classes: int, source) -> np.ndarray:
-    """y_boxes [N, L, 4] and y_classes [N, L] (labels by name, as bind_labels reads them) as one row per image; an
-    InputError naming the array that does not fit."""
+    """y_boxes [N, L, 4] and y_classes [N, L] (labels by name, as bind_labels reads them) as one row per image; a
+    InputError naming the array that does not fit (`check_boxes`). A padding row (class -1) is no box: its
+    coordinates are not read, and written 0."""
     boxes, classes = (np.asarray(labels[name][0]) for name in LABELS)
-    if boxes.ndim != 3 or boxes.shape[2] != 4:
-        raise InputError(source, f"'y_boxes' has shape {boxes.shape}: expected (n, boxes, 4), each box ymin, xmin,"
-                                 " ymax, xmax normalized to 0..1")
+    if boxes.ndim != 3 or boxes.shape[2] != 4 or boxes.shape[1] < 1:
+        raise InputError(source, f"'y_boxes' has shape {boxes.shape}: expected (n, boxes, 4) with at least one box"
+                                " slot per image, each box ymin, xmin, ymax, xmax normalized to 0..1 (-1 classes pad)")
     if classes.ndim != 2 or classes.shape != boxes.shape[:2]:
         raise InputError(source, f"'y_classes' has shape {classes.shape} but 'y_boxes' has {boxes.shape}: expected"
-                                 f" one class id per box, ({boxes.shape[0]}, {boxes.shape[1]}), -1 where no box")
-    if not np.all(np.isfinite(boxes)):
-        raise InputError(source, "'y_boxes' holds NaN or inf")
+                                f" one class id per box, ({boxes.shape[0]}, {boxes.shape[1]}), -1 where no box")
     if classes.size and not np.all(classes == np.round(classes)):
         raise InputError(source, "'y_classes' holds values that are not class ids (whole numbers, -1 pads)")
     if classes.size and (classes.min() < -1 or classes.max() >= num_classes):
         raise InputError(source, f"labels out of range: 'y_classes' holds {int(classes.min())}..{int(classes.max())}"
-                                 f" but the detector has {num_classes} classes (0..{num_classes - 1}; -1 pads)")
+                                f" but the detector has {num_classes} classes (0..{num_classes - 1}; -1 pads)")
+    real = classes >= 0
+    check_boxes(boxes, real, source)
     n = len(boxes)
+    boxes = np.where(real[..., None], boxes, 0)
     return np.concatenate([boxes.reshape(n, -1), classes.reshape(n, -1)], axis=1).astype(np.float32)
+
+
+def check_boxes(boxes: np.ndarray, real: np.ndarray, source) -> None:
+    """The labelled boxes (`real`: the rows whose class is not -1) are ground truth the op's boxes can match: some
+    image has one, each is finite, normalized (within [0, 1] up to BOX_TOLERANCE) and ordered (ymin <= ymax,
+    xmin <= xmax); an InputError naming the first problem otherwise."""
+    if not real.any():
+        raise InputError(source, f"'y_classes' holds no box in any of the {len(real):,} images (every class id is -1):"
+                                " there is no ground truth to measure mAP against")
+    b = boxes[real].astype(np.float64)
+    if not np.all(np.isfinite(b)):
+        raise InputError(source, "'y_boxes' holds NaN or inf in labelled boxes")
+    if b.max() > 1 + BOX_TOLERANCE:
+        raise InputError(source, f"'y_boxes': boxes look like pixels (max {b.max():.1f}): give them normalized to"
+                                " [0, 1] (divide by the image's height and width)")
+    if b.min() < -BOX_TOLERANCE:
+        raise InputError(source, f"'y_boxes' holds coordinates below 0 (min {b.min():.4g}): give boxes normalized to"
+                                " [0, 1]")
+    for low, high, axis in ((0, 2, "ymin > ymax"), (1, 3, "xmin > xmax")):
+        flipped = b[:, low] > b[:, high]
+        if flipped.any():
+            image, slot = (int(i[flipped.argmax()]) for i in np.nonzero(real))
+            raise InputError(source, f"'y_boxes' has {int(flipped.sum()):,} of {len(b):,} labelled boxes with {axis}"
+                                    f" (first: image {image}, box {slot}): each box is ymin, xmin, ymax, xmax, not"
+                                    " x, y, width, height")
 
 
 def _attribute(port: Port, name: str):
