@@ -19,7 +19,7 @@ import numpy as np
 
 from reporter.core.errors import InputError
 from reporter.measure.scoring import Score, UserScore
-from reporter.measure.task import Task
+from reporter.measure.task import KindError, Task
 from reporter.inputs.labels import Head
 from reporter.inputs.settings import RunSettings
 
@@ -82,8 +82,12 @@ def _module(spec: str, target: str, beside):
 
 def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
     """The task kind's own main metric (reporter.measure.kinds: accuracy, exact-match accuracy, mean IoU, mask IoU
-    ...); None for a kind without one, such as a regression (its output error against float is its measure)."""
-    return task.score(y)
+    ...); None for a kind without one, such as a regression (its output error against float is its measure). A
+    plug-in kind whose score() fails is one line naming it, as a --metric module that does not load is."""
+    try:
+        return task.score(y)
+    except KindError as exc:
+        raise InputError(exc.where, exc.problem) from None
 
 
 def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int,

@@ -22,7 +22,7 @@ from reporter.core import judgement, variants
 from reporter.measure import evaluate, graph, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.scoring import Score, Scored
-from reporter.measure.task import Task, nonfinite_rows
+from reporter.measure.task import KindError, Task, nonfinite_rows
 from reporter.model.data import Dataset
 from reporter.model.output_range import ClippedOutput
 from reporter.model.report import HeadResult, Latency, Metrics, OutputError, VariantResult
@@ -62,6 +62,7 @@ class Measurer:
     fallback: Optional[Score] = None
     scored: dict[str, Scored] = field(default_factory=dict)
     metric_error: str = ""  # the user's metric failed (the first error): the run fell back to `fallback`
+    kind_error: str = ""  # a plug-in task kind's code failed (the first error, said once; each model's is recorded)
     # The target's tool reads buffers inline only (TFLite Micro): each model is written with its buffers inline
     # (LiteRT Quantizer stores large ones after the flatbuffer), the file measured the file shipped.
     inline_buffers: bool = False
@@ -184,6 +185,11 @@ class Measurer:
                 errors[measurement] = one_line(exc)
                 if measurement == "user_metric":  # said once, by the run, with what it does instead
                     self.metric_error = self.metric_error or errors[measurement]
+                elif isinstance(exc, KindError):  # the same plug-in code for every model: said once
+                    if not self.kind_error:
+                        self.kind_error = str(exc)
+                        progress.say(f"{exc} for {name}; each model it fails on has its {measurement} not measured"
+                                     " (traceback in run.log)")
                 else:
                     progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
                 return None
@@ -207,7 +213,12 @@ class Measurer:
                 out = evaluate.predict(tflite, data.x)
             self.outputs[name] = out
             nonfinite = int(nonfinite_rows(self.head_outputs[name] if self.heads else out).sum())
-            if nonfinite:
+            everywhere = len(out) > 0 and bool(nonfinite_rows(out).all())  # the output the main scale reads
+            if everywhere:
+                progress.say(f"{name}: produced NaN or inf on every one of its {len(out):,} samples: "
+                             + ("nothing can be compared with it" if name == variants.FLOAT else
+                                "it is never judged to meet the accuracy target"))
+            elif nonfinite:
                 progress.say(f"{name}: produced NaN or inf on {nonfinite:,} of {len(out):,} samples ("
                              + ("they count as wrong; " if task.classification else "")
                              + "errors against float leave them out)")
@@ -222,6 +233,10 @@ class Measurer:
             clipped = (attempt("clipping", lambda: self._clipped(name, tflite)) or {}) if name != variants.FLOAT else {}
             if self.score is not None and (metrics is not None or not task.classification):
                 metrics = self._main(name, out, metrics, attempt)
+            if everywhere:  # its figures (0 % of NaN) compare nothing: the report's scale is recorded not measured
+                scale = "metrics" if task.classification or self.score is not None else "output_error"
+                errors.setdefault(scale, NOT_FINITE)
+                metrics, output_error = (None, output_error) if scale == "metrics" else (metrics, None)
         latency = None
         if self.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
             with progress.stage("latency", detail=name):
@@ -388,6 +403,11 @@ class Measurer:
                 found[h.name] = HeadResult(output_error=error, target_error=target)
         return found
 
+
+
+# Why a model's main scale is not measured when its output is NaN or inf on every evaluation sample: the decision
+# reads it (reporter.findings.decision: not measured, so never meeting the target; float so: nothing is compared).
+NOT_FINITE = "its outputs are NaN or inf on every evaluation sample"
 
 
 class NotRunnable(ValueError):

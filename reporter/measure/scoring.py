@@ -14,14 +14,13 @@ measured models: the difference (positive: better, whichever way the metric poin
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import numpy as np
 
 from reporter.core import judgement as jd
-from reporter.measure.task import Task
+from reporter.measure.task import Task, real
 from reporter.model.report import MainMetric, PairedScore
 from reporter.core.errors import InputError
 from reporter.core.wall import wall
@@ -225,17 +224,10 @@ def _numbers(name: str, key, value, n: int):
 
 
 def _number(name: str, key, value) -> float:
-    """One value a metric returned: a real number (int, float, a numpy scalar, or a 0-d array of one; a bool
-    counts as 0 or 1, as in a per-sample right/wrong), never a string: "0.5" is refused like any other type."""
-    where = f"[{key!r}]" if key is not None else ""
-    real = isinstance(value, (numbers.Real, np.bool_))
-    if not real and isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biuf":
-        real, value = True, value.item()
-    if not real:
-        shown = f" {value!r}" if isinstance(value, (str, bytes)) and len(value) <= 40 else ""
-        raise ValueError(f"metric {name}{where} returned {type(value).__name__}{shown}, not a number (a metric"
-                         f" returns an int, a float or a numpy scalar)")
-    number = float(value)
-    if not np.isfinite(number):
-        raise ValueError(f"metric {name}{where} returned {number}")
-    return number
+    """One value a metric returned: a finite real number (reporter.measure.task.real, the check a plug-in task
+    kind's numbers pass too); a ValueError naming the metric otherwise."""
+    try:
+        return real(value)
+    except ValueError as exc:
+        where = f"[{key!r}]" if key is not None else ""
+        raise ValueError(f"metric {name}{where} returned {exc}") from None

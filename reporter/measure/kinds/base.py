@@ -3,7 +3,8 @@
 A kind module subclasses `Kind`, sets what reporter.core.tasks.TaskKind declares (name, words, record, main
 metric ...), implements `recognise`, `predict` and `metrics` where a classifier's defaults do not fit, and is
 registered in one line (reporter.measure.kinds). The defaults below are a classifier's (class scores, the top
-score is the class, accuracy paired by McNemar).
+score is the class, accuracy paired by McNemar). A kind registered from outside quant-report is called through
+reporter.measure.task.Task, which contains its failures and checks its answers (a number must be a finite real).
 """
 
 from __future__ import annotations
