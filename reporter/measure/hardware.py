@@ -105,12 +105,14 @@ def micro_figures(samples: int, arena: Optional[int], reference: Optional[dict],
 
 def micro_run(model: bytes, x, reference_samples: int, arena_limit: Optional[int] = None
               ) -> tuple[dict[str, np.ndarray], MicroFigures]:
-    """The model through TFLite Micro over every sample of `x` (its outputs by signature key), and its figures: the
-    arena it needed (run in an arena large enough for any model here, the device's `arena_limit` recorded beside it),
-    its parity with LiteRT's reference kernels over the first `reference_samples` samples, and, where the two
-    disagree beyond the kernels' own rounding, the cause found (reporter.measure.micro_causes)."""
+    """The model through TFLite Micro over every sample of `x` (every output by signature key, one flattened row per
+    sample as `reference_outputs` gives them), and its figures: the arena it needed (run in an arena large enough for
+    any model here, the device's `arena_limit` recorded beside it), its parity with LiteRT's reference kernels over
+    the first `reference_samples` samples, and, where the two disagree beyond the kernels' own rounding, the cause
+    found (reporter.measure.micro_causes)."""
     outputs, arena, feeds = micro_outputs(model, x, evaluate.signature(model))
-    outputs = evaluate.as_predicted(model, outputs)  # read as LiteRT's runs are (a detector's outputs packed)
+    # every output read as LiteRT's runs give it: one flattened row per sample, a detector's outputs packed
+    outputs = evaluate.as_predicted(model, {key: value.reshape(len(value), -1) for key, value in outputs.items()})
     part = evaluate.as_inputs(x)[:reference_samples]
     reference = reference_outputs(model, part)
     figures = micro_figures(len(next(iter(outputs.values()))), arena, reference,

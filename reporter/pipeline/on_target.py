@@ -1,7 +1,9 @@
 """The candidates checked where they ship (a --target with a check of its own: int8, micro, ethos-u*): each quantized
 model is checked as its target's plug-in says (reporter.core.targets: its `check` runs the target tools of
-reporter.measure.hardware: LiteRT's reference kernels, TFLite Micro's interpreter, Vela); its accuracy there is
-measured like its own (paired with float's run) and kept in `VariantResult.on_target`. A tool that fails on a model
+reporter.measure.hardware: LiteRT's reference kernels, TFLite Micro's interpreter, Vela); its quality there is read
+from every output the target's run gives exactly as its own run reads its outputs (reporter.measure.measurer: the
+task's metrics, the main or the user's metric, the error against float and the targets, every output of several),
+paired with float's run, and kept in `VariantResult.on_target`. A tool that fails on a model
 is that model's one-line finding; the run goes on."""
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ def _check(ctx: RunContext, m: Measurer, target: targets.Target, v: VariantResul
         try:
             tools = hardware.Tools(micro_arena=ctx.settings.micro_arena)  # the device as the user gave it
             found = target.check.run(model, fits, ctx.data.x, tools, ctx.folder)
-            metrics, error = m.quality_on(v.name, found.outputs)
-            on = OnTarget(target.name, target.kernels, found.runs, error=found.error, metrics=metrics,
-                          output_error=error, micro=found.micro, vela=found.vela, host_ops=host)
+            q = m.quality_on(v.name, found.outputs)
+            failed = "; ".join(f"{measurement} not measured there: {why}" for measurement, why in q.errors.items())
+            on = OnTarget(target.name, target.kernels, found.runs, error=found.error or failed, metrics=q.metrics,
+                          output_error=q.output_error, target_error=q.target_error, heads=q.heads, micro=found.micro,
+                          vela=found.vela, host_ops=host)
         except RuntimeError as exc:  # the runtime's or compiler's own reason (the target tools raise it so)
             traceback.print_exc()  # into run.log
             on = OnTarget(target.name, target.kernels, False, error=str(exc) or one_line(exc), host_ops=host)
