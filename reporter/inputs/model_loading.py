@@ -54,6 +54,7 @@ class LoadedModel:
     tflite_changes: tuple = ()  # what was changed in a .tflite input to quantize it (run/tflite_prep.py)
     keras3_model: object = None  # a Keras 3 recurrent model converted through its tf_keras twin (`keras_model`)
     twin_proof: Optional[keras_twin.TwinProof] = None  # the twin proved on the data (`prove_twin`)
+    static_batch: str = ""  # why the Keras model is converted with a static batch of 1 ("": its batch stays dynamic)
 
     def fit_twin(self, x) -> None:
         """A twin whose inputs leave a dimension unknown (a sequence length) is built again with the data's sizes
@@ -94,20 +95,35 @@ class LoadedModel:
 
 MODEL_KINDS = "a Keras 3 .keras file, a legacy .h5 file, a SavedModel folder or a float .tflite file"
 TFLITE_IDENTIFIER = b"TFL3"  # a TFLite flatbuffer's file identifier, bytes 4-8
+STATIC_BATCH_LINE = "quant-report: {name} is converted with a static batch of 1: {why}"
+SHAPE_OPS = "a dynamic batch would add shape ops (SHAPE, GATHER, REDUCE_PROD) that integer runtimes have no kernel for"
 TRUST_HINT = ("refused: this {kind} model holds Python code (a Lambda layer's function, or a custom object) that"
               " would run when it loads; quant-report loads Keras models in safe mode. If you trust this file,"
               " pass --trust-model (in a batch file: trust_model = true)")
 
 
 def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom_objects: Optional[str] = None,
-               code_dir: Optional[str] = None) -> LoadedModel:
+               code_dir: Optional[str] = None, target: Optional[str] = None) -> LoadedModel:
+    """`open_model`, saying in run.log (the run's stderr) when the model is converted with a static batch of 1 and
+    why."""
+    loaded = open_model(path, trust, scratch, custom_objects, code_dir, target)
+    if loaded.static_batch:
+        print(STATIC_BATCH_LINE.format(name=loaded.path.name, why=loaded.static_batch), file=sys.stderr)
+    return loaded
+
+
+def open_model(path, trust: bool = False, scratch: Optional[Path] = None, custom_objects: Optional[str] = None,
+               code_dir: Optional[str] = None, target: Optional[str] = None) -> LoadedModel:
     """Opens a .keras, .h5 or SavedModel folder; InputError if it is missing or not a model. Keras models load in
     safe mode (no Python code from the file runs) unless `trust`: a model that needs it is refused in one line.
     `custom_objects` names a module imported first (it registers the model's custom classes; needs `trust`),
     installed, else MODULE.py in `code_dir` (a batch file's folder) or the current folder; or a FILE.py path.
     A Keras 3 model with recurrent layers is converted through its tf_keras twin (reporter.inputs.keras_twin).
     A Keras model is exported once to a SavedModel in `scratch` (the run's staging folder, so that it goes with
-    it even when the run is killed), else in the system's temporary folder."""
+    it even when the run is killed), else in the system's temporary folder. A Keras model is exported with a static
+    batch of 1 when its inputs fix the batch at 1 or `target` (a --target name) runs one sample at a time
+    (`static_batch_reason`); a SavedModel folder or a .tflite is converted as given (the repair ladder's
+    static_batch1 rung gives integer targets that model's batch-1 form)."""
     path = Path(path)
     if not path.exists():
         raise InputError(path, "no such file or folder")
@@ -156,41 +172,94 @@ def load_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
     else:
         raise InputError(path, f"unsupported model format '{suffix}': expected .keras, .h5 or a SavedModel folder")
 
-    # tf_keras' own `export` names the output tensor differently from `from_keras_model`
-    # (StatefulPartitionedCall_1:0); tf.saved_model.save keeps every name, so the model is the same.
+    why = static_batch_reason(model, target)
+    export = functools.partial(export_keras if fmt == "keras" else export_legacy, model, batch1=bool(why))
+    return LoadedModel(path, fmt, traced_once(model, export, scratch), model, static_batch=why)
+
+
+def fixed_batch_of_one(model) -> bool:
+    """Every input of the Keras model (Keras 3 or tf_keras) fixes its batch dimension at 1 (`Input(batch_size=1)`,
+    `batch_shape=(1, ...)`)."""
+    try:
+        inputs = list(model.inputs or ())
+    except (AttributeError, ValueError):  # a subclassed model without symbolic inputs: its batch is not declared
+        return False
+    return bool(inputs) and all(len(t.shape) > 0 and t.shape[0] == 1 for t in inputs)
+
+
+def static_batch_reason(model, target: Optional[str] = None) -> str:
+    """The one decision of the export's batch: why the Keras `model` is exported (and so every variant, the debugger,
+    the side process's conversions and the search's candidates converted) with a static batch of 1, "" to keep it
+    dynamic. A batch fixed at 1 in the model is kept; `target` (a --target name) asks for it when its runtime runs one
+    sample at a time. Either way the converter then adds no shape ops for an unknown batch."""
+    from reporter.core import targets
+
+    if fixed_batch_of_one(model):
+        return f"its inputs fix the batch at 1 (Input(batch_size=1)), and {SHAPE_OPS}"
+    if target and targets.of(target).static_batch:
+        return f"--target {target} runs one sample at a time, and {SHAPE_OPS}"
+    return ""
+
+
+def export_signature(model, batch1: bool):
+    """The input signature a Keras 3 model is exported with: Keras's own (every batch dimension None), with the batch
+    fixed to 1 when `batch1`."""
+    import keras
+    from keras.src.export.export_utils import get_input_signature
+
+    signature = get_input_signature(model)
+    if not batch1:
+        return signature
+    return keras.tree.map_structure(
+        lambda spec: keras.InputSpec(shape=(1, *tuple(spec.shape)[1:]), dtype=spec.dtype, name=spec.name), signature)
+
+
+def export_legacy(model, folder: str, batch1: bool = False) -> None:
+    """A tf_keras (.h5) model as a SavedModel: `tf.saved_model.save`, which keeps its own batch (a fixed batch of 1
+    stays 1); with `batch1`, the serving function tf_keras traces for it with the batch fixed to 1 (the same function
+    and output names, only the batch differs)."""
     import tensorflow as tf
 
-    export = functools.partial(export_keras, model) if fmt == "keras" else \
-        lambda folder: tf.saved_model.save(model, folder)
-    return LoadedModel(path, fmt, traced_once(model, export, scratch), model)
+    # tf_keras' own `export` names the output tensor differently from `from_keras_model`
+    # (StatefulPartitionedCall_1:0); tf.saved_model.save keeps every name, so the model is the same.
+
+    if not batch1 or fixed_batch_of_one(model):
+        tf.saved_model.save(model, folder)
+        return
+    from tf_keras.src.saving.legacy import saving_utils
+
+    signature = tf.nest.map_structure(lambda spec: tf.TensorSpec([1, *spec.shape[1:]], spec.dtype, spec.name),
+                                      saving_utils.model_call_inputs(model)[0])
+    serve = saving_utils.trace_model_call(model, input_signature=signature)
+    tf.saved_model.save(model, folder, signatures=serve)
 
 
-def export_keras(model, folder: str) -> None:
+def export_keras(model, folder: str, batch1: bool = False) -> None:
     """A Keras 3 model as the SavedModel TensorFlow's converter reads: Keras's own ExportArchive with the one
     `serve` endpoint `model.export` writes (and its `serving_default` alias), minus what no conversion reads: the
     variables listed again under the archive (each a Keras variable the save walks), the walk over every layer for
     lookup tables, the gradient functions and the printed signature. EfficientNet-B0: 7.3 s to 3.3 s; the
     converted models are the same but for the names of constant tensors (tests/test_trace_once.py). A model the
     short export cannot save (a resource it does not track, such as a custom layer's lookup table) is exported
-    by `model.export`, as before."""
+    by `model.export`, as before. `batch1`: the inputs' batch fixed to 1 (`export_signature`)."""
     import keras
     import tensorflow as tf
 
     try:
-        from keras.src.export.export_utils import get_input_signature
+        signature = export_signature(model, batch1)
     except ImportError:  # a Keras without it: its own export
         model.export(folder, verbose=False)
         return
     try:
         archive = keras.export.ExportArchive()
-        archive.add_endpoint("serve", model.__call__, get_input_signature(model))
+        archive.add_endpoint("serve", model.__call__, signature)
         archive.write_out(folder, options=tf.saved_model.SaveOptions(experimental_custom_gradients=False),
                           verbose=False)
     except Exception as exc:  # noqa: BLE001 - whatever the short export misses, Keras's own export handles or says
         print(f"quant-report: exporting with model.export: the short export failed ({first_line(exc)})",
               file=sys.stderr)  # into run.log
         _empty(Path(folder))
-        model.export(folder, verbose=False)
+        model.export(folder, verbose=False, input_signature=signature)
 
 
 def _empty(folder: Path) -> None:
@@ -208,7 +277,9 @@ def _through_twin(path: Path, model, rnn: list[str], scratch: Optional[Path]) ->
         twin = keras_twin.build_twin(model)
     except keras_twin.TwinError as exc:
         raise InputError(path, TWIN_HINT.format(names=", ".join(sorted(set(rnn))), reason=str(exc))) from None
-    return LoadedModel(path, "keras", _TwinExport(twin, scratch), twin, keras3_model=model)
+    return LoadedModel(path, "keras", _TwinExport(twin, scratch), twin, keras3_model=model,
+                       static_batch="its recurrent layers convert through a tf_keras twin, which takes one sample at a"
+                                    " time")
 
 
 class _TwinExport:
@@ -368,10 +439,11 @@ class traced_once:
 
 
 def export_saved_model(model_path: str, trust: bool, folder: str, custom_objects: Optional[str] = None,
-                       code_dir: Optional[str] = None) -> str:
-    """Loads the Keras model (in safe mode unless `trust`, as the run does) and exports it into `folder`: run in
-    the side process (reporter.convert.side) while the run imports TensorFlow and loads the model itself."""
-    loaded = load_model(model_path, trust=trust, custom_objects=custom_objects, code_dir=code_dir)
+                       code_dir: Optional[str] = None, target: Optional[str] = None) -> str:
+    """Loads the Keras model (in safe mode unless `trust`, as the run does) and exports it into `folder` with the
+    run's batch (`target`: the run's --target): run in the side process (reporter.convert.side) while the run
+    imports TensorFlow and loads the model itself."""
+    loaded = open_model(model_path, trust=trust, custom_objects=custom_objects, code_dir=code_dir, target=target)
     loaded.make_converter.export(folder)
     return folder
 

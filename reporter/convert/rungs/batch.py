@@ -37,10 +37,31 @@ def _fold_shape_arithmetic(model: bytes) -> tuple[bytes, int]:
     return graph.write_model(obj), len(fold)
 
 
+# Ops kept even when nothing reads their outputs: they call subgraphs, touch variables or are opaque.
+_EFFECTS = frozenset({"CUSTOM", "WHILE", "IF", "CALL", "CALL_ONCE", "VAR_HANDLE", "READ_VARIABLE", "ASSIGN_VARIABLE",
+                      "STABLEHLO_COMPOSITE"})
+
+
+def _drop_dead_ops(obj) -> int:
+    """Removes the main subgraph's ops whose outputs nothing reads (no op, no graph output): a RESHAPE whose only
+    reader was a SHAPE now folded. LiteRT Quantizer leaves such an op's output in float, and XNNPACK hands out no data
+    for it ("Tensor data is null" in a calibration that keeps every tensor). Returns how many."""
+    sg = obj.subgraphs[0]
+    dropped = 0
+    while True:
+        read = {int(i) for op in sg.operators for i in op.inputs if i >= 0} | {int(i) for i in sg.outputs}
+        dead = [op for op in sg.operators if len(op.outputs) and graph.op_name(obj, op) not in _EFFECTS
+                and not any(int(i) in read for i in op.outputs)]
+        if not dead:
+            return dropped
+        sg.operators = [op for op in sg.operators if not any(op is d for d in dead)]
+        dropped += len(dead)
+
+
 def static_batch(float_model: bytes) -> tuple[bytes, str]:
     """The float model with its batch dimension fixed to 1: every shape made static, every SHAPE op folded into an
-    int32 constant, and the shape arithmetic after it folded too. Returns (model, words); raises ValueError when a
-    dimension other than the batch is dynamic."""
+    int32 constant, and the shape arithmetic after it folded too; an op left with no reader (a RESHAPE only a SHAPE
+    read) is removed. Returns (model, words); raises ValueError when a dimension other than the batch is dynamic."""
     obj = graph.read_model(float_model)
     sg = obj.subgraphs[0]
     dynamic = [list(sg.tensors[i].shapeSignature) for i in sg.inputs
@@ -60,6 +81,7 @@ def static_batch(float_model: bytes) -> tuple[bytes, str]:
         else:
             kept.append(op)
     sg.operators = kept
+    _drop_dead_ops(obj)
     graph.compact(obj)
     model, arithmetic = _fold_shape_arithmetic(graph.write_model(obj))
     words = "batch fixed to 1 (was dynamic)" if was_dynamic else "batch already static"

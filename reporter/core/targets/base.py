@@ -109,6 +109,7 @@ class Target:
     integer_hardware: bool = False  # integer-only hardware: the repair ladder climbs when no model meets the target
     int16_activations: bool = False  # its tool runs 16x8 (int16 activations): the repair ladder's last rung tries it
     inline_buffers: bool = False  # its tool reads a buffer's bytes inline only: every model measured is written so
+    static_batch: bool = False  # its runtime runs one sample at a time: a Keras model is converted with a batch of 1
 
     @property
     def checked(self) -> bool:

@@ -87,7 +87,8 @@ def _ethos(config: str) -> Target:
     npu = config.replace("ethos-u", "Ethos-U")
     return EthosU(config, f"on an Arm {npu} NPU", f"an {npu} (per Vela)", runs=integer_tensors,
                   runs_not=f"its float ops stay on the CPU beside the {npu}", adds=(variants.INT8_IO,), timed=False,
-                  check=VelaCompiler(config=config), integer_hardware=True, int16_activations=True)
+                  check=VelaCompiler(config=config), integer_hardware=True, int16_activations=True,
+                  static_batch=True)
 
 
 TARGETS = tuple(_ethos(config) for config in CONFIGS)

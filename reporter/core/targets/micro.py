@@ -42,4 +42,4 @@ class MicroInterpreter(Check):
 
 TARGETS = (Target(NAME, "on a microcontroller (TFLite Micro)", "TFLite Micro", runs_not="TFLite Micro cannot load or"
                   " run it", adds=(variants.INT8_IO,), timed=False, check=MicroInterpreter(), integer_hardware=True,
-                  int16_activations=True, inline_buffers=True),)
+                  int16_activations=True, inline_buffers=True, static_batch=True),)
