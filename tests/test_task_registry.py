@@ -22,6 +22,7 @@ RECORDED = {
     "multilabel": ("multilabel", False, 2, "exact-match accuracy"),
     "segmentation": ("segmentation", False, 2, "mean IoU"),
     "regression": ("regression", False, None, ""),
+    "mask": ("regression", False, None, "mask IoU"),  # recorded as a regression judged by mask IoU
     "detection": ("detection", False, 2, "mAP@0.5"),
 }
 # kind: what the rendered report says (Markdown summary, then the HTML page)
@@ -37,6 +38,8 @@ WORDS = {
                       "points of mean IoU against float", "for 100 % of pixels"],
                      ["<h3>Per class, over pixels: precision / recall / F1 · IoU</h3>", "<th>Pixel accuracy</th>"]),
     "regression": (["Measured as a regression (REASON)", "output compared with float"], []),
+    "mask": (["Measured as a regression (REASON)", "| Variant | Mask IoU |", "points of mask IoU against float"],
+             ["<th>Mask IoU</th>"]),
     "detection": (["Measured as a detector (REASON)", "| Variant | mAP@0.5 |", "points of mAP@0.5 against float"],
                   ["<th>mAP@0.5</th>"]),
 }
@@ -100,6 +103,7 @@ READINGS = {
     "multilabel": ((3,), np.array([[1, 0, 1], [0, 0, 0], [1, 1, 1], [0, 1, 0]]), 3),
     "segmentation": ((2, 2, 4), np.array([[[0, 1], [2, 3]]] * 4), 4),
     "regression": ((2,), np.array([[0.5, 1.5], [2.0, -1.0], [0.1, 0.2], [3.0, 4.0]], np.float32), None),
+    "mask": ((2, 2, 1), np.array([[[[0], [1]], [[1], [1]]]] * 4, np.float32), None),
     # y_boxes (4, 1, 4) and y_classes (4, 1) packed as bind_labels gives them: boxes, then class ids
     "detection": (("detector", 5, 3), np.array([[.1, .1, .5, .5, 0], [.2, .2, .6, .6, 2], [0, 0, 0, 0, -1],
                                                 [.3, .1, .9, .4, 1]], np.float32), 3),
@@ -179,6 +183,11 @@ def _outputs(kind):
                 for i in range(6)]
         y = np.concatenate([y_boxes.reshape(6, -1), y_classes], axis=1)
         return out, y, detection_reference.score(dets, y_boxes, y_classes)["map50"]
+    if kind == "mask":  # pooled over every value of every sample: output >= 0.5 against target >= 0.5
+        out = np.array([[.9, .2, .6, .1], [.4, .7, .8, .3], [.1, .1, .2, .9], [.6, .6, .6, .6], [.3, .8, .1, .5],
+                        [.2, .2, .9, .9]])
+        y = np.array([[1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1], [1, 1, 0, 1], [0, 1, 0, 1], [0, 1, 1, 1]], np.float32)
+        return out, y, skm.jaccard_score(y.ravel(), (out >= 0.5).ravel().astype(int))
     out = np.array([[0.1], [0.2], [0.3], [0.4], [0.5], [0.6]])
     return out, out[:, 0], None
 
@@ -190,6 +199,7 @@ SCORES = {
     "multilabel": ("exact-match accuracy", False),
     "segmentation": ("mean IoU", True),
     "regression": (None, None),
+    "mask": ("mask IoU", True),
     "detection": ("mAP@0.5", True),
 }
 

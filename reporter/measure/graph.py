@@ -72,6 +72,74 @@ def op_details(model: bytes) -> list[dict]:
             for k, (name, inputs, outputs) in enumerate(main_ops(read_model(model)))]
 
 
+# Ops that only move values (reshape, reorder, select, join, re-encode them) and the position of each one's data
+# input (None: every input is data, e.g. CONCATENATION): an output they make holds the values of the op before them,
+# so a sigmoid's probabilities reshaped flat are still probabilities. Nothing here computes a new value.
+DATA_MOVEMENT = {"RESHAPE": 0, "SQUEEZE": 0, "EXPAND_DIMS": 0, "TRANSPOSE": 0, "QUANTIZE": 0, "DEQUANTIZE": 0,
+                 "STRIDED_SLICE": 0, "SLICE": 0, "GATHER": 0, "UNPACK": 0, "SPLIT": 1, "SPLIT_V": 0,
+                 "CONCATENATION": None, "PACK": None}
+
+
+class MadeBy(str):
+    """The op an output's values come from, as its builtin name (what the task kinds compare: "LOGISTIC"), found back
+    through ops that only move data (DATA_MOVEMENT); `shape` is that op's output shape (the batch first, -1 where
+    dynamic), before any reshape: a sigmoid at every frame and pitch, (1, 32, 8), reshaped flat to (1, 256)."""
+
+    shape: tuple = ()
+
+    def __new__(cls, name: str, shape=()) -> "MadeBy":
+        made = super().__new__(cls, name)
+        made.shape = tuple(int(d) for d in shape)
+        return made
+
+
+def made_by(model: bytes) -> dict[int, MadeBy]:
+    """Tensor index (main subgraph) -> the op its values come from (`MadeBy`): its producer, or, when that only moves
+    data, the op behind it, followed back until an op computes (LOGISTIC, SOFTMAX, FULLY_CONNECTED ...). A join
+    (CONCATENATION, PACK) is made by its parts' op when every part is made by the same op and none is a constant;
+    otherwise, like a data-movement op reading a constant, by itself. A tensor no op makes is absent."""
+    obj = read_model(model)
+    if not obj.subgraphs:
+        return {}
+    sg = obj.subgraphs[0]
+    ops = main_ops(obj)
+    producer = {t: n for n, (_, _, outs) in enumerate(ops) for t in outs if t >= 0}
+    found: dict[int, MadeBy] = {}
+
+    def shape(t: int) -> tuple:
+        tensor = sg.tensors[t]
+        dims = tensor.shapeSignature if tensor.shapeSignature is not None and len(tensor.shapeSignature) else \
+            tensor.shape
+        return tuple(int(d) for d in dims) if dims is not None else ()
+
+    def origin(t: int) -> MadeBy:
+        # Iterative over the chain, so that a long run of reshapes never recurses deep; joins recurse on their parts.
+        chain, made = [], None
+        while made is None:
+            if t in found:
+                made = found[t]
+                break
+            chain.append(t)
+            name, ins, _ = ops[producer[t]]
+            position = DATA_MOVEMENT.get(name, -1)
+            data = [i for i in ins if i >= 0] if position is None else ins[position:position + 1]
+            data = [i for i in data if i >= 0]
+            if position == -1 or not data or any(i not in producer for i in data):
+                made = MadeBy(name, shape(t))  # it computes, or moves a constant or an input: its own op
+            elif len(data) == 1:
+                t = data[0]
+            else:
+                parts = {origin(i) for i in data}
+                made = next(iter(parts)) if len(parts) == 1 else MadeBy(name, shape(t))
+        for t in chain:
+            found[t] = made
+        return made
+
+    for t in producer:
+        origin(t)
+    return found
+
+
 def host_outputs(obj) -> list[int]:
     """The main subgraph's tensors the host ops (reporter.core.targets.rules.host_group: a detector's postprocess)
     write, in op order: the postprocess outputs and those of the QUANTIZE/DEQUANTIZE ops carrying them on (not the

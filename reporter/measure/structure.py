@@ -220,16 +220,12 @@ def quantized_tensors(model: bytes) -> int:
 
 
 def producers(model: bytes) -> dict[int, str]:
-    """Tensor index -> the type of the op that produces it (main subgraph): e.g. an output made by LOGISTIC
-    is one sigmoid unit's probability, by SOFTMAX class scores."""
+    """Tensor index -> the type of the op its values come from (main subgraph), through ops that only move data
+    (reporter.measure.graph.made_by): e.g. an output made by LOGISTIC, reshaped or not, is sigmoid probabilities,
+    by SOFTMAX class scores."""
     from reporter.measure import graph
 
-    found = {}
-    for op in graph.op_details(model):
-        for i in op["outputs"]:
-            if i >= 0:
-                found[int(i)] = op["op_name"]
-    return found
+    return graph.made_by(model)
 
 
 def bad_scale(model: bytes) -> str:

@@ -167,6 +167,15 @@ class LayerChartPlan:
     annotation_x: tuple  # their centres in axes fraction, spread so that they do not overlap
     marked: tuple  # many layers: positions of the layers kept in float, marked above their thin bars
     zeros: tuple  # few layers on a log axis: positions whose value is 0 (no bar), labelled "0"
+    # Positions whose value is not finite (an error that overflowed): inf is drawn to the top edge, NaN not at all,
+    # each labelled with its value; the limits and the log scale read the finite values only.
+    nonfinite: tuple = ()
+    note: str = ""  # under the chart, naming the layers whose value is not finite
+
+    @property
+    def heights(self) -> tuple:
+        """The bars drawn: each value, inf cut at the top edge, NaN and -inf as no bar."""
+        return tuple(v if math.isfinite(v) else self.ylim[1] if v == math.inf else 0.0 for v in self.values)
 
 
 def spans_decades(values, ratio: float = DECADE_SPAN) -> bool:
@@ -223,7 +232,9 @@ def layer_chart_plan(report: Report, values, title: str, ylabel: str, lines=()) 
     n = len(layers)
     categories = tuple(layer_categories(report))
     lines = tuple(lines)
-    plotted = list(values) + [line.value for line in lines]
+    nonfinite = tuple(i for i, v in enumerate(values) if not math.isfinite(v))
+    finite = [v for v in values if math.isfinite(v)]
+    plotted = finite + [line.value for line in lines]
     log = spans_decades(plotted)
 
     names_on_axis = n <= FEW_LAYERS
@@ -242,8 +253,9 @@ def layer_chart_plan(report: Report, values, title: str, ylabel: str, lines=()) 
 
     annotated = ()
     if not names_on_axis:
-        median = float(np.median(values))
-        ranked = sorted((i for i in range(n) if values[i] > STANDS_OUT * median and values[i] > 0),
+        median = float(np.median(finite)) if finite else 0.0
+        ranked = sorted((i for i in range(n) if math.isfinite(values[i]) and values[i] > STANDS_OUT * median
+                         and values[i] > 0),
                         key=lambda i: (-values[i], i))
         annotated = tuple(sorted(ranked[:ANNOTATE_TOP]))
     annotations = tuple(f"{layers[i].index} {layers[i].op_name}: {short_number(values[i])}" for i in annotated)
@@ -265,7 +277,19 @@ def layer_chart_plan(report: Report, values, title: str, ylabel: str, lines=()) 
         bar_width=round(min(0.75, 0.75 * n / 8), 3) if names_on_axis else 0.8, lines=lines,
         legend_labels=legend_labels, annotated=annotated, annotations=annotations, annotation_x=annotation_x,
         marked=marked,
-        zeros=tuple(i for i in range(n) if values[i] <= 0) if log and names_on_axis else ())
+        zeros=tuple(i for i in range(n) if values[i] <= 0) if log and names_on_axis else (),
+        nonfinite=nonfinite, note=_nonfinite_note(layers, values, nonfinite))
+
+
+def _nonfinite_note(layers, values, positions) -> str:
+    """The chart's note on the layers whose value is not finite: "Not finite: layer 3 CONV_2D (inf, drawn to the top
+    edge)"; "" when every value is finite."""
+    if not positions:
+        return ""
+    shown = [f"layer {layers[i].index} {layers[i].op_name} ({values[i]:g}"
+             f"{', drawn to the top edge' if values[i] == math.inf else ', not drawn'})" for i in positions[:3]]
+    more = f" and {len(positions) - 3} more" if len(positions) > 3 else ""
+    return "Not finite: " + ", ".join(shown) + more
 
 
 def _category_label(key: str, categories) -> str:
@@ -336,12 +360,13 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     n = len(plan.values)
+    heights = plan.heights
     x = np.arange(n)
     fig, ax = plt.subplots(figsize=LAYER_FIGSIZE, layout="constrained")
     few = plan.names_on_axis
     faces = [CATEGORIES[c][0] for c in plan.categories]
     edges = [CATEGORIES[c][2] if CATEGORIES[c][1] else ("black" if few else "none") for c in plan.categories]
-    bars = ax.bar(x, plan.values, width=plan.bar_width, color=faces, edgecolor=edges,
+    bars = ax.bar(x, heights, width=plan.bar_width, color=faces, edgecolor=edges,
                   linewidth=0.4 if few else 0.0, zorder=2)
     for bar, category in zip(bars, plan.categories):
         hatch = CATEGORIES[category][1]
@@ -371,11 +396,11 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
         ax.set_xticklabels(plan.tick_labels, fontsize=TICK_FONT if few else 7)
     ax.tick_params(axis="x", length=2)
     ax.set_ylabel(plan.ylabel)
-    ax.set_xlabel(plan.xlabel, fontsize=7)
+    ax.set_xlabel(plan.xlabel + (f"\n{plan.note}" if plan.note else ""), fontsize=7)
     ax.set_title(plan.title, fontsize=9, loc="left")
 
     for i, text, where in zip(plan.annotated, plan.annotations, plan.annotation_x):
-        ax.annotate(text, xy=(i, plan.values[i]), xycoords="data", xytext=(where, 0.975),
+        ax.annotate(text, xy=(i, heights[i]), xycoords="data", xytext=(where, 0.975),
                     textcoords="axes fraction", ha="center", va="top", fontsize=ANNOTATION_FONT,
                     arrowprops={"arrowstyle": "-", "color": "#444444", "linewidth": 0.5, "shrinkA": 1,
                                 "shrinkB": 1},
@@ -387,9 +412,13 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
         ax.text(i, 0.01, "0", transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=TICK_FONT,
                 color="#444444")
     if plan.marked:
-        tops = [plan.values[i] * (1.25 if plan.log else 1.0) + (0 if plan.log else 0.03 * plan.ylim[1])
+        tops = [heights[i] * (1.25 if plan.log else 1.0) + (0 if plan.log else 0.03 * plan.ylim[1])
                 for i in plan.marked]
         ax.plot(list(plan.marked), tops, zorder=4, **marker)
+
+    for i in plan.nonfinite:  # each value that is not finite said above its bar, at the top edge
+        ax.text(i, 1.0, f"{plan.values[i]:g}", transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+                fontsize=TICK_FONT, color=SUSPECT, fontweight="bold", zorder=5, clip_on=False)
 
     # The legend: layer categories in the first column, reference lines in the second.
     cats = []

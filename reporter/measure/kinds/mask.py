@@ -1,8 +1,9 @@
 """The mask kind: a regression whose output is a mask, also judged by mask IoU at the threshold.
 
 Sigmoid or softmax values with targets 0/1 or in [0, 1] of the output's shape: compared with the targets and with
-float, and judged by mask IoU (paired by a bootstrap over whole samples). Read from the labels only (--task does
-not name it); report.json records it as "regression" with `model.main_metric` "mask IoU".
+float, and judged by mask IoU (paired by a bootstrap over whole samples); also a sigmoid at every frame or pixel
+reshaped flat (reporter.measure.kinds.reading.per_position), and any output --task mask names. report.json records
+the model's task as "regression" with `model.main_metric` "mask IoU", and each output of several as "mask".
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 from reporter.core import tasks
 from reporter.core.errors import InputError
 from reporter.measure import metrics as qmetrics
-from reporter.measure.kinds.base import Kind, LabelSource, TaskReading, shape, values_per_sample
+from reporter.measure.kinds.base import LabelSource, TaskReading, shape, values_per_sample
 from reporter.measure.kinds.regression import Regression
 from reporter.measure.scoring import BOOTSTRAP_DENSE, Score, Scored, resample_weights
 from reporter.measure.signature import Port
@@ -26,7 +27,6 @@ class Mask(Regression):
 
     name = "mask"
     words = "a regression of a mask"
-    named = False
     record = tasks.Record("regression")
     main_metric = MASK_IOU
     paired_test = tasks.BOOTSTRAP
@@ -35,25 +35,23 @@ class Mask(Regression):
     unit = "pixels"
 
     def recognise(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> TaskReading:
+        # Any op when --task names the kind (the user knows its values are a mask's); read from the labels, only a
+        # sigmoid or softmax is one (reporter.measure.kinds.reading decides that before it asks here).
         y, what = np.asarray(labels.y), labels.what
-        op = {"LOGISTIC": "a sigmoid", "SOFTMAX": "a softmax"}.get(made_by)
-        if op is None or values_per_sample(y) != port.size or not (
+        if values_per_sample(y) != port.size or not (
                 y.size and np.all(np.isfinite(y)) and y.min() >= 0 and y.max() <= 1):
-            raise InputError(labels.source, f"a mask: output {port.name} ({made_by or 'its op'}) must be made by a"
-                                            f" sigmoid or a softmax and '{what}' hold targets in [0, 1] of its shape"
-                                            f" {shape(port)} (it has shape {y.shape})")
+            raise InputError(labels.source, f"--task {self.name}: '{what}' must hold targets in [0, 1] of output"
+                                            f" {port.name}'s shape {shape(port)} ({port.size} values per sample); it"
+                                            f" has shape {y.shape}{_range(y)}")
         values = "0/1" if np.isin(y, (0, 1)).all() else "in [0, 1]"
+        op = {"LOGISTIC": "a sigmoid", "SOFTMAX": "a softmax"}.get(made_by, made_by or "its op")
+        dims = tuple(getattr(made_by, "shape", ()))[1:]
+        where = f" at every position of {dims}, reshaped to {shape(port)}," if dims and dims != shape(port) else ""
         return TaskReading(y.astype(np.float32), Task(self, None, threshold),
-                           f"output {port.name} is made by {op} and '{what}' holds targets {values} of its shape"
-                           f" {shape(port)}: a mask, each variant's output measured against the targets (MAE, RMSE,"
-                           f" R²) and against float's, and its mask (values at least {threshold:g}) against the"
+                           f"output {port.name} is made by {op}{where} and '{what}' holds targets {values} of its"
+                           f" shape {shape(port)}: a mask, each variant's output measured against the targets (MAE,"
+                           f" RMSE, R²) and against float's, and its mask (values at least {threshold:g}) against the"
                            f" targets' (at least {MASK_TARGET:g}) by mask IoU")
-
-    @property
-    def head(self) -> Kind:
-        # A mask head is measured as a regression (mask IoU is the primary output's main metric only) and
-        # recorded under the name report.json gives a mask, as `model.task` is.
-        return tasks.of("regression")
 
     def predict(self, task: Task, out: np.ndarray) -> np.ndarray:
         """(N, values) bool: each value in the mask where its output is at least the threshold."""
@@ -62,6 +60,13 @@ class Mask(Regression):
 
     def score(self, task: Task, y: np.ndarray) -> Score:
         return MaskIoU(task, y)
+
+
+def _range(y: np.ndarray) -> str:
+    """", values a..b" of labels outside [0, 1], for a refusal ("" when they are within it or hold NaN or inf)."""
+    if not y.size or not np.all(np.isfinite(y)) or (y.min() >= 0 and y.max() <= 1):
+        return ""
+    return f", values {float(y.min()):g}..{float(y.max()):g}"
 
 
 def in_mask(task: Task, out: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

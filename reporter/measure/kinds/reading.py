@@ -13,6 +13,7 @@ from typing import Optional
 
 import numpy as np
 
+from reporter.core import judgement as jd
 from reporter.core import tasks
 from reporter.core.errors import InputError
 from reporter.measure.kinds.base import (LabelSource, TaskReading, check_classes, choices, example, linear, shape,
@@ -37,19 +38,22 @@ def read_task(labels: LabelSource, port: Port, made_by: str, threshold: float = 
     * targets with the values of a spatial output's shape (more than one axis: a mask, landmarks, a heatmap),
       whatever op makes it: regression; for sigmoid or softmax values and targets 0/1 or in [0, 1], a mask, also
       measured by mask IoU (the values at least `threshold` against the targets at least MASK_TARGET);
+    * the same for a sigmoid or softmax at every position (its own output has two axes or more, frames x pitches)
+      that shape-only ops flatten into the output (`made_by` is found through them, reporter.measure.graph):
+      flat targets of its size are a mask, never k independent labels nor a linear regression;
     * one label per sample for a linear output of more than two values that is only 0/1 or not whole, and
       rows or arrays of another shape than the output's, are an error naming the output, what fits it, what
       the labels are and the --task choices;
     * other float targets (one output unit): the output is compared with float (regression)."""
     name, y, source, what = port.name, labels.y, labels.source, labels.what
     if forced is not None:
-        found = tasks.of(forced).recognise(labels, port, threshold)
+        found = tasks.of(forced).recognise(labels, port, threshold, made_by)
         return dataclasses.replace(found, reason=f"as --task {forced} says: {found.reason}")
     for kind in tasks.kinds():  # a kind that knows its own output and labels (class scores at every position ...)
         found = kind.detect(labels, port, threshold, made_by)
         if found is not None:
             return found
-    if y.ndim > 2:
+    if y.ndim > 2 or (y.ndim == 2 and per_position(made_by) and values_per_sample(y) == port.size):
         if values_per_sample(y) == port.size:
             return _targets_of_its_shape(labels, port, made_by, threshold)
         raise InputError(source, f"'{what}' has shape {y.shape} ({values_per_sample(y)} values per sample) but"
@@ -68,6 +72,13 @@ def _targets_of_its_shape(labels: LabelSource, port: Port, made_by: str, thresho
     if not (y.size and np.all(np.isfinite(y)) and y.min() >= 0 and y.max() <= 1):
         return regression(y, port, what, why=f"is made by {op} and its targets are not all in [0, 1]")
     return tasks.of("mask").recognise(labels, port, threshold, made_by)
+
+
+def per_position(made_by: str) -> bool:
+    """The op making an output is a sigmoid or softmax whose own output has two axes or more of more than one value
+    (positions x units: frames x pitches, height x width), whatever shape-only ops then made of it."""
+    dims = tuple(getattr(made_by, "shape", ()))[1:]
+    return not linear(made_by) and sum(1 for d in dims if d > 1 or d < 0) >= 2
 
 
 def _expected(port: Port) -> str:
@@ -168,9 +179,12 @@ def _refuse_flat_for_wide_linear(labels: LabelSource, port: Port, made_by: str) 
 
 def label_sets(rows, size, threshold, what: str) -> TaskReading:
     """Rows of 0/1 labels for `size` sigmoid units: multi-label, the rows kept as one code each."""
+    judged = (f"judged per label by micro-F1 over every label of every sample (more than {jd.MANY_LABELS} labels:"
+              " a sample with all of them right is rare for any model)") if size > jd.MANY_LABELS else \
+        "a sample is right when all its labels are"
     return TaskReading(label_codes(np.asarray(rows).astype(np.uint8)), Task(tasks.of("multilabel"), size, threshold),
                        f"{size} {what} and rows of 0/1 labels: each label is predicted where its unit is at least"
-                       f" {threshold:g}, and a sample is right when all its labels are")
+                       f" {threshold:g}, and {judged}")
 
 
 def dense_labels(labels: LabelSource, port: Port, kind: tasks.TaskKind,
