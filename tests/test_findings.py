@@ -250,7 +250,7 @@ def test_the_gate_reads_the_findings(base):
 @pytest.mark.parametrize("target_met,words", [
     # FIQ loses 32.5 points on the evaluation data: a target met on the selection samples is said as such only
     (True, "FIQ meets the search's target (agree with float on at least 99% of samples) on its 355 selection samples"
-           " (x_calib), but not on the evaluation data"),
+           " (x_calib) but misses the accuracy target on the evaluation data"),
     (False, "No float layer changed FIQ measurably on"),
 ])
 def test_a_search_that_keeps_nothing_says_why(base, target_met, words):

@@ -77,7 +77,12 @@ def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
 
 
 BOOTSTRAP_DENSE = 1000  # resamples for mean IoU (vectorized: cheap)
-BOOTSTRAP_USER = 200  # resamples for a user's metric (one call of the function each)
+BOOTSTRAP_USER = 200  # resamples of a user's per-sample metric's values (their means: no call of the function)
+# A user's metric that returns one number for the whole set is called once on every sample and once on each of
+# USER_BLOCKS blocks of the samples (batch means: one more pass over the rows), never once per resample; a block
+# holds at least MIN_BLOCK_SAMPLES samples (fewer blocks when the data are few).
+USER_BLOCKS = 20
+MIN_BLOCK_SAMPLES = 10
 # A resampling test's p-value has a floor: with B resamples none on the far side of zero means only p < 1/(B+1).
 # `bootstrap_p` returns exactly that bound then, and `p_text` shows it as "p < 1/(B+1)", never as a value.
 RESAMPLE_COUNTS = (BOOTSTRAP_USER, BOOTSTRAP_DENSE)
@@ -106,6 +111,45 @@ def is_resample_floor(p_value: float) -> bool:
     return any(abs(p_value - resample_floor(b)) < 1e-15 for b in RESAMPLE_COUNTS)
 
 
+def block_count(n: int) -> int:
+    """The blocks a user's scalar metric is called on for `n` samples (batch means): USER_BLOCKS, fewer so that each
+    holds MIN_BLOCK_SAMPLES, at least 2; 0 below 4 samples (no spread can be read from fewer)."""
+    if n < 4:
+        return 0
+    return int(min(USER_BLOCKS, max(2, n // MIN_BLOCK_SAMPLES)))
+
+
+def batch_means_interval(value: float, blocks: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The batch-means interval of a metric whose value on every sample is `value` and on each of G disjoint blocks
+    of the samples `blocks`: value ± t(G-1)·sd(blocks)/√G (nan, nan with fewer than 2 blocks)."""
+    from scipy.stats import t
+
+    b = np.asarray(blocks, np.float64)
+    if b.size < 2:
+        return float("nan"), float("nan")
+    half = float(t.ppf((1 + confidence) / 2, b.size - 1) * b.std(ddof=1) / np.sqrt(b.size))
+    return float(value) - half, float(value) + half
+
+
+def samples_differ(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two independent sets of per-sample figures (booleans: agreement with float; numbers) differ beyond noise:
+    Fisher's exact test on the shares, or the Mann-Whitney U test on the numbers, at ALPHA."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.size == 0 or b.size == 0:
+        return False
+    if a.dtype == bool and b.dtype == bool:
+        from scipy.stats import fisher_exact
+
+        table = [[int(a.sum()), int(a.size - a.sum())], [int(b.sum()), int(b.size - b.sum())]]
+        return float(fisher_exact(table).pvalue) < ALPHA
+    from scipy.stats import mannwhitneyu
+
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    if np.ptp(np.r_[a, b]) == 0:
+        return False
+    return float(mannwhitneyu(a, b).pvalue) < ALPHA
+
+
 def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     """The bootstrap percentile interval of a metric from its values on the resamples."""
     v = np.asarray(values, np.float64)
@@ -115,10 +159,11 @@ def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[f
     return float(lo), float(hi)
 
 
-def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> bool:
+def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool, t_test: bool = False) -> bool:
     """True when `candidate` is worse than `reference` beyond noise, per sample and paired.
 
-    Booleans (agreement with float): exact McNemar. Numbers (squared error): Wilcoxon signed rank.
+    Booleans (agreement with float): exact McNemar. Numbers (squared error): Wilcoxon signed rank, or with `t_test`
+    the paired t-test (a user's metric: its values per sample or per block, tested as the report tests them).
     """
     candidate, reference = np.asarray(candidate), np.asarray(reference)
     if candidate.dtype == bool:
@@ -131,13 +176,21 @@ def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better:
     mean = diff.mean()
     if (mean <= 0 if not higher_is_better else mean >= 0) or not np.any(diff):
         return False
+    if t_test:
+        if diff.size < 2:
+            return False
+        if np.all(diff == diff[0]):  # the same change on every sample or block: no variance, beyond any noise
+            return True
+        from scipy.stats import ttest_1samp
+
+        return float(ttest_1samp(diff, 0.0).pvalue) < ALPHA
     from scipy.stats import wilcoxon
 
     return float(wilcoxon(diff).pvalue) < ALPHA
 
 
-def paired_better(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> bool:
-    return paired_worse(reference, candidate, higher_is_better)
+def paired_better(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool, t_test: bool = False) -> bool:
+    return paired_worse(reference, candidate, higher_is_better, t_test)
 
 
 def may_ship(candidate: np.ndarray, missed: np.ndarray) -> bool:
@@ -147,8 +200,25 @@ def may_ship(candidate: np.ndarray, missed: np.ndarray) -> bool:
     return paired_better(candidate, missed, True)
 
 
-def selection_target(max_accuracy_drop: Optional[float], classification: bool) -> tuple[float, str]:
-    """The selection score the search aims at, and how the report words it."""
+def metric_scale(reference: float) -> float:
+    """The unit of a user's metric's selection score: float's value on the selection samples (1 when it is 0), so
+    that the score, 1 - (float's value - the candidate's) / this, reads as agreement does (1: as good as float)."""
+    return abs(float(reference)) if nonzero(reference) else 1.0
+
+
+def selection_target(max_accuracy_drop: Optional[float], classification: bool,
+                     metric: Optional[tuple[str, float]] = None) -> tuple[float, str]:
+    """The selection score the search aims at, and how the report words it. `metric`: the user's metric's name and
+    float's value of it on the selection samples, when the search chooses on that metric (relative to float's,
+    `metric_scale`): within 1 - DEFAULT_TARGET_AGREEMENT of float's value, or --max-accuracy-drop in its units."""
+    if metric is not None:
+        name, reference = metric
+        if max_accuracy_drop is not None:
+            return 1.0 - max_accuracy_drop / metric_scale(reference), \
+                f"{name} at most {max_accuracy_drop:g} worse than float's on the selection samples" \
+                f" (--max-accuracy-drop {max_accuracy_drop:g})"
+        return DEFAULT_TARGET_AGREEMENT, \
+            f"{name} within {1 - DEFAULT_TARGET_AGREEMENT:.0%} of float's on the selection samples"
     if not classification:
         return DEFAULT_TARGET_R2, f"output within {1 - DEFAULT_TARGET_R2:.0%} of the float output's variance"
     if max_accuracy_drop is not None:
@@ -164,7 +234,22 @@ LATENCY_NOTABLE_RATIO = 1.5  # a variant this many times slower than float: said
 LATENCY_CHANGE_RATIO = 1.5  # `diff`: a variant this many times slower or faster than in BASE has changed,
 LATENCY_CHANGE_MIN_MS = 0.05  # and by at least this much: microsecond timings of tiny models jump run to run
 EXTREME_INPUT = 1e6  # inputs beyond this magnitude are named as a likely cause when a built model cannot run
-DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (when float does not)
+DEGENERATE_SHARE = 0.95  # predicting one class for this share of samples (dense: positions) may be degenerate,
+DEGENERATE_OTHERS_RATIO = 0.25  # when it predicts the other classes at most this share as often as the labels hold them
+
+
+def degenerate(predicted: float, labelled: float) -> bool:
+    """A model that predicts one class for a share `predicted` of the samples (of the positions, for a dense output),
+    a class the labels hold for a share `labelled`, answers that class whatever its input: it predicts it for at
+    least DEGENERATE_SHARE, and every other class together less than DEGENERATE_OTHERS_RATIO as often as the labels
+    hold them. The predicted share alone would call a faithful model of imbalanced data degenerate (a face map whose
+    labels are 99 % background predicts background for about 99 % of its cells); what gives a stuck model away is
+    that it has stopped predicting the other classes the labels do hold (FIQ answering class 1 for every sample of
+    balanced labels, or a face map finding no face where the labels hold 1 %). A model predicting the other classes
+    about as often as they occur, more often, or somewhat less, is not degenerate; one whose labels hold that one
+    class alone cannot predict the others less often than the labels and is not either."""
+    return predicted >= DEGENERATE_SHARE - TOLERANCE and \
+        1.0 - predicted < DEGENERATE_OTHERS_RATIO * (1.0 - labelled) - TOLERANCE
 # A scheme that stores less than this share of the model's weight values below float32 "quantized almost nothing"
 # (said in its verdict, whatever its size column shows): e.g. a blockwise int4 recipe that only takes fully
 # connected layers, on a convolutional net.
@@ -264,6 +349,11 @@ COUNT_BIG_RATIO = 2.0  # a count, size or latency more than this many times floa
 SAME_RATIO = 0.005  # a size or latency ratio within this of 1 reads as the same ("1.0x" would show no change)
 PERCENT_RATIO = 0.05  # a size ratio within this of 1 is worded as a percentage: "1.0x smaller" reads as no change
 BINARY_THRESHOLD = 0.5  # a sigmoid output (binary or multi-label): class 1 where the output is at least this
+# A multi-label output with more labels than this per sample is judged per label (micro-F1 over every label of every
+# sample, bootstrapped over whole samples), not by exact match: a sample is all right with probability p^L for a
+# per-label accuracy p, so at 32 labels a model 98 % right per label is exactly right on only 52 % of samples, and at
+# thousands (a piano roll's frames x pitches) on none, float included; exact match then measures L, not the model.
+MANY_LABELS = 32
 SUSPECT_THRESHOLD = 0.7  # the rmse/scale rule's default: a layer above this RMSE/scale is flagged
 
 

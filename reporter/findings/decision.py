@@ -121,6 +121,18 @@ def meets_target(m: "VariantResult", flt: "VariantResult", target: str, limit: O
     return _stands(m, flt, tg.of(target), limit, scale_is_metric)[-1]
 
 
+def within_noise(report: "Report", name: str) -> bool:
+    """Whether model `name` meets the accuracy target as it would without --max-accuracy-drop (the one rule with no
+    allowed drop, as the target sees it): on every labelled output its loss, if any, is within noise of float. A
+    model that misses the target only by more than the allowed drop then shows no loss the data can tell, and there
+    is nothing to win back. False when it cannot be compared with float."""
+    flt, m = report.variant(variants.FLOAT), _model(report, name)
+    if m is None or flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
+        return False
+    standings = _standings(_as_target_sees(m, tg.of(report.settings.target)), flt, measurable(report))[2]
+    return rl.meets_target(standings, None)
+
+
 class OnTarget(NamedTuple):
     """A model as the decision judges it for the run's target."""
 
@@ -150,20 +162,34 @@ def latency_step(m: "VariantResult", ref: Optional["VariantResult"]) -> Optional
 
 
 def one_class(metrics) -> Optional[int]:
-    """The class a model predicts for at least judgement.DEGENERATE_SHARE of the samples (its confusion matrix's
-    column totals); None when it predicts several, or was not measured as a classifier."""
+    """The class a model answers whatever its input (judgement.degenerate): it predicts that class for at least
+    judgement.DEGENERATE_SHARE of the samples (dense outputs: positions; its confusion matrix's column totals) and
+    the other classes far less often than the labels hold them (its row totals). None when it predicts several as
+    the labels do (a faithful model of imbalanced data included), or was not measured as a classifier."""
+    shares = class_shares(metrics)
+    if shares is None:
+        return None
+    predicted, labelled = shares
+    label = max(range(len(predicted)), key=lambda j: (predicted[j], -j))
+    return label if jd.degenerate(predicted[label], labelled[label]) else None
+
+
+def class_shares(metrics) -> Optional[tuple[list[float], list[float]]]:
+    """(each class's share of the predictions, its share of the labels), from the confusion matrix (rows: the
+    labels, columns: the predictions; over positions for a dense output); None without one of two classes or more."""
     cm = metrics.confusion_matrix if metrics is not None else None
     if not cm or len(cm[0]) < 2:
         return None
-    totals = [sum(row[j] for row in cm) for j in range(len(cm[0]))]
-    n = sum(totals)
-    label = max(range(len(totals)), key=lambda j: (totals[j], -j))
-    return label if n and totals[label] / n >= jd.DEGENERATE_SHARE else None
+    n = sum(sum(row) for row in cm)
+    if not n:
+        return None
+    return [sum(row[j] for row in cm) / n for j in range(len(cm[0]))], [sum(row) / n for row in cm]
 
 
 def _float_degenerate(report: "Report", flt: Option) -> bool:
-    """Float itself answers one class for every sample, or a regression's float output does not vary: nothing
-    measured against it means anything, the data are the likely cause."""
+    """Float itself answers one class whatever its input (`one_class`: far more often than the labels hold it), or a
+    regression's float output does not vary: nothing measured against it means anything, the data are the likely
+    cause."""
     if flt.one_class is not None:
         return True
     v = report.variant(variants.FLOAT)
@@ -174,17 +200,21 @@ def _float_degenerate(report: "Report", flt: Option) -> bool:
 
 
 def _as_target_sees(m: "VariantResult", target: tg.Target) -> "VariantResult":
-    """The model with its quality as measured on the target's kernels (its `on_target` record), where the target
-    has kernels of its own and the model was checked there; float, and every model on a target without kernels of
-    its own, as measured."""
+    """The model with its quality as measured on the target's kernels (its `on_target` record: the main metric, the
+    error against float and the targets, every output of several), where the target has kernels of its own and the
+    model was checked there; float, and every model on a target without kernels of its own, as measured."""
     if not target.checked or m.name == variants.FLOAT or m.on_target is None:
         return m
     on = m.on_target
     errors = dict(m.measurement_errors)
-    if on.metrics is None and on.output_error is None:
-        errors["metrics" if m.metrics is not None else "output_error"] = on.error or "not measured on the target"
-    return dataclasses.replace(m, metrics=on.metrics, output_error=on.output_error, measurement_errors=errors,
-                               heads={})
+    missing = [key for key, own, there in (("metrics", m.metrics, on.metrics),
+                                           ("output_error", m.output_error, on.output_error))
+               if own is not None and there is None]  # measured on the default kernels, not there: why
+    if on.metrics is None and on.output_error is None and not missing:
+        missing = ["output_error"]
+    errors.update({key: on.error or "not measured on the target" for key in missing})
+    return dataclasses.replace(m, metrics=on.metrics, output_error=on.output_error, target_error=on.target_error,
+                               measurement_errors=errors, heads=on.heads)
 
 
 def _runs(m: "VariantResult", target: tg.Target) -> bool:
@@ -217,19 +247,34 @@ def _standings(m: "VariantResult", flt: "VariantResult",
     if m.not_measured("output_error") or error is None or not error.float_variance:
         return None, None, []
     r2 = 1.0 - error.mse / error.float_variance
-    return None, r2, [rl.Standing(r2=r2)]
+    return None, r2, [rl.Standing(r2=r2)] + _head_standings(m, flt)
 
 
 def _head_standings(m: "VariantResult", flt: "VariantResult") -> list[rl.Standing]:
-    """Every other labelled output of a model with several, against float's."""
+    """How the model stands on every labelled output of a model with several, against float's: a class-score output
+    by its paired comparison (its accuracy's, or its kind's own main metric's, reporter.measure.measurer), a
+    regression output with targets by its R² against float's output. Outputs without labels decide nothing."""
     out = []
     for name, head in m.heads.items():
         ref = flt.heads.get(name)
-        if head.metrics is None or ref is None or ref.metrics is None:
+        if ref is None:
             continue
-        cmp = compare(head.metrics, ref.metrics, variants.FLOAT)
-        out.append(rl.Standing(-cmp.delta, cmp.p_value))
+        if head.metrics is not None and ref.metrics is not None:
+            cmp = compare(head.metrics, ref.metrics, variants.FLOAT)
+            out.append(rl.Standing(-cmp.delta, cmp.p_value))
+        elif head.target_error is not None:  # labelled, as a regression: how close it stays to float's output
+            out.append(rl.Standing(r2=_r2(head.output_error)))
     return out
+
+
+def _r2(error) -> Optional[float]:
+    """1 - output MSE / float's output variance; None when not measured, or float's output does not vary (1 when
+    the output equals float's)."""
+    if error is None:
+        return None
+    if not error.float_variance:
+        return 1.0 if not jd.nonzero(error.mse) else None
+    return 1.0 - error.mse / error.float_variance
 
 
 def _worst(standings: list[rl.Standing], limit: Optional[float]) -> str:

@@ -93,6 +93,11 @@ def _heads(report: "Report") -> list[HeadFinding]:
                 cmp = compare(h.metrics, ref.metrics, variants.FLOAT) \
                     if v.name != variants.FLOAT and ref and ref.metrics else None
                 worse = bool(cmp and cmp.significant and cmp.delta < 0)
+                main = h.metrics.main  # an output judged by its own main metric (micro-F1 of many labels)
+                if main is not None:
+                    out.append(HeadFinding(o.name, v.name, main.name, main.value, cmp, worse, low=main.low,
+                                           high=main.high))
+                    continue
                 n = report.dataset.num_eval
                 low, high = jd.wilson_interval(round(h.metrics.accuracy * n), n)
                 out.append(HeadFinding(o.name, v.name, "accuracy", h.metrics.accuracy, cmp, worse, low=low, high=high))
@@ -153,22 +158,13 @@ def _main_metric(metrics: "Metrics", task: str = "") -> tuple[str, Optional[floa
 
 
 def _degenerate(metrics: "Metrics", ref: Optional["Metrics"]) -> Optional[Degenerate]:
-    cm = metrics.confusion_matrix
-    if not cm:
+    """A quantized model that answers one class whatever its input (reporter.findings.decision.one_class: far more
+    often than the labels hold it), where float does not."""
+    label = choice.one_class(metrics)
+    if label is None or (ref is not None and choice.one_class(ref) is not None):
         return None
-    totals = [sum(row[j] for row in cm) for j in range(len(cm[0]))]
-    n = sum(totals)
-    if n == 0 or len(totals) < 2:
-        return None
-    label = max(range(len(totals)), key=lambda j: (totals[j], -j))
-    share = totals[label] / n
-    float_share = 0.0
-    if ref is not None and ref.confusion_matrix:
-        ref_totals = [sum(row[j] for row in ref.confusion_matrix) for j in range(len(ref.confusion_matrix[0]))]
-        float_share = max(ref_totals) / max(sum(ref_totals), 1)
-    if share >= jd.DEGENERATE_SHARE and float_share < jd.DEGENERATE_SHARE:
-        return Degenerate(label, share, float_share)
-    return None
+    float_shares = choice.class_shares(ref)
+    return Degenerate(label, choice.class_shares(metrics)[0][label], max(float_shares[0]) if float_shares else 0.0)
 
 
 # --- each variant -----------------------------------------------------------------------------------
@@ -299,6 +295,9 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding], judged: dict[str
             or mine.vs_float is None:
         return GapFinding("not_measurable", "", why=mf.FLOAT_NOT_MEASURED)
     drop, p = -mine.vs_float.delta, mine.vs_float.p_value
+    if not mine.meets and choice.within_noise(report, variants.FIQ):
+        # beyond --max-accuracy-drop, but every paired test says noise: a gap the data do not show, nothing to win back
+        return GapFinding("gap", "", drop, p, why=mf.NOISE)
     if mine.meets:
         status, why = "no_gap", {jd.NOT_WORSE: mf.NOT_WORSE, jd.NOISE: mf.NOISE}.get(mine.standing, mf.ALLOWED)
     else:
@@ -344,8 +343,10 @@ def _culprits(report: "Report", gap: GapFinding) -> list[Culprit]:
 
 
 def _fix(report: "Report", gap: GapFinding, found: list[VariantFinding]) -> Optional[FixFinding]:
+    """What keeping layers in float measured against FIQ's gap; None without a gap the data show (none, or within
+    noise: a model the search built is then no fix, since there is no loss to win back)."""
     rec = report.recommendation
-    if rec is None or gap.status == "no_gap":
+    if rec is None or gap.status == "no_gap" or gap.why == mf.NOISE:
         return None
     n = len(rec.denylisted_nodes)
     rule = rec.rule

@@ -73,7 +73,7 @@ def _load_data(spec: str, calibration_samples: int, code_dir, say, model, timeou
         if y_raw.shape[0] != len(x):
             raise InputError(spec, f"'x' has {len(x)} samples but '{what}' has {y_raw.shape[0]}")
         labels[name] = read_labels(spec, y_raw, what)
-    y, labels_are_classes = next(iter(labels.values()))
+    y, labels_are_classes = next(iter(labels.values()), (None, False))
     meta = _meta_arrays(spec, arrays, len(x))
 
     if calibration_samples < 1:
@@ -131,9 +131,7 @@ def _label_arrays(spec, arrays: dict) -> dict:
         named = {"": found}
     else:
         named = {k[2:]: v for k, v in arrays.items() if k.startswith("y_")}
-    if not named:
-        raise InputError(spec, f"no array 'y' or 'y_<output name>' (found: {', '.join(sorted(arrays)) or 'nothing'})")
-    out = {}
+    out = {}  # none: labels are optional for the user's metric (reporter.inputs.labels.bind_labels says when not)
     for name, value in named.items():
         what = f"y_{name}" if name else "y"
         try:

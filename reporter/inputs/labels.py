@@ -48,14 +48,22 @@ class Head:
     primary: bool
 
 
-def bind_labels(data: Dataset, signature: Signature, model_path, primary: Optional[str]) -> tuple[Dataset, list[Head]]:
+def bind_labels(data: Dataset, signature: Signature, model_path, primary: Optional[str],
+                metric: bool = False) -> tuple[Dataset, list[Head]]:
     """The labels matched to the model's outputs by name. One output: `y` (or `y_<its name>`), no heads.
     Several: `y_<output name>` for each labelled output (a head without labels is compared with float);
     the primary output (`primary`, else the first labelled) gives `data.y`. A label array that names no
-    output is an error naming the outputs and the arrays found."""
+    output is an error naming the outputs and the arrays found. With the user's metric (`metric`) labels are
+    optional: without them (or with one `y` for several outputs, the metric's as given) `data.y` is None and
+    every output is compared with float; the metric gets the labels as saved."""
     outputs = signature.outputs
     names = [p.name for p in outputs]
     found = ", ".join(f"y_{n}" if n else "y" for n in data.labels)
+    if not data.labels and not metric:
+        raise InputError(data.source, "no array 'y' or 'y_<output name>' (labels), and no --metric to score the"
+                                      " outputs without them")
+    if metric and (not data.labels or (len(outputs) > 1 and list(data.labels) == [""])):
+        return _unlabelled(data, signature, model_path, primary)
     if len(outputs) == 1:
         joined = _joined_labels(data, outputs[0])
         if joined is not None:  # several label arrays for one output (a detector's y_boxes and y_classes)
@@ -79,6 +87,20 @@ def bind_labels(data: Dataset, signature: Signature, model_path, primary: Option
              for p in outputs]
     y, classes = data.labels[lead]
     return dataclasses.replace(data, y=y, labels_are_classes=classes), heads
+
+
+def _unlabelled(data: Dataset, signature: Signature, model_path, primary: Optional[str]) -> tuple[Dataset, list[Head]]:
+    """No labels for any output (the user's metric scores them as it likes): `data.y` None, and for several outputs
+    every head without labels, the primary one `primary` (else the first)."""
+    outputs = signature.outputs
+    names = [p.name for p in outputs]
+    if primary is not None and primary not in names:
+        raise InputError(model_path, f"--primary-output {primary} is not an output (outputs: {', '.join(names)})")
+    data = dataclasses.replace(data, y=None, labels_are_classes=False)
+    if len(outputs) == 1:
+        return data, []
+    lead = primary or names[0]
+    return data, [Head(p, None, False, primary=p.name == lead) for p in outputs]
 
 
 def _joined_labels(data: Dataset, port: Port) -> Optional[np.ndarray]:

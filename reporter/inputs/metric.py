@@ -92,16 +92,17 @@ def task_score(task: Task, y: np.ndarray) -> Optional[Score]:
 
 def user_score(s: RunSettings, labels: dict, heads: list[Head], lead: str, n: int,
                meta: Optional[dict] = None) -> Optional[Score]:
-    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given and
-    the data's `meta_<name>` arrays it declares."""
+    """The user's --metric, loaded (one line naming it when it cannot be), called with the labels as given (None
+    without any; of any shape, one row per sample) and the data's `meta_<name>` arrays it declares."""
     if not s.metric:
         return None
     name, fn = load(s.metric, s.data if Path(str(s.data)).exists() else None)
     check_meta(s.metric, fn, meta or {})
     if heads:
-        y_true = {h.port.name: labels.get(h.port.name) for h in heads}
+        # y_<output name> by output; one plain `y` for several outputs is the metric's as it is
+        y_true = labels[""] if "" in labels else {h.port.name: labels.get(h.port.name) for h in heads}
         score = UserScore(name, fn, y_true, n, s.metric_mode != "min", primary=lead)
     else:
-        score = UserScore(name, fn, next(iter(labels.values())), n, s.metric_mode != "min")
+        score = UserScore(name, fn, next(iter(labels.values()), None), n, s.metric_mode != "min")
     score.meta = dict(meta or {})
     return score

@@ -25,6 +25,7 @@ from reporter.measure.scoring import Score, Scored
 from reporter.measure.task import KindError, Task, nonfinite_rows
 from reporter.model.data import Dataset
 from reporter.model.output_range import ClippedOutput
+from reporter.model.regression import TargetError
 from reporter.model.report import HeadResult, Latency, Metrics, OutputError, VariantResult
 from reporter.model.variant import WeightCoverage
 
@@ -222,17 +223,8 @@ class Measurer:
                 progress.say(f"{name}: produced NaN or inf on {nonfinite:,} of {len(out):,} samples ("
                              + ("they count as wrong; " if task.classification else "")
                              + "errors against float leave them out)")
-            metrics = output_error = target_error = None
-            if not task.classification and _targets_fit(data.y, out):
-                target_error = attempt("target_error", lambda: qmetrics.target_error(out, data.y))
-            if task.classification:
-                metrics = attempt("metrics", lambda: self._classification_metrics(name, out))
-            elif name != variants.FLOAT and variants.FLOAT in self.outputs:
-                output_error = attempt("output_error", lambda: qmetrics.output_error(out, self.outputs[variants.FLOAT]))
-            heads = (attempt("heads", lambda: self._heads(name)) or {}) if self.heads else {}
+            metrics, output_error, target_error, heads = self._quality(name, out, self.head_outputs.get(name), attempt)
             clipped = (attempt("clipping", lambda: self._clipped(name, tflite)) or {}) if name != variants.FLOAT else {}
-            if self.score is not None and (metrics is not None or not task.classification):
-                metrics = self._main(name, out, metrics, attempt)
             if everywhere:  # its figures (0 % of NaN) compare nothing: the report's scale is recorded not measured
                 scale = "metrics" if task.classification or self.score is not None else "output_error"
                 errors.setdefault(scale, NOT_FINITE)
@@ -270,26 +262,62 @@ class Measurer:
             clipped_outputs=clipped,
         )
 
-    def quality_on(self, name: str, outputs: dict[str, np.ndarray]) -> tuple[Optional[Metrics], Optional[OutputError]]:
-        """Model `name`'s quality from outputs of another run (by signature key: the target's kernels), read as
-        its own run is (the primary output): classification metrics and the main metric paired with float's
-        run, or the output error against float's. Nothing is stored: the model's own measurement stands."""
-        key = self.primary.key if self.heads else None
-        out = outputs[key] if key is not None else next(iter(outputs.values()))
-        if key is None and len(outputs) > 1:  # several outputs read as one (a detector's), given one by one
-            joined = evaluate.joined_outputs((self.folder / f"{name}.tflite").read_bytes(), outputs)
-            out = out if joined is None else joined
-        if self.task.classification:
-            metrics = self._classification_metrics(name, out)
-            if self.score is not None and variants.FLOAT in self.scored and not (self.heads and
-                                                                                  self.score is not self.fallback):
-                scored = self.score.measure(out)
-                main = self.score.main(scored, {variants.FLOAT: self.score.compare(scored, self.scored[variants.FLOAT])})
-                metrics = dataclasses.replace(metrics, main=main, user=dict(scored.values or {}))
-            return metrics, None
-        if variants.FLOAT not in self.outputs:
-            return None, None
-        return None, qmetrics.output_error(out, self.outputs[variants.FLOAT])
+    def quality_on(self, name: str, outputs: dict[str, np.ndarray]) -> "Quality":
+        """Model `name`'s quality from another run's outputs (every output by signature key: the target's kernels),
+        read exactly as its own run reads its outputs (`_quality`), paired with float's run; nothing is stored: the
+        model's own measurement stands. A measurement that fails there is left empty, its reason in `errors`."""
+        rows = {key: np.asarray(value).reshape(len(value), -1) for key, value in outputs.items()}  # as LiteRT's runs
+        if self.heads:
+            by_head = {h.name: rows[h.key] for h in self.heads}
+            out = by_head[self.primary.name]
+        else:
+            by_head, out = None, next(iter(rows.values()))
+            if len(rows) > 1:  # several outputs read as one (a detector's), given one by one
+                joined = evaluate.joined_outputs((self.folder / f"{name}.tflite").read_bytes(), outputs)
+                out = out if joined is None else joined
+        errors: dict[str, str] = {}
+
+        def attempt(measurement: str, take):
+            try:
+                return take()
+            except QuantReportError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the other measurements there stand; the run's own are untouched
+                traceback.print_exc()  # into run.log
+                errors[measurement] = one_line(exc)
+                self.progress.say(f"{name}: {measurement} not measured on the target: {errors[measurement]}")
+                return None
+
+        metrics, output_error, target_error, heads = self._quality(name, out, by_head, attempt, on_target=True)
+        if len(out) and bool(nonfinite_rows(out).all()):  # as its own run: figures of NaN compare nothing
+            scale = "metrics" if self.task.classification or self.score is not None else "output_error"
+            errors.setdefault(scale, NOT_FINITE)
+            metrics, output_error = (None, output_error) if scale == "metrics" else (metrics, None)
+        return Quality(metrics, output_error, target_error, heads, errors)
+
+    def _quality(self, name: str, out: np.ndarray, by_head: Optional[dict[str, np.ndarray]], attempt,
+                 on_target: bool = False) -> tuple:
+        """(metrics, output error, target error, heads) of model `name` read from its outputs: `out`, the primary
+        one, and `by_head`, every output by name (several outputs only). The one reading of a model's outputs: the
+        task's metrics, the main metric (the task's own or the user's), the error against float's output and against
+        the regression targets, and every other output's, each taken by `attempt(measurement, take)`. Its own run
+        (`measure`) pairs them with every reference model and keeps the main metric's values; a target's run
+        (`on_target`) pairs them with float's run only (float never runs on a target: its run is the reference
+        everywhere) and keeps nothing."""
+        task, y = self.task, self.data.y
+        flt = self.outputs.get(variants.FLOAT)
+        refs = ({} if flt is None else {variants.FLOAT: flt}) if on_target else self.outputs
+        metrics = output_error = target_error = None
+        if not task.classification and _targets_fit(y, out):
+            target_error = attempt("target_error", lambda: qmetrics.target_error(out, y))
+        if task.classification:
+            metrics = attempt("metrics", lambda: self._classification_metrics(name, out, outputs=refs))
+        elif name != variants.FLOAT and flt is not None:
+            output_error = attempt("output_error", lambda: qmetrics.output_error(out, flt))
+        heads = (attempt("heads", lambda: self._heads(name, by_head, on_target)) or {}) if self.heads else {}
+        if self.score is not None and (metrics is not None or not task.classification):
+            metrics = self._main(name, out, by_head, metrics, attempt, on_target)
+        return metrics, output_error, target_error, heads
 
     def _clipped(self, name: str, tflite: bytes) -> dict[str, ClippedOutput]:
         """The outputs of model `name` made by an integer tensor whose range cuts off float's values (by output
@@ -326,23 +354,26 @@ class Measurer:
             references += (variants.SELECTIVE,)  # the recommended layers in a lighter scheme, against them in float
         return tuple(ref for ref in references if ref != name)
 
-    def _main(self, name: str, out, metrics: Optional[Metrics], attempt) -> Optional[Metrics]:
-        """The main metric of model `name` measured (the user's, if any: it falls back to the task's own when it
-        fails, said once), paired with its references, attached to `metrics`."""
+    def _main(self, name: str, out, by_head, metrics: Optional[Metrics], attempt,
+              on_target: bool = False) -> Optional[Metrics]:
+        """The main metric of model `name` measured (the user's, if any: in its own run it falls back to the task's
+        own when it fails, said once), paired with its references (on the target: float's run), attached to
+        `metrics`."""
         user = self.score is not self.fallback
-        given = self.head_outputs[name] if user and self.heads else out
-        scored = attempt("user_metric" if user else "metrics", lambda: self.score.measure(given))
-        if scored is None and user:
+        given = by_head if user and self.heads else out
+        scored = attempt("user_metric" if user and not on_target else "metrics", lambda: self.score.measure(given))
+        if scored is None and user and not on_target:
             self.score = self.fallback
             self.scored.clear()
             if self.score is None:
                 return metrics
-            return self._rescore(name, out, metrics, attempt)
+            return self._rescore(name, out, by_head, metrics, attempt)
         if scored is None:
             return metrics
-        self.scored[name] = scored
-        paired = {ref: self.score.compare(scored, self.scored[ref]) for ref in self.references(name)
-                  if ref in self.scored}
+        if not on_target:
+            self.scored[name] = scored
+        references = (variants.FLOAT,) if on_target else self.references(name)
+        paired = {ref: self.score.compare(scored, self.scored[ref]) for ref in references if ref in self.scored}
         main = self.score.main(scored, paired)
         return dataclasses.replace(metrics or Metrics(), main=main, user=dict(scored.values or {}))
 
@@ -360,12 +391,12 @@ class Measurer:
             return dataclasses.replace(result, metrics=None)
         return dataclasses.replace(result, metrics=dataclasses.replace(m, main=main))
 
-    def _rescore(self, name: str, out, metrics, attempt) -> Optional[Metrics]:
+    def _rescore(self, name: str, out, by_head, metrics, attempt) -> Optional[Metrics]:
         """After the user's metric failed: every model measured so far scored again by the task's own metric."""
         for earlier in self.outputs:
             if earlier != name:
                 self.scored[earlier] = self.score.measure(self.outputs[earlier])
-        return self._main(name, out, metrics, attempt)
+        return self._main(name, out, by_head, metrics, attempt)
 
     def _classification_metrics(self, name: str, out: np.ndarray, y=None, task: Optional[Task] = None,
                                 outputs: Optional[dict] = None):
@@ -383,17 +414,19 @@ class Measurer:
                   for ref in self.references(name) if ref in outputs}
         return dataclasses.replace(metrics, paired=paired, correct_bits=qmetrics.pack_correct(correct))
 
-    def _heads(self, name: str) -> dict[str, HeadResult]:
-        """Every output of model `name` measured: a labelled classification head against its labels (paired
-        with float's and FIQ's same head), a regression or unlabelled one-unit head by its error against
-        float's output, an unlabelled class-score head by how often it predicts float's class."""
+    def _heads(self, name: str, by_head: dict[str, np.ndarray], on_target: bool = False) -> dict[str, HeadResult]:
+        """Every output of model `name` (`by_head`: its outputs by name) measured: a labelled classification head
+        against its labels (paired with float's and FIQ's same head; on the target, float's), a regression or
+        unlabelled one-unit head by its error against float's output (and its targets'), an unlabelled class-score
+        head by how often it predicts float's class."""
         found = {}
         for h in self.heads:
-            mine = self.head_outputs[name][h.name]
-            same = {m: outs[h.name] for m, outs in self.head_outputs.items()}
+            mine = by_head[h.name]
+            same = {m: outs[h.name] for m, outs in self.head_outputs.items() if not on_target or m == variants.FLOAT}
             ref = same.get(variants.FLOAT)
             if h.labelled and h.task.classification:
-                found[h.name] = HeadResult(metrics=self._classification_metrics(name, mine, h.y, h.task, same))
+                metrics = self._classification_metrics(name, mine, h.y, h.task, same)
+                found[h.name] = HeadResult(metrics=self._head_main(name, h, metrics, mine, same))
             elif h.task.classification:  # unlabelled class scores: the same class as float
                 agree = None if ref is None else float(np.mean(h.task.classes(mine) == h.task.classes(ref)))
                 found[h.name] = HeadResult(agreement_with_float=agree)
@@ -403,6 +436,31 @@ class Measurer:
                 found[h.name] = HeadResult(output_error=error, target_error=target)
         return found
 
+    def _head_main(self, name: str, h: HeadSpec, metrics: Metrics, mine: np.ndarray, same: dict) -> Metrics:
+        """A labelled output whose samples are not right or wrong as a whole (dense classes: positions are not
+        samples), with its kind's own main metric (mean IoU) paired with the same output of its references by the
+        kind's bootstrap over samples: its accuracy has no paired test, and every labelled output takes part in the
+        decision on one. A share only (the per-output table words it as one); others as they are."""
+        if metrics is None or metrics.main is not None or metrics.correct_bits:  # McNemar's, or the kind's own
+            return metrics
+        score = h.task.score(h.y)
+        if score is None or not score.bootstrapped or not score.share:
+            return metrics
+        scored = score.measure(mine)
+        paired = {ref: score.compare(scored, score.measure(same[ref])) for ref in self.references(name) if ref in same}
+        return dataclasses.replace(metrics, main=score.main(scored, paired))
+
+
+@dataclass(frozen=True)
+class Quality:
+    """A model's quality read from a target's run of it (`Measurer.quality_on`), as its own run records it: the
+    reporter.model.variant.OnTarget fields, and each measurement that failed there ({measurement: one line})."""
+
+    metrics: Optional[Metrics] = None
+    output_error: Optional[OutputError] = None
+    target_error: Optional[TargetError] = None
+    heads: dict[str, HeadResult] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
 
 
 # Why a model's main scale is not measured when its output is NaN or inf on every evaluation sample: the decision

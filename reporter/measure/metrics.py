@@ -312,7 +312,7 @@ def fingerprint(x, y: np.ndarray) -> str:
     if isinstance(x, Inputs):
         single = x.single()
         arrays = [single] if single is not None else [x[k] for k in sorted(x.names)]
-    for a in (*arrays, y):
+    for a in (*arrays, *([] if y is None else [y])):  # no labels (a user's metric without them): the inputs
         h.update(f"{a.shape}|{a.dtype.str}|".encode())
         for part in chunks(a):  # a memory-mapped array stays on disk
             h.update(np.ascontiguousarray(part).tobytes())

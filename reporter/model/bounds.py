@@ -40,6 +40,9 @@ class Bound:
     high: float
     must_be: str  # "a share from 0 to 1"
     whole: bool = False  # a count: a whole number (also when stored as a float, e.g. 30.0)
+    # What null reads as, for a required figure report.json writes null when it is not finite (JSON has no inf);
+    # None: null is refused (or, for an optional field, means not measured).
+    null: Optional[float] = None
 
     def allows(self, value: Union[int, float]) -> bool:
         return self.low <= value <= self.high and (not self.whole or float(value).is_integer())
@@ -79,6 +82,9 @@ KAPPA = Bound(-1, 1, "a kappa from -1 to 1")
 COSINE = Bound(-1, 1, "a cosine from -1 to 1")
 R2 = Bound(-math.inf, 1, "an R² of at most 1")
 NON_NEGATIVE = Bound(0, math.inf, "a number >= 0")  # errors (MSE, MAE, RMSE), variances, scales, ranges
+# An error that can overflow (the Quantization Debugger's per-layer MSE, computed in float32, and its RMSE/scale):
+# written null when it is inf (or NaN), read back as inf, the worst error, so that a re-render ranks it as the run did.
+ERROR_OR_INF = Bound(0, math.inf, "a number >= 0, or null (not finite: read as inf)", null=math.inf)
 COUNT = Bound(0, MAX_INT, "a count (a whole number >= 0)", whole=True)
 INDEX = Bound(0, MAX_INT, "an index (a whole number >= 0)", whole=True)
 CULPRIT_INDEX = Bound(-1, MAX_INT, "a layer's index (a whole number >= 0, or -1: not among the debugger's layers)",

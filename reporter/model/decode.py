@@ -156,7 +156,9 @@ def _dataclass(tp, value, path: str):
     for name in required:
         if name not in value:
             raise DecodeError(key_path(path, name), "required field is missing")
-    fields = {k: _named(k, decode(hints[k], v, key_path(path, k))) for k, v in value.items()}
+    nulls = _null_values(tp)  # a figure written null when not finite reads back as its bound says (inf)
+    fields = {k: nulls[k] if v is None and k in nulls else _named(k, decode(hints[k], v, key_path(path, k)))
+              for k, v in value.items()}
     _within(tp, fields, path)
     return tp(**fields)
 
@@ -195,6 +197,13 @@ def _within(tp, fields: dict, path: str):
 def _bounded_fields(tp) -> tuple:
     """The fields of dataclass `tp` that carry a bound."""
     return tuple(f for f in dataclasses.fields(tp) if BOUND in f.metadata)
+
+
+@functools.lru_cache(maxsize=None)
+def _null_values(tp) -> dict:
+    """The fields of dataclass `tp` whose bound reads null as a value (reporter.model.bounds.Bound.null): name -> it."""
+    bounds = {f.name: f.metadata[BOUND] for f in _bounded_fields(tp)}
+    return {name: b.null for name, b in bounds.items() if getattr(b, "null", None) is not None}
 
 
 @functools.lru_cache(maxsize=None)

@@ -65,7 +65,7 @@ from reporter.core import tasks
 from reporter.core.records import as_stored
 from reporter.core.variants import FLOAT, RULE_METHOD, SEARCH_METHOD, SELECTIVE
 from reporter.model.bounds import (
-    COUNT, INDEX, LATENCY, NON_NEGATIVE, P_VALUE, SEARCH_SHARE, SECONDS, SHARE, SIZE, figure,
+    COUNT, ERROR_OR_INF, INDEX, LATENCY, NON_NEGATIVE, P_VALUE, SCORE_SHARE, SEARCH_SHARE, SECONDS, SHARE, SIZE, figure,
 )
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
 from reporter.model.findings import Findings
@@ -180,11 +180,11 @@ class LayerStat:
     stddev: Optional[float] = figure(NON_NEGATIVE)
     mean_error: Optional[float]
     max_abs_error: Optional[float] = figure(NON_NEGATIVE)
-    mean_squared_error: float = figure(NON_NEGATIVE)
+    mean_squared_error: float = figure(ERROR_OR_INF)  # inf: overflowed (the debugger's float32), written null
     scale: float = figure(NON_NEGATIVE)
     zero_point: int
     range: float = figure(NON_NEGATIVE)
-    rmse_over_scale: float = figure(NON_NEGATIVE)
+    rmse_over_scale: float = figure(ERROR_OR_INF)  # inf: its MSE overflowed; written null, read back as inf
     # Whole-model verify: the error accumulated by this op (a float copy of the model runs beside).
     propagated_mean_squared_error: Optional[float] = figure(NON_NEGATIVE, None)
     propagated_rmse_over_scale: Optional[float] = figure(NON_NEGATIVE, None)
@@ -216,6 +216,10 @@ class SelectionData:  # the samples the search chose on: never the evaluation sa
     detectable: Optional[float] = figure(SHARE, None)
     # the gap was near what this many could show: all x_calib beyond calibration
     grown_from: Optional[int] = figure(COUNT, None)
+    # FIQ's selection score on the evaluation data (from the run's stored outputs; None when the selection samples are
+    # a part of them), and whether the two data sets show it differently beyond noise (two independent samples)
+    fiq_on_evaluation: Optional[float] = None
+    differs: Optional[bool] = None
 
 
 @dataclass(frozen=True)
@@ -226,11 +230,13 @@ class SearchStep:
     phase: str  # "fiq", "probe", "add", "drop", "rule"
     change: str
     accepted: bool
-    accuracy: Optional[float] = figure(SHARE, None)  # on the evaluation data (classification)
+    # on the evaluation data: the main metric (a share, or the user's metric, any number: `score_share` False)
+    accuracy: Optional[float] = figure(SCORE_SHARE, None)
     output_mse: Optional[float] = figure(NON_NEGATIVE, None)  # on the evaluation data, against float (regression)
     latency_ms: Optional[float] = figure(LATENCY, None)
     pareto: bool = False  # no other step is both smaller and more accurate
     chosen: bool = False
+    score_share: bool = True  # `accuracy` is a share (accuracy, mean IoU); False: the user's metric, any number
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,9 @@ class MainMetric:
     paired: dict[str, PairedScore] = field(default_factory=dict)  # reference variant -> paired test
     # a user's metric that returned one value per sample: the value is their mean and `paired` holds paired t-tests
     per_sample: bool = False
+    # a user's metric that returned one number: the blocks of samples it was also called on (batch means), whose
+    # values its interval (value ± t·sd/√blocks) and its paired t-tests read; None for any other metric
+    blocks: Optional[int] = figure(COUNT, None)
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,11 @@ class OnTarget:
     runs: bool
     error: str = ""  # why it does not run there, or why it could not be checked (one line)
     metrics: Optional[Metrics] = None  # on the target's kernels (classification, a user's metric), paired with float
-    output_error: Optional[OutputError] = None  # on the target's kernels, against float (no main metric)
+    output_error: Optional[OutputError] = None  # on the target's kernels, against float (every output not class scores)
+    # on the target's kernels, as the model's own run records them: the error against regression targets, and every
+    # output of a model with several (VariantResult.target_error, .heads)
+    target_error: Optional[TargetError] = None
+    heads: dict[str, HeadResult] = field(default_factory=dict)
     micro: Optional[MicroFigures] = None
     vela: Optional[VelaFigures] = None
     # The ops the host CPU runs beside the target (a detector's postprocess with its DEQUANTIZE/QUANTIZE ops), by

@@ -122,7 +122,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
             if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
                 target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
                 exporting = (target, side_conv.call(model_loading.export_saved_model, str(s.model), s.trust_model,
-                                                    target, s.custom_objects, s.code_dir))
+                                                    target, s.custom_objects, s.code_dir, s.target))
         if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
             child.warm()
         import tensorflow  # noqa: F401 - imported here so that its start-up chatter lands in run.log
@@ -140,7 +140,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
     try:
         with progress.stage("load", "model and data loaded"):
             model = model_loading.load_model(s.model, trust=s.trust_model, scratch=folder,
-                                             custom_objects=s.custom_objects, code_dir=s.code_dir)
+                                             custom_objects=s.custom_objects, code_dir=s.code_dir, target=s.target)
             if exporting is not None and hasattr(model.make_converter, "adopt"):
                 model.make_converter.adopt(*exporting)
             data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model,
@@ -263,16 +263,17 @@ def _prepare(start: RunStart, model: LoadedModel, data: Dataset) -> RunContext:
     data = binding.bind(data, sig, model.path)
     model.prove_twin(data.x)  # a Keras 3 recurrent model's tf_keras twin, against that model on the data
     _side_variants(start, model, data.x_calib, calibrated=True)
-    data, heads = labels.bind_labels(data, sig, model.path, s.primary_output)
+    data, heads = labels.bind_labels(data, sig, model.path, s.primary_output, metric=bool(s.metric))
     lead = next((h.port for h in heads if h.primary), sig.outputs[0])
     made_by = structure.producers(float_model)
     forced = task_reading.forced_tasks(s, sig, model.path)
     raw_labels = {name: y for name, (y, _) in data.labels.items()}
     given = task_reading.LabelSource(data.y, data.labels_are_classes, data.source, f"y_{lead.name}" if heads else "y")
-    reading = task_reading.read_task(given, lead, made_by.get(lead.index, ""), s.threshold, forced.get(lead.name))
+    reading = task_reading.read_task(given, lead, made_by.get(lead.index, ""), s.threshold, forced.get(lead.name),
+                                     metric=bool(s.metric))
     data = dataclasses.replace(data, y=reading.y, labels_are_classes=reading.task.classification)
     head_specs = tuple(task_reading.head_spec(h, data.source, made_by.get(h.port.index, ""), s.threshold,
-                                              forced.get(h.port.name)) for h in heads)
+                                              forced.get(h.port.name), metric=bool(s.metric)) for h in heads)
     score = metric.task_score(reading.task, data.y)
     user = metric.user_score(s, raw_labels, heads, lead.name, len(data.x), data.meta)
     litert_models = litert.LiteRtModels(float_model, data.x_calib, start.side.calibration if start.side else None,
@@ -361,7 +362,8 @@ def _base_float(start: RunStart, data: Dataset, sig) -> tuple[LoadedModel, bytes
     """--base-model, checked before any other work: loaded like the model and converted to float, with the same
     inputs and outputs as the model (count, shapes, dtypes, in order); InputError naming the first difference."""
     s = start.settings
-    base = model_loading.load_model(s.base_model, s.trust_model, start.folder, s.custom_objects, s.code_dir)
+    base = model_loading.load_model(s.base_model, s.trust_model, start.folder, s.custom_objects, s.code_dir,
+                                    target=s.target)
     with start.progress.stage("convert", detail=variants.BASE_FLOAT):
         try:
             made = base.tflite if base.make_converter is None else conv.convert(base.make_converter, variants.FLOAT,

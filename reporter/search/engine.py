@@ -68,9 +68,11 @@ class Evaluation:
     """One candidate model measured on the selection data."""
 
     nodes: frozenset
-    score: float  # agreement with float, or 1 - MSE / variance for a regression output
+    # agreement with float, the user's metric relative to float's (recommend.MetricScorer), or 1 - MSE / variance for
+    # a regression output without a metric
+    score: float
     per_sample: np.ndarray  # each sample's figure, higher is better as `score`: bool (agrees with float) or float
-    # (share of positions that agree, or minus the squared error)
+    # (share of positions that agree, the metric's value per sample or per block, or minus the squared error)
     size_bytes: int
 
 
@@ -106,6 +108,7 @@ class Policy:
     patience: int = 4  # additions in a row without a gain before the search stops adding
     higher_is_better: bool = True
     budget_words: str = "the budget"  # how the stop reasons name what bounds `budget` ("the budget (--search-share …)")
+    t_test: bool = False  # candidates are paired by a t-test (a user's metric's values per sample or block)
 
 
 def moves(layers: list[Layer]) -> list[Move]:
@@ -219,10 +222,10 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         return judgement.within(policy.target, ev.score)
 
     def worse(a: Evaluation, b: Evaluation) -> bool:
-        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better)
+        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better, policy.t_test)
 
     def better(a: Evaluation, b: Evaluation) -> bool:
-        return judgement.paired_better(a.per_sample, b.per_sample, policy.higher_is_better)
+        return judgement.paired_better(a.per_sample, b.per_sample, policy.higher_is_better, policy.t_test)
 
     def ahead(node_sets) -> None:
         """Says which candidates the next probes measure, in order, to an `evaluate` that can build ahead."""
@@ -402,7 +405,7 @@ def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evalua
         return judgement.within(policy.target, ev.score)
 
     def worse(a: Evaluation, b: Evaluation) -> bool:
-        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better)
+        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better, policy.t_test)
 
     sets = [ev for ev in measured if ev.nodes - forced and ev.nodes != start.nodes]
     if not sets or meets(chosen):

@@ -16,6 +16,7 @@ import numpy as np
 from reporter.convert.litert import LiteRtQuantizer
 from reporter.convert.quantize import FiqQuantizer
 from reporter.core import judgement, variants
+from reporter.core.errors import one_line
 from reporter.measure import evaluate
 from reporter.measure.measurer import Measurer
 from reporter.measure.task import Task, top_class
@@ -77,18 +78,40 @@ class Selection:
     info: SelectionData
     heldout: Optional[np.ndarray]  # indices of evaluation samples the search did not see
     float_out: Union[np.ndarray, dict, None] = None  # the one output, or (several outputs) every output by name
+    chosen: Optional[np.ndarray] = None  # indices of the evaluation samples it holds (a part of them), else None
+
+
+# What the search chooses on for the accuracy target (`stand_in`): the task's own agreement with float's predictions,
+# the user's metric on labelled selection samples, or (a regression measured by its output error) the output's error
+# in units of float's variance.
+AGREEMENT, METRIC, VARIANCE = "agreement", "metric", "variance"
+AGREEMENT_WORDS = "agreement with the float model's predictions"
+VARIANCE_WORDS = "1 - output MSE / variance of the float model's output"
+
+
+def stand_in(task: Task, heads: list, own_metric: bool, user_metric: bool) -> str:
+    """What the search reads for the accuracy target, as the task reads its outputs: agreement with float's
+    predictions as the task kind reads them (a class, a label set, a mask's positions: an output that counts classes,
+    a kind with a main metric of its own (`own_metric`), or a class-score output among the `heads` the target holds
+    for); else the user's metric (`user_metric`) on labelled selection samples; only without either, a regression's
+    output error in units of float's variance (which large values, boxes say, dominate)."""
+    if task.classification or own_metric or any(t.classification for _, t in heads):
+        return AGREEMENT
+    return METRIC if user_metric else VARIANCE
 
 
 def selection(data: Dataset, calibration_samples: int, max_samples: int,
-              classification: Optional[bool] = None) -> Selection:
+              classification: Optional[bool] = None, score: Optional[str] = None,
+              labelled: bool = False) -> Selection:
     """Unlabelled x_calib samples when there are any (after those used to calibrate, if enough
-    remain); otherwise a seeded half of the evaluation data, the other half held out."""
+    remain); otherwise, or when the search reads the user's metric (`labelled`: it needs the evaluation data's labels
+    and meta arrays), a seeded half of the evaluation data, the other half held out. `score` says what the search
+    reads there (default: agreement for a classification, else the output error)."""
     pool = data.x_pool
     if classification is None:
         classification = data.labels_are_classes
-    score = "agreement with the float model's predictions" if classification else \
-        "1 - output MSE / variance of the float model's output"
-    if pool is not None and len(pool):
+    score = score or (AGREEMENT_WORDS if classification else VARIANCE_WORDS)
+    if pool is not None and len(pool) and not labelled:
         fresh = pool[calibration_samples:]
         overlaps = len(fresh) < min(max_samples, 100)  # too few beyond calibration: the whole pool, said so
         x = (pool if overlaps else fresh)[:max_samples]
@@ -100,7 +123,7 @@ def selection(data: Dataset, calibration_samples: int, max_samples: int,
     chosen, heldout = np.sort(order[:n]), np.sort(order[n:])
     info = SelectionData("x", int(n), score, True, heldout_num=int(len(heldout)),
                          detectable=judgement.detectable_share(n) if classification else None)
-    return Selection(data.x[chosen], info, heldout)
+    return Selection(data.x[chosen], info, heldout, chosen=chosen)
 
 
 GROWN_MAX_FACTOR = 10  # grown selection data: at most this many times --selection-samples (each candidate reads them)
@@ -146,6 +169,41 @@ def scorer(float_out: np.ndarray, classification: bool,
         err = np.mean((out.astype(np.float64) - float_out) ** 2, axis=1)
         return float(1.0 - err.mean() / var), -err  # per sample higher is better, as the score
     return score_reg
+
+
+class MetricFailed(RuntimeError):
+    """The user's metric raised on the search's selection samples (one line): the search reads the output error."""
+
+
+class MetricScorer:
+    """The user's metric as the search's selection score, on labelled selection samples (`part`: the metric on those
+    samples, reporter.measure.scoring.UserScore.subset), relative to float's value there: 1 - (float's - the
+    candidate's) / |float's| (judgement.metric_scale), oriented so that higher is better, 1 as good as float. Each
+    sample's figure is the metric's value per sample, or for a metric that returns a number its value on each block
+    of the samples (batch means), oriented the same way: one call on the samples (and one per block) per candidate,
+    never one per resample. `names` maps signature keys to output names for a model with several outputs."""
+
+    def __init__(self, part, float_out, names: Optional[dict] = None):
+        self.part, self.names = part, dict(names or {})
+        self.reference = self._measured(float_out).value
+
+    def _measured(self, out):
+        try:
+            return self.part.measure(self.given(out))
+        except Exception as exc:  # noqa: BLE001 - the user's function may raise anything
+            raise MetricFailed(one_line(exc)) from exc
+
+    def given(self, out):
+        """The outputs as the metric takes them: the one output, or every output by its name."""
+        return {self.names[k]: v for k, v in out.items() if k in self.names} if self.names else out
+
+    def __call__(self, out) -> tuple[float, np.ndarray]:
+        scored = self._measured(out)
+        sign = 1.0 if self.part.higher_is_better else -1.0
+        value = 1.0 - sign * (self.reference - scored.value) / judgement.metric_scale(self.reference)
+        per = scored.per_sample if scored.per_sample is not None else scored.boot
+        per = np.asarray(per, np.float64) if per is not None and np.size(per) else np.full(1, scored.value)
+        return float(value), sign * per
 
 
 def heads_scorer(float_outs: dict, heads: list) -> Callable[[dict], tuple[float, np.ndarray]]:
@@ -208,19 +266,41 @@ def search_layers(layers: list[LayerStat], flow: list[tuple[list[str], list[str]
 BUILT_CACHE_BYTES = 256 * 2**20  # candidate models kept for reuse (a big model is rebuilt instead)
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How the candidates are scored on the selection samples: what the (one) output means (`task`); for a model with
+    several outputs, the (signature output name, Task) of each output the target must hold for (`heads`) and the
+    output the evaluation data's accuracy is read from (`primary_key`); the user's metric on the selection samples
+    (`sel.chosen`) when the search chooses on it (`metric`, a MetricScorer's part; `names`, signature key -> output
+    name, for several outputs); else the task's agreement with float's predictions (`agreement`; None: for a
+    classification) or the output error against float's variance."""
+
+    task: Task
+    heads: tuple = ()
+    primary_key: str = ""
+    metric: object = None
+    names: tuple = ()  # (signature key, output name) pairs
+    agreement: Optional[bool] = None
+    stand: str = ""  # what the search reads for the accuracy target (`stand_in`: AGREEMENT, METRIC or VARIANCE)
+
+
 class Candidates:
     """Builds candidate models from one calibration and measures them on the selection data."""
 
-    def __init__(self, quantizer: Quantizer, ops: list[str], sel: Selection, task: Task,
-                 heads: Optional[list] = None, primary_key: str = ""):
-        """`task`: what the (one) output means; `heads`: for a model with several outputs, the (signature output
-        name, Task) of each output the target must hold for, and `sel.float_out` float's outputs by that name;
-        `primary_key` the output the evaluation data's accuracy is read from."""
-        self.quantizer, self.ops, self.sel, self.task = quantizer, list(ops), sel, task
-        self.heads, self.primary_key = heads or [], primary_key
+    def __init__(self, quantizer: Quantizer, ops: list[str], sel: Selection, scoring: Scoring):
+        """`sel.float_out`: float's outputs on the selection samples (by signature output name for several);
+        `scoring`: how a candidate is scored there."""
+        self.quantizer, self.ops, self.sel, self.scoring = quantizer, list(ops), sel, scoring
+        self.task, self.heads, self.primary_key = scoring.task, list(scoring.heads), scoring.primary_key
+        self.metric, self.names, self.agreement = scoring.metric, dict(scoring.names), scoring.agreement
         self.helper = None  # see `beside`
-        self.score = heads_scorer(sel.float_out, self.heads) if self.heads else \
-            scorer(sel.float_out, task.classification, task.agreement)
+        if self.metric is not None:
+            self.score = MetricScorer(self.metric, sel.float_out, self.names)
+        elif self.heads:
+            self.score = heads_scorer(sel.float_out, self.heads)
+        else:
+            agree = self.task.classification if self.agreement is None else self.agreement
+            self.score = scorer(sel.float_out, agree, self.task.agreement)
         self._built: dict[frozenset, bytes] = {}
         self._scored: dict[frozenset, srch.Evaluation] = {}
         self._ahead: dict[frozenset, Future] = {}  # builds started in `helper`
@@ -228,7 +308,7 @@ class Candidates:
     def on(self, sel: Selection) -> "Candidates":
         """The same candidates scored on other selection samples (`sel.float_out` float's outputs on them): the
         models already built are not built again."""
-        other = Candidates(self.quantizer, self.ops, sel, self.task, self.heads, self.primary_key).beside(self.helper)
+        other = Candidates(self.quantizer, self.ops, sel, self.scoring).beside(self.helper)
         other._built, other._ahead = self._built, self._ahead
         return other
 
@@ -270,11 +350,11 @@ class Candidates:
 
     def outputs(self, model: bytes, x):
         """The model's outputs the score reads: all of them by name (several outputs), or the one."""
-        return evaluate.predict_all(model, x) if self.heads else evaluate.predict(model, x)
+        return evaluate.predict_all(model, x) if self.heads or self.names else evaluate.predict(model, x)
 
     def primary(self, model: bytes, x) -> np.ndarray:
         """The output the report's accuracy is about."""
-        return evaluate.predict_all(model, x)[self.primary_key] if self.heads else evaluate.predict(model, x)
+        return evaluate.predict_all(model, x)[self.primary_key] if self.primary_key else evaluate.predict(model, x)
 
     def build(self, nodes) -> bytes:
         """The model with `nodes` kept in float, built once: the search, its steps on the evaluation
@@ -338,6 +418,7 @@ def steps_on_evaluation(trace: srch.Trace, candidates: Candidates, layers: list[
             selection_score=step.evaluation.score, phase=step.phase, change=step.change,
             accepted=step.accepted, accuracy=acc, output_mse=mse, latency_ms=latency,
             chosen=chosen is not None and nodes == chosen, pareto=nodes in front,
+            score_share=bool(getattr(m.score, "share", True)),
         ))
     return rows
 
@@ -391,7 +472,34 @@ def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, ta
     )
 
 
-def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int) -> tuple[srch.Policy, str]:
-    target, text = judgement.selection_target(max_accuracy_drop, classification)
-    return srch.Policy(target=target, target_is_hard=max_accuracy_drop is not None and classification,
-                       budget=budget, higher_is_better=True), text
+def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int,
+           metric: Optional[tuple[str, float]] = None) -> tuple[srch.Policy, str]:
+    """The search's policy and its target's words: agreement with float (`classification`), the output error, or the
+    user's metric relative to float's on the selection samples (`metric`: its name and float's value there)."""
+    target, text = judgement.selection_target(max_accuracy_drop, classification, metric)
+    hard = max_accuracy_drop is not None and (classification or metric is not None)
+    return srch.Policy(target=target, target_is_hard=hard, budget=budget, higher_is_better=True,
+                       t_test=metric is not None), text
+
+
+def on_evaluation(m: Measurer, scoring: Scoring, start: srch.Evaluation, sel: Selection, target: float,
+                  forced: frozenset) -> SelectionData:
+    """`sel.info` with FIQ's selection score on the evaluation data, read from the outputs the run stored (no model
+    run again), and whether the two data sets show it differently beyond noise (judgement.samples_differ, two
+    independent samples): only distinct selection samples (x_calib) can differ from the evaluation data, and only a
+    measured difference, never a guess, says that they do."""
+    info, stand, heads = sel.info, scoring.stand, list(scoring.heads)
+    if info.overlaps_evaluation or forced or stand == METRIC or variants.FIQ not in m.outputs \
+            or variants.FLOAT not in m.outputs:
+        return info
+    if heads:
+        by_key = {h.key: h.name for h in m.heads}
+        flt = {key: m.head_outputs[variants.FLOAT][by_key[key]] for key, _ in heads}
+        fiq = {key: m.head_outputs[variants.FIQ][by_key[key]] for key, _ in heads}
+        value, per_sample = heads_scorer(flt, heads)(fiq)
+    else:
+        value, per_sample = scorer(m.outputs[variants.FLOAT], stand == AGREEMENT, scoring.task.agreement)(
+            m.outputs[variants.FIQ])
+    differs = value < start.score and not judgement.within(target, value) \
+        and judgement.samples_differ(start.per_sample, per_sample)
+    return dataclasses.replace(info, fiq_on_evaluation=float(value), differs=bool(differs))

@@ -19,6 +19,7 @@ from reporter.core.errors import one_line
 from reporter.debug.debugger import check_not_everything
 from reporter.measure import cost, evaluate, structure
 from reporter.measure.measurer import Measurer
+from reporter.measure.scoring import UserScore
 from reporter.model.report import (Alternative, GapStatus, LayerStat, Recommendation, RuleResult, SearchCost,
                                    VariantResult)
 from reporter.search import engine as srch
@@ -70,44 +71,36 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
         return layers, Recommendation(denylisted_nodes=[], code="", selective=None, gap=gap_status, rule=rule,
                                       summary="", **base)
 
-    sel = recommend.selection(data, options.calibration_samples, options.selection_samples, classification)
+    # Several outputs: the target holds for every labelled output, or for the one --primary-output names.
+    targeted = [(h.key, h.task) for h in m.heads if (h.primary if options.primary_output else h.labelled)]
+    user = m.score if isinstance(m.score, UserScore) else None
+    stand = recommend.stand_in(task, targeted, m.fallback is not None, user is not None)
+    try:
+        sel, candidates, pol, target_text = _stand_in(m, options, quantizer, targeted, stand, asked.helper)
+    except recommend.MetricFailed as exc:
+        stand = _without_metric(m, exc)
+        sel, candidates, pol, target_text = _stand_in(m, options, quantizer, targeted, stand, asked.helper)
     if sel.info.overlaps_calibration:
         progress.say(f"the search chooses on {sel.info.num_samples:,} x_calib samples that include the calibration"
                      " samples (too few remain beyond them)")
-    # Several outputs: the target holds for every labelled output, or for the one --primary-output names.
-    targeted = [(h.key, h.task) for h in m.heads if (h.primary if options.primary_output else h.labelled)]
-    float_sel = evaluate.predict_all(float_model, sel.x) if targeted else evaluate.predict(float_model, sel.x)
-    sel = dataclasses.replace(sel, float_out=float_sel)
-    candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, task, targeted,
-                                      m.primary.key if m.heads else "").beside(asked.helper)
-    pol, target_text = recommend.policy(options.max_accuracy_drop, classification, options.search_budget)
     forced = frozenset(options.keep_float)
     search_result = None
     if options.recommend == SEARCH_METHOD:
         with progress.stage("search"):
             t0 = time.perf_counter()
-            sized, why = _sized(m, options, candidates, forced, pol.target)
-            cost = _budget(m, options, sized, forced)
-            if sized is not candidates and not judgement.grow_within_budget(cost.candidates):
-                progress.say(f"the selection samples are not grown to {len(sized.sel.x):,}: the search's budget"
-                             f" would hold {cost.candidates} candidates on them (--search-share {cost.share:g})")
-                cost = _budget(m, options, candidates, forced)
-            else:
-                candidates = sized
-                if why:
-                    progress.say(why)
-            sel = candidates.sel
-            if cost.candidates < pol.budget:
-                pol = dataclasses.replace(pol, budget=cost.candidates, budget_words=(
-                    f"the budget (--search-share {cost.share:g}: {cost.candidates} candidate"
-                    f"{'s' if cost.candidates != 1 else ''} at an estimated"
-                    f" {cost.candidate_seconds:.2g} s each, against the bare seed calls' estimated"
-                    f" {cost.bare_seconds:.0f} s)"))
             flow = structure.dataflow(quantizer.calibrated or float_model)
             try:
+                candidates, pol, cost = _fitted(m, options, candidates, forced, pol)
+                trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
+            except recommend.MetricFailed as exc:  # the search again, on the output error
+                candidates.settle()
+                stand = _without_metric(m, exc)
+                sel, candidates, pol, target_text = _stand_in(m, options, quantizer, targeted, stand, asked.helper)
+                candidates, pol, cost = _fitted(m, options, candidates, forced, pol)
                 trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
             finally:
                 candidates.settle()
+            sel = candidates.sel
             trace.cost = cost
             trace.seconds = time.perf_counter() - t0  # with sizing the selection data (FIQ scored there, once)
         chosen = recommend.in_model_order(trace.chosen.nodes, layers)
@@ -117,6 +110,8 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
                      f" {len(chosen)} layer(s) in float ({progress.timings.get('search', trace.seconds):.1f} s)")
         if trace.spread:
             progress.say(trace.stop_reason)
+        sel = dataclasses.replace(sel, info=recommend.on_evaluation(m, candidates.scoring, trace.steps[0].evaluation,
+                                                                   sel, pol.target, forced))
         search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
@@ -162,6 +157,65 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
         alternatives=alternatives, **base,
     )
     return layers, rec
+
+
+def _stand_in(m: Measurer, options: Settings, quantizer: recommend.Quantizer, targeted: list, stand: str,
+              helper) -> tuple[recommend.Selection, recommend.Candidates, srch.Policy, str]:
+    """The selection samples, the candidates scored there by what the search reads for the accuracy target (`stand`,
+    recommend.stand_in: the task's agreement, the user's metric on labelled evaluation samples, or the output error),
+    the search's policy and its target's words. recommend.MetricFailed when the user's metric fails there."""
+    task, float_model, metric = m.task, quantizer.float_model, None
+    if stand == recommend.METRIC:  # the metric's labels and meta arrays are the evaluation data's
+        targeted = []
+        words = f"your metric {m.score.name} on labelled evaluation samples, relative to float's value there"
+    else:
+        words = recommend.AGREEMENT_WORDS if stand == recommend.AGREEMENT else recommend.VARIANCE_WORDS
+    sel = recommend.selection(m.data, options.calibration_samples, options.selection_samples, task.classification,
+                              words, labelled=stand == recommend.METRIC)
+    names = {h.key: h.name for h in m.heads} if stand == recommend.METRIC else {}
+    float_sel = evaluate.predict_all(float_model, sel.x) if targeted or names else evaluate.predict(float_model, sel.x)
+    sel = dataclasses.replace(sel, float_out=float_sel)
+    part = m.score.subset(sel.chosen) if stand == recommend.METRIC else None
+    scoring = recommend.Scoring(task, tuple(targeted), m.primary.key if m.heads else "", part,
+                                tuple(names.items()), agreement=stand == recommend.AGREEMENT, stand=stand)
+    candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, scoring).beside(helper)
+    if part is not None:
+        metric = (m.score.name, candidates.score.reference)
+    pol, target_text = recommend.policy(options.max_accuracy_drop, stand == recommend.AGREEMENT,
+                                        options.search_budget, metric)
+    return sel, candidates, pol, target_text
+
+
+def _fitted(m: Measurer, options: Settings, candidates: recommend.Candidates, forced: frozenset,
+            pol: srch.Policy) -> tuple[recommend.Candidates, srch.Policy, SearchCost]:
+    """The candidates on selection data sized to the question (`_sized`) when the budget holds it, and the policy
+    with the budget the search may spend (reporter.search.budget)."""
+    progress = m.progress
+    sized, why = _sized(m, options, candidates, forced, pol.target)
+    cost = _budget(m, options, sized, forced)
+    if sized is not candidates and not judgement.grow_within_budget(cost.candidates):
+        progress.say(f"the selection samples are not grown to {len(sized.sel.x):,}: the search's budget"
+                     f" would hold {cost.candidates} candidates on them (--search-share {cost.share:g})")
+        cost = _budget(m, options, candidates, forced)
+    else:
+        candidates = sized
+        if why:
+            progress.say(why)
+    if cost.candidates < pol.budget:
+        pol = dataclasses.replace(pol, budget=cost.candidates, budget_words=(
+            f"the budget (--search-share {cost.share:g}: {cost.candidates} candidate"
+            f"{'s' if cost.candidates != 1 else ''} at an estimated"
+            f" {cost.candidate_seconds:.2g} s each, against the bare seed calls' estimated"
+            f" {cost.bare_seconds:.0f} s)"))
+    return candidates, pol, cost
+
+
+def _without_metric(m: Measurer, exc: Exception) -> str:
+    """The user's metric failed on the search's samples: said, and the search reads the output error instead."""
+    traceback.print_exc()  # into run.log
+    m.progress.say(f"--metric {m.score.name} failed on the search's selection samples: {exc} (traceback in run.log);"
+                   " the search chooses on the output error against float's instead")
+    return recommend.VARIANCE
 
 
 def _budget(m: Measurer, options: Settings, candidates: recommend.Candidates, forced: frozenset) -> SearchCost:
@@ -281,6 +335,10 @@ def _build_measured(m: Measurer, name, nodes, all_nodes, candidates, results) ->
 def _measure_rule(m: Measurer, rule, nodes, all_nodes, candidates, results) -> RuleResult:
     """The seed rule's pick, built and measured beside the search's, for comparison."""
     measured = _build_measured(m, variants.RULE, recommend.in_model_order(nodes, []), all_nodes, candidates, results)
-    score = candidates(frozenset(nodes)).score if measured.ok else None
+    try:
+        score = candidates(frozenset(nodes)).score if measured.ok else None
+    except recommend.MetricFailed:  # the user's metric fails on this model's selection outputs: no score there
+        traceback.print_exc()
+        score = None
     return dataclasses.replace(rule, selective=measured, selection_score=score,
                                accuracy_gap_recovered=measured.accuracy_gap_recovered, error=measured.error)

@@ -61,6 +61,8 @@ class QualityView:
         if flt is not None and flt.metrics is not None and flt.metrics.main is not None:
             if flt.metrics.main.per_sample:
                 return "paired t-test over the per-sample values"
+            if flt.metrics.main.blocks:  # a user's metric that returns a number: batch means
+                return f"paired t-test over {flt.metrics.main.blocks} blocks of samples"
             kind = self.basis.report.model.task_kind  # its own main metric: its own words (a detector's images)
             return kind.paired_test if flt.metrics.main.name == kind.main_metric else tasks.BOOTSTRAP
         return tasks.MCNEMAR

@@ -195,11 +195,12 @@ class RecommendationView:
             return ""
         rule = rec.rule
         n_rule, n = len(rule.denylisted_nodes), len(rec.denylisted_nodes)
+        offered = self.basis.findings.fix is not None  # a gap within noise: nothing won back to share
 
         def result(v, share):
             if v is None or not v.ok:
                 return "not built" if v is None else f"failed ({v.error})"
-            if share is not None:
+            if share is not None and offered:
                 return f"{fmt_percent(share, 0)} of the gap, {fmt_bytes(v.size_bytes)}"
             return fmt_bytes(v.size_bytes)
 

@@ -199,7 +199,9 @@ def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str
     totals = [sum(row[j] for row in cm) for j in range(len(cm[0]))] if cm else []
     part = totals[d.degenerate_class] / sum(totals) if totals and sum(totals) else 1.0
     every = "every sample" if part >= 1.0 else f"{fmt_percent(part)} of the samples"
-    return f"the float model predicts class {d.degenerate_class} for {every}{score}"
+    held = f", where the labels hold it for {fmt_percent(sum(cm[d.degenerate_class]) / sum(totals))}" \
+        if totals and sum(totals) and d.degenerate_class < len(cm) else ""
+    return f"the float model predicts class {d.degenerate_class} for {every}{held}{score}"
 
 
 def arena_clause(small: list[Option]) -> str:

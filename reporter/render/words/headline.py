@@ -12,6 +12,7 @@ from reporter.core.errors import plain
 from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_score,
                                       fmt_signed_bytes, p_text)
 from reporter.findings.notices import Fact
+from reporter.model import findings as mf
 from reporter.model.findings import Culprit, Findings, FixFinding, VariantFinding
 from reporter.model.report import Report
 from reporter.render.words.comparison import worse_words
@@ -75,6 +76,12 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
                     f" ({fmt_score(flt.accuracy, share)} → {fmt_score(fiq.accuracy, share)}), {gap.reason}")
         return what + ": no layer needs to stay in float."
     p = p_text(gap.p_value) if gap.p_value is not None else "p not recorded"
+    if gap.why == mf.NOISE:  # it misses --max-accuracy-drop, but no paired test tells its drop from noise
+        limit = report.settings.max_accuracy_drop
+        beyond = f"beyond --max-accuracy-drop {limit:g}" if limit is not None else "short of the accuracy target"
+        return (f"FIQ is {size} and within noise of float on {metric} ({fmt_score(flt.accuracy, share)} →"
+                f" {fmt_score(fiq.accuracy, share)}, {p}), though its drop is {beyond}: the data show no loss to win"
+                " back, so no fix is offered.")
     text = (f"FIQ {worse_words(_lost(gap.fiq_drop, metric, share))} against float ({fmt_score(flt.accuracy, share)} →"
             f" {fmt_score(fiq.accuracy, share)}, {p})")
     if fiq.degenerate is not None:

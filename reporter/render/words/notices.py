@@ -216,6 +216,11 @@ def _user_metric(report: Report, fact: Fact) -> str:
         return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.metric},"
                 f" {way}): the mean of the value it returned for each sample; two models are compared by a paired"
                 f" t-test over those values, and its interval resamples whole samples ({BOOTSTRAP_WORDS}).")
+    if getattr(main, "blocks", None):
+        return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.metric},"
+                f" {way}): its value on every sample; it was also called on each of {main.blocks} blocks of the"
+                " samples (the same seeded blocks for every model), and its intervals and paired t-tests read those"
+                " blocks' values (batch means).")
     return (f"Every verdict, gap, gate and fix reads your metric {main.name} ({report.settings.metric},"
             f" {way}); its intervals and paired tests resample whole samples ({BOOTSTRAP_WORDS}).")
 

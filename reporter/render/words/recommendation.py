@@ -104,12 +104,13 @@ def searched_words(status: str, standing: str, drop: Optional[float], p_value: O
 
 def _test_name(report: Report) -> str:
     """The paired test of the main metric: McNemar on the samples right (accuracy), a paired t-test for a user's
-    metric with one value per sample, else the paired bootstrap (mean IoU, a user's metric)."""
+    metric with one value per sample or over blocks of samples (one that returns a number), else the paired bootstrap
+    (mean IoU)."""
     flt = report.variant(variants.FLOAT)
     main = flt.metrics.main if flt is not None and flt.metrics is not None else None
     if main is None:
         return "McNemar"
-    return "paired t-test" if main.per_sample else "paired bootstrap"
+    return "paired t-test" if main.per_sample or main.blocks else "paired bootstrap"
 
 
 def score_text(point: TradeoffPoint) -> str:
@@ -124,13 +125,24 @@ def sentence(report: Report, found: Findings) -> str:
         return ""
     if gap.status == "no_gap":
         return f"FIQ needs no fix: {gap.reason}, so no layer is kept in float and no selective model is built."
+    if gap.why == mf.NOISE:  # a gap by --max-accuracy-drop alone: nothing measured to win back, whatever was built
+        built = rec.selective is not None and rec.selective.ok
+        return (f"No fix is offered: {gap.reason}, so the data show no loss for layers in float to win back"
+                + (f"; the search's model, with {kept_words(rec)}, is judged with the other models" if built else "")
+                + ".")
     search = rec.search
     if fix is None or fix.status == "not_built":
         if rec.method == SEARCH_METHOD and search is not None and search.target_met and _misses_on_evaluation(found):
             sel = search.selection_data
+            if sel.differs:  # measured: the evaluation data show FIQ's loss where the selection samples do not
+                return (f"FIQ meets the search's target ({search.target_text}) on its {sel.num_samples:,} selection"
+                        f" samples ({sel.source}), but not on the evaluation data: those samples do not show FIQ's"
+                        " loss, so the search kept no layer in float; give x_calib samples that look like the"
+                        " evaluation data.")
             return (f"FIQ meets the search's target ({search.target_text}) on its {sel.num_samples:,} selection"
-                    f" samples ({sel.source}), but not on the evaluation data: those samples do not show FIQ's loss, so"
-                    " the search kept no layer in float; give x_calib samples that look like the evaluation data.")
+                    f" samples ({sel.source}) but misses the accuracy target on the evaluation data, and the two"
+                    " were not measured to differ: the search's target does not see the loss the accuracy target"
+                    " reads, so the search kept no layer in float.")
         if rec.method == SEARCH_METHOD and search is not None and search.target_met:
             return f"FIQ already meets the search's target ({search.target_text}): no layer needs to stay in float."
         if rec.method == SEARCH_METHOD and search is not None and search.beyond is not None \
@@ -232,8 +244,9 @@ def reason_text(report: Report, reason: Reason) -> str:
         if report.model.num_classes is not None:
             return f"without it, agreement with float on the selection data drops {lost * 100:.1f} points"
         return f"without it, the selection score (1 - output MSE / variance) drops {lost:.3g}"
-    if reason.kind == "rmse_over_scale":
-        return f"RMSE/scale {reason.value:.3g} is above the rule's {rec.threshold:g}"
+    if reason.kind == "rmse_over_scale":  # null in report.json: not finite (inf), so flagged
+        return f"RMSE/scale {'inf' if reason.value is None else format(reason.value, '.3g')} is above the rule's" \
+               f" {rec.threshold:g}"
     return f"one of the first {rec.first_layers} layers"
 
 

@@ -94,7 +94,7 @@ def blame(report: Report, v: VariantResult, b: BlameFinding) -> str:
 def head_cell(h: HeadFinding) -> str:
     """One output of one variant, in its table cell: "51.9 % [42.3–61.2] (−44.4 points, p < 0.001)", an
     agreement with float's class, or the output's error against float's (`h` with its comparison worded)."""
-    if h.measure == "accuracy":
+    if h.measure not in ("agreement with float", "output MSE"):  # accuracy, or the output's own share (micro-F1)
         return (f"{fmt_percent(h.value)} [{h.low * 100:.1f}–{h.high * 100:.1f}]"
                 + (f" ({h.vs_float.text})" if h.vs_float else ""))
     if h.measure == "agreement with float":
