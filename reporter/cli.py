@@ -1,7 +1,8 @@
 """The command line: `quant-report run | batch | render | demo`, a thin layer over the Python API (reporter/api.py).
 
-Flags come from the settings' declarations (reporter/inputs/settings.py), exit codes from
-reporter/core/exit_codes.py; `main(argv)` returns the code and never exits itself."""
+Every argument of every subcommand is declared in reporter/core/schema.py (COMMANDS, TOP) and made, with its check,
+by reporter/inputs/settings.py; exit codes from reporter/core/exit_codes.py; `main(argv)` returns the code and never
+exits itself."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ import sys
 import traceback
 from typing import Optional
 
-from reporter.core.version import __version__
 from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
-from reporter.pipeline.demo import MODELS as DEMO_MODELS
-from reporter.inputs.settings import BATCH, FORMATS, GATE, GATE_BY_NAME, JOBS, RUN, add_flag, add_flags, from_args
+from reporter.core.schema import COMMANDS, DEMO_MODELS, TOP
+from reporter.inputs.settings import BATCH, GATE, RUN, add_flags, from_args
+from reporter.plugins import register_builtins
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -27,11 +28,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises UsageError (so `main` returns 2) instead of exiting, and that answers a
     mistyped flag with this subcommand's usage and the closest flag."""
 
-    def add_argument(self, *names, **kwargs):
-        """argparse's, and the long flags kept (argparse keeps its own list private) for the did-you-mean line."""
-        action = super().add_argument(*names, **kwargs)
-        self.__dict__.setdefault("long_flags", []).extend(o for o in action.option_strings if o.startswith("--"))
-        return action
+    long_flags: list = ["--help"]  # the flags the builder made (argparse keeps its own list private)
 
     def error(self, message):
         if message.startswith("argument "):  # a flag's value: one line, the flag and what is wrong with it
@@ -50,14 +47,19 @@ class _Parser(argparse.ArgumentParser):
         return args
 
 
-BASELINE_HELP = ("an earlier run to compare with (report.json, report folder or batch folder): writes diff.md and"
-                 " diff.json beside the result; with --max-accuracy-drop D, fails (exit 3) when a variant's"
-                 " accuracy falls more than D below the baseline's")
+COMMAND_HELP = {  # each subcommand's one line; its arguments: reporter.core.schema.COMMANDS
+    "run": "report on one model and its data",
+    "batch": "run many models from a TOML config, in parallel, with an index",
+    "diff": "compare two runs: report.json files, report folders or batch folders",
+    "render": "re-render a saved report.json (TensorFlow not needed)",
+    "demo": f"train (once) and report on the {len(DEMO_MODELS)} built-in demo models",
+}
 
 
 def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
-    """The command line's parser; `width` fixes the help's line width (the generated reference), else the
-    terminal's."""
+    """The command line's parser, every argument from its declaration; `width` fixes the help's line width (the
+    generated reference), else the terminal's."""
+    register_builtins()  # the composition root: --task and --target offer the registered plug-ins
     formatter = (functools.partial(argparse.RawDescriptionHelpFormatter, width=width) if width
                  else argparse.RawDescriptionHelpFormatter)
     common = dict(formatter_class=formatter, epilog=help_text())
@@ -66,75 +68,15 @@ def build_parser(width: Optional[int] = None) -> argparse.ArgumentParser:
         description="What int8 quantization did to a TensorFlow model, and which layers to keep in float.",
         **common,
     )
-    parser.add_argument("--version", action="version", version=f"quant-report {__version__}")
+    parser.long_flags = ["--help", *add_flags(parser, TOP)]
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     parser.subcommands = {}  # name -> parser, for the generated reference
-
-    def subcommand(name, help_):
+    for name, help_ in COMMAND_HELP.items():
         p = sub.add_parser(name, help=help_, description=help_, **common)
         p.set_defaults(_parser=p)
+        p.long_flags = ["--help", *add_flags(p, COMMANDS[name])]
         parser.subcommands[name] = p
-        return p
-
-    run = subcommand("run", "report on one model and its data")
-    run.add_argument("model", help="a .keras file, a legacy .h5 file or a SavedModel folder")
-    run.add_argument("--data", required=True,
-                     help="an .npz with x, y and optional x_calib, or package.module:function returning them")
-    run.add_argument("--name", help="report name (default: the model file's name)")
-    add_flags(run, GATE)
-    run.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
-    _add_run_options(run)
-
-    batch = subcommand("batch", "run many models from a TOML config, in parallel, with an index")
-    batch.add_argument("config", help="a TOML file with [defaults], optional [gate] and [[model]] entries")
-    batch.add_argument("--out", default="reports", help="output folder (default: reports)")
-    add_flag(batch, JOBS)
-    batch.add_argument("--resume", action="store_true",
-                       help="skip models whose complete report exists and whose inputs have not changed")
-    batch.add_argument("--quiet", action="store_true", help="no progress display")
-    batch.add_argument("--baseline", metavar="BASE", help=BASELINE_HELP)
-    add_flags(batch, BATCH)
-    batch.add_argument("--shared-dir", action="store_true",
-                       help="with --executor ray: every node sees --out at the same path, so tasks write"
-                            " their reports there instead of returning the files")
-    add_flag(batch, GATE_BY_NAME["max_accuracy_drop"],  # the gate's own declaration: checked as `run` checks it
-             help_text="with --baseline: fail (exit 3) when a variant's accuracy falls more than D (0-1) below BASE's")
-
-    diff = subcommand("diff", "compare two runs: report.json files, report folders or batch folders")
-    diff.add_argument("base", metavar="BASE", help="the earlier run (e.g. the base branch's)")
-    diff.add_argument("new", metavar="NEW", help="the later run (e.g. the pull request's)")
-    diff.add_argument("--format", choices=("md", "html", "json"), default="md")
-    diff.add_argument("--out", help="output file (default: print to standard output)")
-    add_flag(diff, GATE_BY_NAME["max_accuracy_drop"],
-             help_text="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's")
-
-    render = subcommand("render", "re-render a saved report.json (TensorFlow not needed)")
-    render.add_argument("report", help="a report.json written by quant-report")
-    render.add_argument("--format", required=True, choices=FORMATS)
-    render.add_argument("--out", help="output file (default: report.html, report.pdf or summary.md beside it)")
-    render.add_argument("--debug", action="store_true", help="show tracebacks")
-
-    demo = subcommand("demo", f"train (once) and report on the {len(DEMO_MODELS)} built-in demo models")
-    demo.add_argument("--models", type=_demo_models, default=None,
-                      help=f"comma-separated subset of: {', '.join(DEMO_MODELS)}")
-    _add_run_options(demo)
     return parser
-
-
-def _demo_models(text: str) -> tuple:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    unknown = [n for n in names if n not in DEMO_MODELS]
-    if unknown or not names:
-        raise argparse.ArgumentTypeError(f"unknown demo model(s) {', '.join(unknown) or repr(text)}:"
-                                         f" choose from {', '.join(DEMO_MODELS)}")
-    return names
-
-
-def _add_run_options(p: argparse.ArgumentParser):
-    p.add_argument("--out", default="reports", help="output folder (default: reports)")
-    add_flags(p, RUN)
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 REFERENCE_WIDTH = 100  # the generated reference's line width, whatever the terminal
@@ -144,6 +86,8 @@ def reference_markdown() -> str:
     """docs/reference/settings.md: every setting as declared (reporter/core/schema.py: flag, batch-file key,
     value, default, help) and each subcommand's --help, at a fixed width. `python -m reporter.cli reference`
     writes it; tests/test_docs.py checks the page is what this makes."""
+    register_builtins()  # --task's words name the registered kinds
+
     def cell(text) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 

@@ -5,17 +5,22 @@ field of report.json's `settings`; the gate's (GATE) a flag of `run` and a batch
 `batch --baseline`'s and `diff`'s --max-accuracy-drop); a batch's notes
 (NOTES) are written into report.json only. The command line (reporter.inputs.settings builds argparse's flags), the batch
 file's reader (reporter.batch.config), the API's keywords (reporter.api) and report.json's settings record
-(reporter.model.settings) all read these declarations. The checks here are pure (values only); files are checked
-by the run (reporter.inputs.settings.RunSettings.check). Imports no TensorFlow.
+(reporter.model.settings) all read these declarations. The subcommands' own arguments (COMMANDS: `run`'s model and
+--data, `diff`'s BASE and NEW, --out, --quiet ...) and the top-level --version (TOP) are declared here too, so every
+argument of the command line is made by one builder (reporter.inputs.settings.add_flags) with its check. The checks
+here are pure (values only); files are checked by the run (reporter.inputs.settings.RunSettings.check). Imports no
+TensorFlow.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Union
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, Callable, Optional, Sequence, Union
 
 from reporter.core import targets, tasks
+from reporter.core.version import __version__
 from reporter.core.judgement import BINARY_THRESHOLD, SUSPECT_THRESHOLD
 from reporter.core.variants import ALL_VARIANTS, DEFAULT_VARIANTS, FIQ, FLOAT, GATE_DEFAULT, METHODS, SEARCH_METHOD
 
@@ -33,17 +38,21 @@ MAX_WORKERS = 4096  # --jobs, cpus_per_task: processes or CPUs of one machine, w
 class Setting:
     name: str  # the RunSettings field and the TOML key; the flag is --name-with-dashes
     kind: str  # "int", "number", "str", "choice", "list" (comma-separated on the command line, a TOML list), "bool"
-    # (a flag without a value on the command line, true or false in a TOML file)
+    # (a flag without a value on the command line, true or false in a TOML file), "version" (prints its default)
     default: Any
     help_text: Union[str, Callable[[], str]]  # a callable for words read from a registry (task kinds) when used
     must_be_text: Union[str, Callable[[], str]]  # what a valid value is, for error messages: "an integer >= 1"
     check: Callable[[Any], bool]
-    choices: tuple = ()  # allowed values of a "choice", or of each item of a "list"
+    choices: Sequence = ()  # allowed values of a "choice", or of each item of a "list" (a tuple, or the targets'
+    # registry's names, read when asked)
     metavar: Optional[str] = None
     repeatable: bool = False  # a "list" flag that may be given several times, adding up
     comma: bool = True  # a "list" flag's text is split at commas (not for tensor names)
     recorded: bool = True  # kept in report.json's `settings` (not how the run was written or waited for)
     toml_key: Optional[str] = None  # its key in a batch file's table when not its name ([gate] variant)
+    positional: bool = False  # given by its place on the command line (`run MODEL`), not as --name
+    required: bool = False  # a flag that must be given (`run --data`)
+    noun: str = ""  # what an item of a "list" is, in the error for one it does not know ("demo model(s)")
 
     @property
     def help(self) -> str:
@@ -229,6 +238,89 @@ GATE_BY_NAME = {s.name: s for s in GATE}
 GATE_BY_KEY = {s.key: s for s in GATE}  # a batch file's [gate] keys
 DEFAULTS = {s.name: s.default for s in RUN}
 NOT_RECORDED = frozenset(s.name for s in RUN if not s.recorded)
+
+# The subcommands' own arguments: declared as the settings are (flag, default, help, check), never recorded.
+DEMO_MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp", "wine_wide_deep")  # reporter.pipeline.demo trains them
+BASELINE_HELP = ("an earlier run to compare with (report.json, report folder or batch folder): writes diff.md and"
+                 " diff.json beside the result; with --max-accuracy-drop D, fails (exit 3) when a variant's"
+                 " accuracy falls more than D below the baseline's")
+
+
+def _text(v) -> bool:
+    """Non-empty text: a path or a name the command needs."""
+    return isinstance(v, str) and bool(v)
+
+
+def _optional_text(v) -> bool:
+    return v is None or _text(v)
+
+
+def _bool(v) -> bool:
+    return isinstance(v, bool)
+
+
+_argument = partial(Setting, recorded=False)  # a subcommand's own argument: a Setting no report records
+
+OUT = _argument("out", "str", "reports", "output folder (default: reports)", "a folder", _text)
+QUIET = _argument("quiet", "bool", False, "no progress lines", "true or false", _bool)
+DEBUG = _argument("debug", "bool", False, "show tracebacks", "true or false", _bool)
+BASELINE = _argument("baseline", "str", None, BASELINE_HELP, "a report.json, report folder or batch folder",
+                     _optional_text, metavar="BASE")
+MAX_ACCURACY_DROP = GATE_BY_NAME["max_accuracy_drop"]  # `batch --baseline`'s and `diff`'s: the gate's own check
+RUN_OPTIONS = (OUT, *RUN, QUIET, DEBUG)  # `run`'s and `demo`'s
+
+COMMANDS: dict[str, tuple[Setting, ...]] = {
+    "run": (
+        _argument("model", "str", None, "a .keras file, a legacy .h5 file or a SavedModel folder",
+                  "a model file or folder", _text, positional=True),
+        _argument("data", "str", None,
+                  "an .npz with x, y and optional x_calib, or package.module:function returning them",
+                  "an .npz file or package.module:function", _text, required=True),
+        _argument("name", "str", None, "report name (default: the model file's name)", "a name",
+                  lambda v: v is None or isinstance(v, str)),  # what a name may hold: RunSettings.value_problems
+        *GATE, BASELINE, *RUN_OPTIONS),
+    "batch": (
+        _argument("config", "str", None, "a TOML file with [defaults], optional [gate] and [[model]] entries",
+                  "a TOML file", _text, positional=True),
+        OUT, JOBS,
+        _argument("resume", "bool", False,
+                  "skip models whose complete report exists and whose inputs have not changed", "true or false", _bool),
+        replace(QUIET, help_text="no progress display"), BASELINE, *BATCH,
+        _argument("shared_dir", "bool", False,
+                  "with --executor ray: every node sees --out at the same path, so tasks write their reports there"
+                  " instead of returning the files", "true or false", _bool),
+        replace(MAX_ACCURACY_DROP,
+                help_text="with --baseline: fail (exit 3) when a variant's accuracy falls more than D (0-1) below"
+                          " BASE's")),
+    "diff": (
+        _argument("base", "str", None, "the earlier run (e.g. the base branch's)",
+                  "a report.json, report folder or batch folder", _text, metavar="BASE", positional=True),
+        _argument("new", "str", None, "the later run (e.g. the pull request's)",
+                  "a report.json, report folder or batch folder", _text, metavar="NEW", positional=True),
+        _argument("format", "choice", "md", "", '"md", "html" or "json"', lambda v: v in ("md", "html", "json"),
+                  choices=("md", "html", "json")),
+        replace(OUT, default=None, help_text="output file (default: print to standard output)",
+                must_be_text="a file or folder", check=_optional_text),
+        replace(MAX_ACCURACY_DROP,
+                help_text="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's")),
+    "render": (
+        _argument("report", "str", None, "a report.json written by quant-report", "a report.json or report folder",
+                  _text, positional=True),
+        _argument("format", "choice", None, "", " or ".join(f'"{f}"' for f in FORMATS), lambda v: v in FORMATS,
+                  choices=FORMATS, required=True),
+        replace(OUT, default=None, help_text="output file (default: report.html, report.pdf or summary.md beside it)",
+                must_be_text="a file or folder", check=_optional_text),
+        DEBUG),
+    "demo": (
+        _argument("models", "list", None, f"comma-separated subset of: {', '.join(DEMO_MODELS)}",
+                  f"a list of demo models from {', '.join(DEMO_MODELS)}",
+                  lambda v: v is None or _list_of(DEMO_MODELS, nonempty=True)(v), choices=DEMO_MODELS,
+                  metavar="MODELS", noun="demo model(s)"),
+        *RUN_OPTIONS),
+}
+# The top-level parser's own: `quant-report --version`.
+TOP = (_argument("version", "version", f"quant-report {__version__}", "show program's version number and exit",
+                 "nothing", lambda v: True),)
 
 
 def recorded() -> tuple[Setting, ...]:

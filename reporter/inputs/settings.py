@@ -1,7 +1,9 @@
 """One run's settings (RunSettings) and the command line's flags, both made from the settings' declarations
-(reporter.core.schema): the flags (`add_flags`), a batch file's values (`check_value`) and the run's own checks
-(`problems`, then `RunSettings.check` for files), so a setting cannot mean one thing on the command line and another
-in a TOML file or the API. Imports no TensorFlow.
+(reporter.core.schema): the flags (`add_flags`, the one place an argparse argument is made: every subcommand's,
+positional arguments included), a batch file's values (`check_value`) and the run's own checks (`problems`, then
+`RunSettings.check` for files), so a setting cannot mean one thing on the command line and another in a TOML file or
+the API. RunSettings' fields are written out with their types (a type checker reads them); a test holds them to the
+declarations. Imports no TensorFlow.
 """
 
 from __future__ import annotations
@@ -9,28 +11,21 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional  # noqa: F401 - Any: the declared fields' type
+from typing import Any, Callable, Iterable, Optional, Union
 
 from reporter.core import targets
 from reporter.core.schema import (BATCH, BATCH_BY_NAME, BY_NAME, DEFAULTS, FORMATS, GATE, GATE_BY_KEY,  # noqa: F401
                                   GATE_BY_NAME, JOBS, NOT_RECORDED, RUN, Setting)
 
-
-def _with_declared_settings(cls):
-    """`cls` as a dataclass with one field per declared setting (reporter.core.schema: RUN, GATE), after its own
-    fields, defaulted by the declaration: a setting is declared once, never again here."""
-    annotations = dict(cls.__dict__.get("__annotations__", {}))
-    for setting in (*RUN, *GATE):
-        annotations[setting.name] = "Any"
-        setattr(cls, setting.name, setting.default)  # lists default to tuples: immutable, safe to share
-    cls.__annotations__ = annotations
-    return dataclass(cls)
+# Each declared setting's default, as its field's default: the value is declared once, in reporter.core.schema.
+_DEFAULT: dict[str, Any] = {s.name: s.default for s in (*RUN, *GATE)}
 
 
-@_with_declared_settings
+@dataclass
 class RunSettings:
     """Everything one `run` needs: what the user gave, how the run is driven, and every declared setting (a field
-    each, by its name in reporter.core.schema); the CLI, the API, a batch worker and the demo build one."""
+    each, by its name, in its order and with its default in reporter.core.schema: RUN, then GATE; lists are tuples,
+    immutable and safe to share); the CLI, the API, a batch worker and the demo build one."""
 
     model: str
     data: str
@@ -43,6 +38,34 @@ class RunSettings:
     shown_paths: Optional[tuple] = None  # (model, data) as the report shows them; default: as given
     code_dir: Optional[str] = None  # where a data function's module is looked for (a batch file's folder)
     side_converter: bool = True  # convert DRQ etc. in a second process (reporter.convert.side) where it pays
+    # The declared settings (reporter.core.schema.RUN).
+    variants: tuple[str, ...] = _DEFAULT["variants"]
+    calibration_samples: int = _DEFAULT["calibration_samples"]
+    suspect_threshold: float = _DEFAULT["suspect_threshold"]
+    first_layers: int = _DEFAULT["first_layers"]
+    latency_runs: int = _DEFAULT["latency_runs"]
+    recommend: str = _DEFAULT["recommend"]
+    search_budget: int = _DEFAULT["search_budget"]
+    search_share: float = _DEFAULT["search_share"]
+    selection_samples: int = _DEFAULT["selection_samples"]
+    keep_float: tuple[str, ...] = _DEFAULT["keep_float"]
+    keep_float_ops: tuple[str, ...] = _DEFAULT["keep_float_ops"]
+    recipe: tuple[str, ...] = _DEFAULT["recipe"]
+    target: str = _DEFAULT["target"]
+    primary_output: Optional[str] = _DEFAULT["primary_output"]
+    threshold: float = _DEFAULT["threshold"]
+    task: tuple[str, ...] = _DEFAULT["task"]
+    metric: Optional[str] = _DEFAULT["metric"]
+    metric_mode: str = _DEFAULT["metric_mode"]
+    trust_model: bool = _DEFAULT["trust_model"]
+    custom_objects: Optional[str] = _DEFAULT["custom_objects"]
+    base_model: Optional[str] = _DEFAULT["base_model"]
+    micro_arena: Optional[int] = _DEFAULT["micro_arena"]
+    formats: tuple[str, ...] = _DEFAULT["formats"]
+    data_timeout: Optional[float] = _DEFAULT["data_timeout"]
+    # The gate's (reporter.core.schema.GATE).
+    max_accuracy_drop: Optional[float] = _DEFAULT["max_accuracy_drop"]
+    gate_variant: Optional[str] = _DEFAULT["gate_variant"]
 
     def tasks(self) -> dict[str, str]:
         """--task as {output name: kind}; "" for a KIND given without an output name."""
@@ -176,55 +199,69 @@ def problems(values: dict) -> list[str]:
     return found
 
 
+def _value(setting: Setting, text: str) -> Union[int, float, str, list[str], tuple[str, ...]]:
+    """A flag's text as its kind's value (ValueError when it is not one; ArgumentTypeError for an unknown choice)."""
+    if setting.kind == "int":
+        return int(text)
+    if setting.kind == "number":
+        return float(text)
+    if setting.kind == "list":
+        parts = text.split(",") if setting.comma else [text]
+        items = [x.strip() for x in parts if x.strip()]  # action="extend" adds repeated flags up
+        return items if setting.repeatable else tuple(items)
+    if setting.kind == "choice":
+        return _choice(setting, text)
+    return text
+
+
 def _argparse_type(setting: Setting) -> Callable[[str], Any]:
     """Parses and checks a flag's text, so a bad value is a usage error naming the flag."""
     def parse(text: str):
         try:
-            if setting.kind == "int":
-                value = int(text)
-            elif setting.kind == "number":
-                value = float(text)
-            elif setting.kind == "list":
-                parts = text.split(",") if setting.comma else [text]
-                value = [x.strip() for x in parts if x.strip()]  # action="extend" adds repeated flags up
-                value = value if setting.repeatable else tuple(value)
-            elif setting.kind == "choice":
-                value = _choice(setting, text)
-            else:
-                value = text
+            value = _value(setting, text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"must be {setting.must_be}, not {text!r}") from None
-        items = value if setting.kind == "list" else [value]
-        if setting.kind == "list" and setting.choices:
-            unknown = [x for x in items if x not in setting.choices]
+        if isinstance(value, (list, tuple)) and setting.choices:
+            unknown = [x for x in value if x not in setting.choices]
             if unknown:
-                raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}: choose from {', '.join(setting.choices)}")
+                raise argparse.ArgumentTypeError(f"unknown {setting.noun + ' ' if setting.noun else ''}"
+                                                 f"{', '.join(unknown)}: choose from {', '.join(setting.choices)}")
         if not setting.check(value):
             raise argparse.ArgumentTypeError(f"must be {setting.must_be}, not {text!r}")
         return value
     return parse
 
 
-def add_flag(parser: argparse.ArgumentParser, setting: Setting, flag: Optional[str] = None,
-             help_text: Optional[str] = None):
-    """`setting` as a flag of `parser`, its text parsed and checked by the declaration; `help_text` where the flag
-    means more on this subcommand (`batch --baseline`'s and `diff`'s --max-accuracy-drop)."""
-    kwargs: dict = dict(help=help_text or setting.help, dest=setting.name, default=setting.default)
+def add_flag(parser: argparse.ArgumentParser, setting: Setting) -> Optional[str]:
+    """`setting` as an argument of `parser` (a flag, or a positional argument), its text parsed and checked by the
+    declaration; returns its flag (None for a positional argument)."""
+    if setting.kind == "version":  # prints the declared text and exits
+        parser.add_argument(setting.flag, action="version", version=setting.default, help=setting.help)
+        return setting.flag
+    kwargs: dict = dict(help=setting.help)
+    if not setting.positional:
+        kwargs.update(dest=setting.name, default=setting.default)
+    if setting.required:
+        kwargs["required"] = True
     if setting.kind == "bool":
-        parser.add_argument(flag or setting.flag, action="store_true", **kwargs)
-        return
+        parser.add_argument(setting.flag, action="store_true", **kwargs)
+        return setting.flag
     kwargs["type"] = _argparse_type(setting)  # a choice too: a name it does not know gets the closest, in one line
     kwargs["metavar"] = setting.metavar or ("{" + ",".join(setting.choices) + "}" if setting.kind == "choice"
                                             and len(setting.choices) <= 4 else "NAME" if setting.kind == "choice"
                                             else None)
     if setting.repeatable:
         kwargs.update(action="extend", default=[])
-    parser.add_argument(flag or setting.flag, **kwargs)
+    if setting.positional:
+        parser.add_argument(setting.name, **kwargs)
+        return None
+    parser.add_argument(setting.flag, **kwargs)
+    return setting.flag
 
 
-def add_flags(parser: argparse.ArgumentParser, settings=RUN):
-    for setting in settings:
-        add_flag(parser, setting)
+def add_flags(parser: argparse.ArgumentParser, settings: Iterable[Setting] = RUN) -> list[str]:
+    """Each of `settings` as an argument of `parser`, in order; returns the flags made (for a did-you-mean)."""
+    return [flag for flag in (add_flag(parser, s) for s in settings) if flag]
 
 
 def from_args(args: argparse.Namespace) -> dict:

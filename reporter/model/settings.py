@@ -12,7 +12,8 @@ and `diff` read, and a hand-edited value beyond the bounds is refused in one lin
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import field
+from dataclasses import dataclass, field
+from typing import Optional
 
 from reporter.core import schema
 from reporter.model.decode import OutOfBounds
@@ -21,36 +22,54 @@ from reporter.model.decode import OutOfBounds
 WHEN_SET = frozenset({"gate_variant", "latency_timing", "inputs_sha256", "micro_arena"})
 
 
-def _field(setting: schema.Setting) -> tuple:
-    """A declared setting as a field of the record: its type, and None (or an empty list) when a report lacks it."""
-    empty = field(default_factory=list) if setting.kind == "list" else None
-    return setting.name, schema.record_type(setting), empty
-
-
-class _Items:
-    def items(self) -> list[tuple[str, object]]:
-        """(name, value) of every setting as the run recorded it, in order; those written only when set skipped
-        when they were not."""
-        return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
-                if not (f.name in WHEN_SET and getattr(self, f.name) is None)]
-
-
 # The recorded settings read back with their declaration's check: the numbers (a choice or a list a later version
 # renamed must not make an older report unreadable).
 CHECKED_ON_READ = tuple(s for s in schema.recorded() if s.kind in ("int", "number"))
 
 
-def _check(self):
-    """OutOfBounds (as a figure beyond its bound) naming the first int or number setting its declaration refuses
-    (None: an older report's absent setting, or one written only when set)."""
-    for setting in CHECKED_ON_READ:
-        value = getattr(self, setting.name)
-        if value is not None and not setting.check(value):
-            raise OutOfBounds(f"settings.{setting.name}", value, setting.must_be)
+@dataclass(frozen=True)
+class Settings:
+    """The run's settings as report.json keeps them: one field per setting reporter.core.schema.recorded() lists (the
+    run's, the gate's, a batch's notes), in its order and typed by schema.record_type (None, or an empty list, when
+    an older report lacks it); a test holds the fields to the declarations."""
 
+    variants: list[str] = field(default_factory=list)
+    calibration_samples: Optional[int] = None
+    suspect_threshold: Optional[float] = None
+    first_layers: Optional[int] = None
+    latency_runs: Optional[int] = None
+    recommend: Optional[str] = None
+    search_budget: Optional[int] = None
+    search_share: Optional[float] = None
+    selection_samples: Optional[int] = None
+    keep_float: list[str] = field(default_factory=list)
+    keep_float_ops: list[str] = field(default_factory=list)
+    recipe: list[str] = field(default_factory=list)
+    target: Optional[str] = None
+    primary_output: Optional[str] = None
+    threshold: Optional[float] = None
+    task: list[str] = field(default_factory=list)
+    metric: Optional[str] = None
+    metric_mode: Optional[str] = None
+    trust_model: Optional[bool] = None
+    custom_objects: Optional[str] = None
+    base_model: Optional[str] = None
+    micro_arena: Optional[int] = None
+    max_accuracy_drop: Optional[float] = None
+    gate_variant: Optional[str] = None
+    latency_timing: Optional[str] = None
+    inputs_sha256: Optional[str] = None
 
-# One field per setting report.json records (reporter.core.schema.recorded: the run's, the gate's, a batch's notes),
-# typed and ordered by its declaration.
-Settings = dataclasses.make_dataclass("Settings", [_field(s) for s in schema.recorded()], bases=(_Items,),
-                                      frozen=True, namespace={"__module__": __name__, "__post_init__": _check})
-Settings.__doc__ = "The run's settings as report.json keeps them (reporter.core.schema: one field per setting)."
+    def __post_init__(self) -> None:
+        """OutOfBounds (as a figure beyond its bound) naming the first int or number setting its declaration refuses
+        (None: an older report's absent setting, or one written only when set)."""
+        for setting in CHECKED_ON_READ:
+            value = getattr(self, setting.name)
+            if value is not None and not setting.check(value):
+                raise OutOfBounds(f"settings.{setting.name}", value, setting.must_be)
+
+    def items(self) -> list[tuple[str, object]]:
+        """(name, value) of every setting as the run recorded it, in order; those written only when set skipped
+        when they were not."""
+        return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
+                if not (f.name in WHEN_SET and getattr(self, f.name) is None)]

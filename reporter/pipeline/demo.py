@@ -21,9 +21,11 @@ from typing import Callable
 
 import numpy as np
 
+from reporter.core.schema import DEMO_MODELS
+
 DEMO_VERSION = 1
 SEED = 0
-MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp", "wine_wide_deep")
+MODELS = DEMO_MODELS  # the names `demo --models` takes, declared with the settings
 
 
 def cache_dir() -> Path:
