@@ -36,6 +36,9 @@ from reporter.model.report import Report as _Report
 from reporter.render import FORMATS
 from reporter.inputs import materialize
 from reporter.inputs.settings import BY_NAME, GATE_BY_NAME, RunSettings, check_value
+from reporter.plugins import register_builtins
+
+register_builtins()  # the composition root: every use of the API (a run, a report read back) has the plug-ins
 
 __all__ = ["run", "Report", "QuantReportError", "run_settings"]
 

@@ -1,5 +1,5 @@
 """A model with three outputs whose int8 ranges clip float's values differently (issue 46), for
-tests/test_issue46_outputs.py; seeded, trained in seconds on scikit-learn data and cached on disk like the other
+tests/test_clipping_words_per_output.py; seeded, trained in seconds on scikit-learn data and cached on disk like the other
 fixtures (tests/model_fixtures.py `ensure`).
 
 * three_scales: six features from scikit-learn's `make_regression` (seeded): the first three with two targets

@@ -5,7 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from reporter.plugins import register_builtins
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+register_builtins()  # the tests' composition root: what the command line and the API do first
 
 DEMO_MODELS = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
 FIXTURE_REPORT = Path(__file__).parent / "fixtures" / "report.json"  # a stored report: rendering tests need no run

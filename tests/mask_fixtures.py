@@ -1,4 +1,4 @@
-"""A sigmoid-mask model for tests/test_issue46_masks.py (issue 46: float targets of an output's exact shape are
+"""A sigmoid-mask model for tests/test_mask_outputs.py (issue 46: float targets of an output's exact shape are
 regression against the targets whatever the output's last op, and a sigmoid mask is also measured by mask IoU).
 
 Seeded, trained in seconds, cached on disk like the other fixtures (`ensure`, model_fixtures.ensure, a VERSION

@@ -1,4 +1,4 @@
-"""Float .tflite files as the field ships them, round 3 (issue 46), for tests/test_issue46_shipped.py.
+"""Float .tflite files as the field ships them, round 3 (issue 46), for tests/test_sparse_weights_output_order_custom_objects.py.
 
 Cached under `cache_root/issue46-tflite-vN/`:
 

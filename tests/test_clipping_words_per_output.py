@@ -1,5 +1,5 @@
 """Sentences about an output quote that output's own figures, and the output-range fix is what it is called
-(issue 46), on a three-output model whose outputs clip differently (tests/issue46_output_fixtures.py), given as
+(issue 46), on a three-output model whose outputs clip differently (tests/clipping_outputs_fixtures.py), given as
 a Keras model (TF's converter builds FIQ) and as a float .tflite (LiteRT Quantizer builds it).
 
 Every figure is recomputed here from the written .tflite files, run with plain LiteRT (tests/independent.py) and
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import run_recorded
-import issue46_output_fixtures as F
+import clipping_outputs_fixtures as F
 
 pytestmark = pytest.mark.slow
 

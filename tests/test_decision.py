@@ -328,7 +328,7 @@ def test_a_model_that_answers_one_class_is_never_the_runner_up(fixture_report):
 @pytest.mark.parametrize("limit", [None, 0.35, 0.3])
 def test_the_rule_the_run_hands_to_the_search_and_the_blame_judges_a_model_as_the_decision_does(fixture_report, limit):
     """Before the report exists, the search (whether to search, whether its model closed the gap, whether 16x8 is
-    worth measuring) and the blame (which variant to fix) ask reporter.findings.decision.meets_target; the ladder asks
+    worth measuring) and the blame (which variant to fix) ask reporter.findings.decision.TargetRule; the ladder asks
     meets_on_target. Each model of the breast-cancer report, against scipy's exact McNemar test and the documented
     rule: with --max-accuracy-drop the drop decides, without it the paired test."""
     from scipy.stats import binomtest
@@ -342,7 +342,7 @@ def test_the_rule_the_run_hands_to_the_search_and_the_blame_judges_a_model_as_th
         p = binomtest(counts.variant_only, n, 0.5).pvalue if n else 1.0
         drop = flt.metrics.accuracy - v.metrics.accuracy
         expected = bool(drop <= 1e-12 or (drop <= limit + 1e-12 if limit is not None else p >= 0.05))
-        assert choice.meets_target(v, flt, "cpu", limit, True) is expected, v.name
+        assert choice.TargetRule("cpu", limit, True)(v, flt) is expected, v.name
         asked = choice.meets_on_target(report, v.name)
         assert asked.meets is expected and asked.runs and report.findings.decision.option(v.name).meets is expected
     shipped = choice.meets_on_target(report)

@@ -48,7 +48,7 @@ def test_the_detectors_report_json_round_trips_and_renders_without_tensorflow(de
     text = (folder / "report.json").read_text()
     report = report_from_json(text)
     assert report_from_json(report.to_json()) == report
-    assert report.variant("fiq").metrics.detection.ap50_per_class[2] == 0.0  # class 2 never read back
+    assert report.variant("fiq").metrics.figures["detection"].ap50_per_class[2] == 0.0  # class 2 never read back
     html = render.render(report, "html").decode()
     for row in ("mAP@0.5", "COCO mAP@[.5:.95]", "Recall at IoU 0.5", "AP@0.5 per class"):
         assert row in html.replace("&#64;", "@"), row
@@ -74,7 +74,7 @@ def test_every_variants_map_equals_pycocotools_on_a_litert_run_of_its_file(detec
             continue
         model = (folder / f"{v['name']}.tflite").read_bytes()
         expected = reference.score(reference.run(model, data["x"]), data["y_boxes"], data["y_classes"])
-        det = v["metrics"]["detection"]
+        det = v["metrics"]["figures"]["detection"]
         assert det["map50"] == pytest.approx(expected["map50"], rel=1e-6), v["name"]
         assert det["map"] == pytest.approx(expected["map"], rel=1e-6), v["name"]
         assert det["recall50"] == pytest.approx(expected["recall50"], rel=1e-6), v["name"]

@@ -168,7 +168,7 @@ def test_vela_leaves_only_the_host_postprocess_group_on_the_cpu(ssd, tf_int8_io,
     check = targets.of("ethos-u55-128").check
     found = check.run(written, True, ssd["x"][:4], hardware, tmp_path)
     assert found.runs, found.error
-    on = OnTarget("ethos-u55-128", check.kernels, True, vela=found.vela,
+    on = OnTarget("ethos-u55-128", check.kernels, True, tools={"vela": found.figures},
                   host_ops={"DEQUANTIZE": 2, "QUANTIZE": 4, R.POSTPROCESS: 1})
     assert HOST_WORDS in check.said(on)
 

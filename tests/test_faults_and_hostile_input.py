@@ -71,8 +71,8 @@ def arena_runs(tmp_path_factory):
     flags = ("--target", "micro", "--variants", "float,fiq", "--formats", "json", "--latency-runs", "1")
     free = run_cli(model, data, out, *flags, name="free")
     report = json.loads((out / "free" / "report.json").read_text())
-    needed = max(v["on_target"]["micro"]["arena_bytes"] for v in report["variants"]
-                 if v.get("on_target") and v["on_target"].get("micro"))
+    needed = max(v["on_target"]["tools"]["micro"]["arena_bytes"] for v in report["variants"]
+                 if v.get("on_target") and v["on_target"]["tools"].get("micro"))
     small = run_cli(model, data, out, *flags, "--micro-arena", str(needed - 4096), name="small")
     return {"codes": (free, small), "free": report, "needed": needed, "folder": out,
             "small": json.loads((out / "small" / "report.json").read_text())}
@@ -82,11 +82,11 @@ def arena_runs(tmp_path_factory):
 def test_the_default_arena_never_decides_and_the_arena_needed_is_measured(arena_runs):
     assert arena_runs["codes"][0] == 0
     folder = arena_runs["folder"] / "free"
-    checked = [v for v in arena_runs["free"]["variants"] if v.get("on_target") and v["on_target"].get("micro")]
+    checked = [v for v in arena_runs["free"]["variants"] if v.get("on_target") and v["on_target"]["tools"].get("micro")]
     assert checked and all(v["on_target"]["runs"] for v in checked), [v["on_target"] for v in checked]
     for v in checked:
         path = folder / f"{v['name']}.tflite"
-        arena = v["on_target"]["micro"]["arena_bytes"]
+        arena = v["on_target"]["tools"]["micro"]["arena_bytes"]
         assert arena > 10 * path.stat().st_size  # TFLite Micro's default arena would have refused it
         assert not _micro_allocates(path, 10 * path.stat().st_size)  # ... as TFLite Micro itself shows
         assert _micro_allocates(path, arena + 1024)  # and the arena stated is enough
@@ -98,7 +98,7 @@ def test_a_device_arena_smaller_than_needed_is_said_as_such(arena_runs):
     assert arena_runs["codes"][1] == 0
     report = arena_runs["small"]
     assert report["settings"]["micro_arena"] == arena_runs["needed"] - 4096
-    checked = [v for v in report["variants"] if v.get("on_target") and v["on_target"].get("micro")]
+    checked = [v for v in report["variants"] if v.get("on_target") and v["on_target"]["tools"].get("micro")]
     assert checked and not any(v["on_target"]["runs"] for v in checked)
     for v in checked:
         assert "tensor arena" in v["on_target"]["error"] and "--micro-arena" in v["on_target"]["error"]
@@ -128,7 +128,7 @@ def test_out_name_and_model_starting_with_a_dash_keep_the_npu_answer(tmp_path, m
                  "float,fiq", "--formats", "json", "--latency-runs", "1", "--quiet", "--", "-model.keras"])
     assert code == 0
     report = json.loads((tmp_path / "-o" / "-n" / "report.json").read_text())
-    vela_ran = [v for v in report["variants"] if v.get("on_target") and v["on_target"].get("vela")]
+    vela_ran = [v for v in report["variants"] if v.get("on_target") and v["on_target"]["tools"].get("vela")]
     assert vela_ran, [(v["name"], (v.get("on_target") or {}).get("error")) for v in report["variants"]]
     assert not any("expected one argument" in (v.get("on_target") or {}).get("error", "") for v in report["variants"])
 

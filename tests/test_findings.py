@@ -11,6 +11,7 @@ import pytest
 from reporter.pipeline.conclude import report_from_json, with_findings
 from reporter.pipeline import conclude
 from reporter.core import judgement
+from reporter.core import statistics
 from reporter.render import formats as render
 from reporter.model.report import GapStatus, OutputError, Paired, Report
 from reporter.render.view import ReportView
@@ -50,12 +51,12 @@ def exact_mcnemar(b: int, c: int) -> float:
 
 def test_mcnemar_and_wilson_agree_with_their_formulas():
     for b, c in ((7, 2), (1, 0), (37, 0), (10, 10), (0, 3)):
-        assert judgement.mcnemar_p_counts(b, c) == pytest.approx(exact_mcnemar(b, c))
+        assert statistics.mcnemar_p_counts(b, c) == pytest.approx(exact_mcnemar(b, c))
     k, n, z = 109, 114, 1.959963984540054
     p = k / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    low, high = judgement.wilson_interval(k, n)
+    low, high = statistics.wilson_interval(k, n)
     assert (low, high) == pytest.approx((centre - half, centre + half))
 
 

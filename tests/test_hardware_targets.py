@@ -175,9 +175,9 @@ def test_an_int8_lstm_ships_under_micro_at_the_accuracy_tflite_micro_gives(lstm_
     micro = _micro_accuracy(model, x, y)
     assert hw["metrics"]["accuracy"] == pytest.approx(micro, abs=1e-12)
     assert _option(report, d["variant"])["score"] == pytest.approx(micro, abs=1e-12)
-    assert hw["micro"]["samples"] == len(x)
+    assert hw["tools"]["micro"]["samples"] == len(x)
     assert f"{100 * micro:.1f} % on TFLite Micro" in report["findings"]["headline"][0]
-    _parity_is_as_measured_here(model, x, hw["micro"])
+    _parity_is_as_measured_here(model, x, hw["tools"]["micro"])
 
 
 def _parity_is_as_measured_here(model: bytes, x: np.ndarray, figures: dict):
@@ -203,8 +203,8 @@ def test_micro_accuracy_and_arena_are_tflite_micros_own(cnn_micro):
     hw = d["hardware"]
     micro = _micro_accuracy(model, x, y)
     assert hw["metrics"]["accuracy"] == pytest.approx(micro, abs=1e-12)
-    assert hw["micro"]["samples"] == len(x)
-    _parity_is_as_measured_here(model, x, hw["micro"])
+    assert hw["tools"]["micro"]["samples"] == len(x)
+    _parity_is_as_measured_here(model, x, hw["tools"]["micro"])
     # every quantized model TFLite Micro ran: its accuracy there is TFLite Micro's, run here
     for v in report["variants"]:
         on = v.get("on_target")
@@ -212,7 +212,7 @@ def test_micro_accuracy_and_arena_are_tflite_micros_own(cnn_micro):
             assert on["metrics"]["accuracy"] == pytest.approx(
                 _micro_accuracy((cnn_micro["folder"] / f"{v['name']}.tflite").read_bytes(), x, y), abs=1e-12), v["name"]
     # the arena reported is one TFLite Micro accepts: an interpreter with exactly that arena prepares and invokes
-    arena = hw["micro"]["arena_bytes"]
+    arena = hw["tools"]["micro"]["arena_bytes"]
     assert isinstance(arena, int) and arena > 0
     check = """
         import sys
@@ -274,11 +274,11 @@ def test_a_model_with_float_ops_is_refused_on_ethos_u55_with_the_ops_vela_names(
     on = selective["on_target"]
     assert on["runs"] is False and on["error"] == option["not_there"]
     # the ops named are those Vela warns about, as Vela names them, and no other
-    assert sorted(c["op"] for c in on["vela"]["cpu"]) == sorted(vela["warned"])  # in the model's order
+    assert sorted(c["op"] for c in on["tools"]["vela"]["cpu"]) == sorted(vela["warned"])  # in the model's order
     named = re.search(r"\(([A-Z0-9_, ]+)\)\s*$", option["not_there"])
     assert named, option["not_there"]
     assert sorted(named.group(1).split(", ")) == sorted(vela["warned"])
-    assert (on["vela"]["npu_ops"], on["vela"]["cpu_ops"]) == (vela["npu"], vela["cpu"])
+    assert (on["tools"]["vela"]["npu_ops"], on["tools"]["vela"]["cpu_ops"]) == (vela["npu"], vela["cpu"])
     assert option["npu_share"] == pytest.approx(vela["npu"] / (vela["npu"] + vela["cpu"]))
     d = report["findings"]["decision"]
     headline = report["findings"]["headline"][0]
@@ -287,7 +287,7 @@ def test_a_model_with_float_ops_is_refused_on_ethos_u55_with_the_ops_vela_names(
         assert all(op in headline for op in vela["warned"]), headline
     else:  # what ships instead (issue 45's repairs) is one Vela, run here, puts wholly on the NPU
         shipped = _vela(mlp_u55["folder"] / d["file"], tmp_path / "shipped")
-        assert shipped["cpu"] == 0 and not shipped["warned"] and d["hardware"]["vela"]["npu_ops"] == shipped["npu"]
+        assert shipped["cpu"] == 0 and not shipped["warned"] and d["hardware"]["tools"]["vela"]["npu_ops"] == shipped["npu"]
 
 
 # --- 3. Vela's figures equal Vela run here --------------------------------------------------------------------
@@ -297,7 +297,7 @@ def test_vela_npu_share_and_estimated_time_equal_vela_run_here(cnn_u55, tmp_path
     path = cnn_u55["folder"] / "int8_io.tflite"
     vela = _vela(path, tmp_path)
     row = vela["row"]
-    figures = next(v for v in report["variants"] if v["name"] == "int8_io")["on_target"]["vela"]
+    figures = next(v for v in report["variants"] if v["name"] == "int8_io")["on_target"]["tools"]["vela"]
     assert figures["config"] == "ethos-u55-128"
     assert (figures["npu_ops"], figures["cpu_ops"]) == (vela["npu"], vela["cpu"])
     assert sorted(c["op"] for c in figures["cpu"]) == sorted(vela["warned"])
@@ -311,7 +311,7 @@ def test_vela_npu_share_and_estimated_time_equal_vela_run_here(cnn_u55, tmp_path
     # Vela puts the whole integer-only model on the NPU, and that is the model shipped, with Vela's figures
     assert vela["cpu"] == 0 and not vela["warned"]
     assert d["variant"] == "int8_io" and d["meets_target"] and option["runs"], d["reason"]
-    assert d["hardware"]["vela"] == figures
+    assert d["hardware"]["tools"]["vela"] == figures
     assert f"all {vela['npu']} of its ops on the NPU" in report["findings"]["headline"][0]
     # the accuracy decided on is the reference kernels', run here
     data = np.load(cnn_u55["data"])

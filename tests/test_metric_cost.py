@@ -293,8 +293,12 @@ def test_the_data_differ_only_by_a_measured_difference():
     m = SimpleNamespace(outputs={variants.FLOAT: flt, variants.FIQ: fiq}, heads=[], head_outputs={})
     agree = flt.argmax(1) == fiq.argmax(1)
     start = engine.Evaluation(frozenset(), float(agree.mean()), agree, 1)
-    info = recommend.on_evaluation(m, recommend.Scoring(task, stand=recommend.AGREEMENT), start, sel, 0.97, frozenset())
+    from reporter.findings.rule import Acceptance
+
+    info = recommend.on_evaluation(m, recommend.Scoring(task, stand=recommend.AGREEMENT), start, sel, Acceptance(0.97),
+                                   frozenset())
     assert info.fiq_on_evaluation == pytest.approx(agree.mean()) and info.differs is False
     fiq[8:80] = np.roll(fiq[8:80], 1, axis=1)  # the evaluation data show a loss the selection samples (start) do not
-    info = recommend.on_evaluation(m, recommend.Scoring(task, stand=recommend.AGREEMENT), start, sel, 0.97, frozenset())
+    info = recommend.on_evaluation(m, recommend.Scoring(task, stand=recommend.AGREEMENT), start, sel, Acceptance(0.97),
+                                   frozenset())
     assert info.fiq_on_evaluation < 0.97 and info.differs is True

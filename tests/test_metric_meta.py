@@ -111,6 +111,7 @@ def test_per_sample_metric_is_their_mean_with_an_exact_paired_test(anomaly, metr
 
     import independent
     from reporter.core import judgement as jd
+    from reporter.core import statistics
     from reporter.core import variants
 
     model, data = anomaly
@@ -129,7 +130,7 @@ def test_per_sample_metric_is_their_mean_with_an_exact_paired_test(anomaly, metr
     assert paired.p_value == pytest.approx(expected_p, rel=1e-3, abs=1e-12)
     # oriented: positive is better, and a larger error is worse
     assert paired.delta == pytest.approx(per[variants.FLOAT].mean() - per[variants.FIQ].mean(), rel=1e-4)
-    assert not jd.is_resample_floor(paired.p_value)
+    assert not statistics.is_resample_floor(paired.p_value)
     assert fiq.per_sample  # kept in report.json: the report names the paired t-test, never a bootstrap
     text = " ".join(p.read_text() for p in (tmp_path / "ae").glob("*.md")) + (tmp_path / "ae" / "report.html").read_text()
     assert "paired t-test" in text
@@ -235,6 +236,7 @@ def test_a_metric_asking_for_a_missing_meta_array_is_one_line(tmp_path):
 def test_p_values_show_the_digits_that_decide_significance():
     from reporter.core import formatting as fmt
     from reporter.core import judgement as jd
+    from reporter.core import statistics
 
     assert jd.significant(0.0498) and fmt.p_text(0.0498) == "p = 0.0498"
     assert not jd.significant(0.0502) and fmt.p_text(0.0502) == "p = 0.0502"
@@ -250,18 +252,20 @@ def test_p_values_show_the_digits_that_decide_significance():
 def test_a_resampling_floor_reads_p_below_one_over_b_plus_one():
     from reporter.core import formatting as fmt
     from reporter.core import judgement as jd
+    from reporter.core import statistics
 
-    all_worse = -np.linspace(0.1, 1.0, jd.BOOTSTRAP_USER)  # no resample on the far side of zero
-    p = jd.bootstrap_p(all_worse)
+    all_worse = -np.linspace(0.1, 1.0, statistics.BOOTSTRAP_USER)  # no resample on the far side of zero
+    p = statistics.bootstrap_p(all_worse)
     assert p == pytest.approx(1 / 201) and jd.significant(p)
     assert fmt.p_text(p) == "p < 0.005"
-    assert fmt.p_text(jd.bootstrap_p(-np.ones(jd.BOOTSTRAP_DENSE))) == "p < 0.001"
-    some = np.r_[np.ones(5), -np.ones(jd.BOOTSTRAP_USER - 5)]
-    assert jd.bootstrap_p(some) == pytest.approx(2 * 6 / 201) and fmt.p_text(jd.bootstrap_p(some)) == "p = 0.06"
+    assert fmt.p_text(statistics.bootstrap_p(-np.ones(statistics.BOOTSTRAP_DENSE))) == "p < 0.001"
+    some = np.r_[np.ones(5), -np.ones(statistics.BOOTSTRAP_USER - 5)]
+    assert statistics.bootstrap_p(some) == pytest.approx(2 * 6 / 201) and fmt.p_text(statistics.bootstrap_p(some)) == "p = 0.06"
 
 
 def test_gap_words_for_a_lower_is_better_metric_say_worse_by():
     from reporter.core import judgement as jd
+    from reporter.core import statistics
     from reporter.render.words.recommendation import Scale, searched_words
 
     said = searched_words("gap", jd.LOSES, 0.2433, 0.0498, None, Scale("recon_mse", False, "paired t-test"))

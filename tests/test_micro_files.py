@@ -98,7 +98,7 @@ def test_litert_quantizer_stores_the_fixtures_weights_after_the_flatbuffer_and_t
 def test_every_model_checked_on_micro_has_its_buffers_inline_and_tflite_micros_own_figures(wide, wide_micro):
     _, x, y, _, _, _ = wide
     folder, report = wide_micro
-    checked = [v for v in report["variants"] if (v.get("on_target") or {}).get("micro")]
+    checked = [v for v in report["variants"] if (v.get("on_target") or {}).get("tools", {}).get("micro")]
     assert checked, [v["name"] for v in report["variants"]]
     for v in checked:
         model = (folder / f"{v['name']}.tflite").read_bytes()
@@ -107,10 +107,10 @@ def test_every_model_checked_on_micro_has_its_buffers_inline_and_tflite_micros_o
                    for t in (_file(model).subgraphs[0].tensors[i] for i in _file(model).subgraphs[0].outputs))
         on = v["on_target"]
         assert on["metrics"]["accuracy"] == pytest.approx(_micro_accuracy(model, x, y), abs=1e-12), v["name"]
-        n = on["micro"]["reference_samples"]
+        n = on["tools"]["micro"]["reference_samples"]
         share = _same_share(model, x[:n])
         assert share >= 0.99, (v["name"], share)
-        assert on["micro"]["identical_share"] == pytest.approx(share, abs=1e-9), v["name"]
+        assert on["tools"]["micro"]["identical_share"] == pytest.approx(share, abs=1e-9), v["name"]
 
 
 def test_the_shipped_model_is_tflite_micros_and_meets_the_target_where_the_offset_file_did_not(wide, wide_micro,
@@ -139,7 +139,7 @@ def test_fed_an_offset_file_the_micro_check_names_the_offset_buffers_as_the_caus
     stored_after = _offset_buffers(litert_fiq)
     assert figures.offset_buffers == stored_after
     assert figures.identical_share < 0.5 and figures.disagrees
-    said = words.hardware(OnTarget("micro", "TFLite Micro", True, micro=figures))
+    said = words.hardware(OnTarget("micro", "TFLite Micro", True, tools={"micro": figures}))
     assert f"does not read the {stored_after} weight buffer" in said and "(offset buffers)" in said, said
     assert "Error" not in said and "Exception" not in said
 
@@ -162,7 +162,7 @@ def test_written_inline_the_same_model_runs_on_tflite_micro_as_on_the_reference_
     _, figures = hardware.micro_run(inline, x[:64], 64)
     assert not figures.disagrees and figures.offset_buffers == 0
     from reporter.measure import micro_causes
-    from reporter.render.words.decision import micro_cause
+    from reporter.render.tools.micro import cause as micro_cause
 
     assert micro_cause(figures) == ""
     # where TFLite Micro agrees op by op, no op's kernel is blamed
@@ -182,7 +182,7 @@ def test_a_regression_models_figure_on_micro_is_its_output_error_not_a_percentag
         cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
         if len(cells) == 5 and cells[1].startswith("yes"):
             rows[cells[0]] = cells
-    checked = [v for v in report["variants"] if (v.get("on_target") or {}).get("micro")]
+    checked = [v for v in report["variants"] if (v.get("on_target") or {}).get("tools", {}).get("micro")]
     assert checked and len(rows) == len(checked), rows
     for v in checked:
         raw, scale, zero = micro_raw((folder / f"{v['name']}.tflite").read_bytes(), x)
@@ -246,7 +246,7 @@ def test_where_tflite_micro_reads_the_offset_file_the_headline_names_the_offset_
     stored_after = _offset_buffers(fiq)
     assert stored_after >= 1  # the file as LiteRT Quantizer wrote it
     (v,) = [v for v in report["variants"] if v["name"] == "fiq"]
-    micro = v["on_target"]["micro"]
+    micro = v["on_target"]["tools"]["micro"]
     n = micro["reference_samples"]
     assert micro["identical_share"] < 0.5 and _same_share(fiq, x[:n]) < 0.5  # garbage, as TFLite Micro gives it here
     assert micro["offset_buffers"] == stored_after

@@ -12,7 +12,8 @@ import pytest
 
 from reporter.cli import main
 from reporter.model.report import Report
-from reporter.model.variant import DetectionMetrics, MainMetric
+from reporter.measure.kinds.detection import DetectionMetrics
+from reporter.model.variant import MainMetric
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "report.json"
@@ -27,7 +28,7 @@ def _detector() -> dict:
     for i, v in enumerate(data["variants"]):
         det = DetectionMetrics(map50=0.61 - 0.1 * i, map=0.35, recall50=0.7, ap50_per_class=[0.5, None],
                                score_threshold=0.3, boxes_per_class=[12, 0])
-        v["metrics"]["detection"] = dataclasses.asdict(det)
+        v["metrics"]["figures"] = {"detection": dataclasses.asdict(det)}
         v["metrics"]["main"] = dataclasses.asdict(MainMetric("mAP@0.5", det.map50, low=0.4, high=0.7))
     return data
 
@@ -47,14 +48,14 @@ def _set(where, value):
 COVERAGE = {"FULLY_CONNECTED": {"tensors": 3, "quantized": 3, "elements": 960, "quantized_elements": 7_200}}
 # (case, base report, the field's path, the value written there, what the refusal says: the field and the value)
 CASES = [
-    ("detection mAP 1.5", DETECTOR, ("variants", 2, "metrics", "detection", "map50"), 1.5,
-     "variants[2].metrics.detection.map50 is 1.5"),
-    ("detection recall -0.3", DETECTOR, ("variants", 2, "metrics", "detection", "recall50"), -0.3,
-     "variants[2].metrics.detection.recall50 is -0.3"),
-    ("AP of a class 7", DETECTOR, ("variants", 1, "metrics", "detection", "ap50_per_class"), [7.0, None],
-     "variants[1].metrics.detection.ap50_per_class[0] is 7.0"),
-    ("COCO mAP -1", DETECTOR, ("variants", 2, "metrics", "detection", "map"), -1.0,
-     "variants[2].metrics.detection.map is -1.0"),
+    ("detection mAP 1.5", DETECTOR, ("variants", 2, "metrics", "figures", "detection", "map50"), 1.5,
+     "variants[2].metrics.figures.detection.map50 is 1.5"),
+    ("detection recall -0.3", DETECTOR, ("variants", 2, "metrics", "figures", "detection", "recall50"), -0.3,
+     "variants[2].metrics.figures.detection.recall50 is -0.3"),
+    ("AP of a class 7", DETECTOR, ("variants", 1, "metrics", "figures", "detection", "ap50_per_class"), [7.0, None],
+     "variants[1].metrics.figures.detection.ap50_per_class[0] is 7.0"),
+    ("COCO mAP -1", DETECTOR, ("variants", 2, "metrics", "figures", "detection", "map"), -1.0,
+     "variants[2].metrics.figures.detection.map is -1.0"),
     ("main metric (a share) 1.5", DETECTOR, ("variants", 2, "metrics", "main", "value"), 1.5,
      "variants[2].metrics.main.value is 1.5"),
     ("size ratio 1e308", CLASSIFIER, ("findings", "variants", 2, "size_ratio"), 1e308,

@@ -21,6 +21,8 @@ def test_every_format_renders_to_the_same_bytes_in_another_process(fixture_repor
         import sys
         from pathlib import Path
         sys.modules["tensorflow"] = None  # rendering needs none
+        from reporter.plugins import register_builtins
+        register_builtins()  # what an entry point does first (this script is its own)
         from reporter.pipeline.conclude import report_from_json
         from reporter.render import formats as render
 

@@ -4,7 +4,8 @@ never help, the budget, the target, and the significance rules it relies on."""
 import numpy as np
 import pytest
 
-from reporter.core import judgement
+from reporter.core import judgement, statistics
+from reporter.findings.rule import Acceptance
 from reporter.search import engine as srch
 
 N = 400  # selection samples
@@ -47,8 +48,9 @@ class Simulated:
         return srch.Evaluation(frozenset(nodes), float(agree.mean()), agree, 1000 + 100 * len(nodes))
 
 
-def _policy(**kw):
-    return srch.Policy(**{"target": 0.99, "target_is_hard": False, **kw})
+def _policy(target=0.99, target_is_hard=False, higher_is_better=True, **kw):
+    accept = Acceptance(target, target_is_hard, higher_is_better)
+    return srch.Policy(accept, **kw)
 
 
 def test_a_pair_that_only_helps_together_is_found_and_nothing_else():
@@ -86,7 +88,7 @@ def test_a_gain_within_noise_is_dropped_even_when_it_reaches_the_default_target(
     assert any({"L1", "L3"} <= seen for seen in ev.seen)  # a model that met the target was measured...
     assert trace.chosen.nodes == {"L1"}  # ...and L3 dropped
     assert not trace.target_met and "within noise" in trace.stop_reason
-    assert judgement.mcnemar_p(np.ones(3, bool), np.zeros(3, bool)) >= judgement.ALPHA  # 3 of 3: not significant
+    assert statistics.mcnemar_p(np.ones(3, bool), np.zeros(3, bool)) >= judgement.ALPHA  # 3 of 3: not significant
 
 
 def test_a_hard_target_keeps_only_what_it_needs():
@@ -143,14 +145,14 @@ def test_mcnemar_matches_scipy_binomial_and_noise_is_not_a_change():
 
     a = np.array([True] * 50 + [False] * 10 + [True] * 3)
     b = np.array([True] * 50 + [True] * 10 + [False] * 3)
-    assert judgement.mcnemar_p(a, b) == pytest.approx(binomtest(3, 13, 0.5).pvalue)
+    assert statistics.mcnemar_p(a, b) == pytest.approx(binomtest(3, 13, 0.5).pvalue)
     one_sample = np.ones(114, bool)
     one_less = one_sample.copy()
     one_less[0] = False
-    assert not judgement.paired_worse(one_less, one_sample, True)  # one sample of 114 is noise
+    assert not Acceptance().worse(one_less, one_sample)  # one sample of 114 is noise
     many_less = one_sample.copy()
     many_less[:12] = False
-    assert judgement.paired_worse(many_less, one_sample, True)
+    assert Acceptance().worse(many_less, one_sample)
 
 
 def test_gap_status():
@@ -387,7 +389,7 @@ def test_a_search_cut_short_by_its_budget_ships_the_best_set_it_measured_and_say
     trace, measured = runs[0]
     assert trace.evaluations == len(measured) == 12
     best = max(measured, key=lambda e: e.score)
-    assert not judgement.paired_worse(trace.chosen.per_sample, best.per_sample, True)
+    assert not Acceptance().worse(trace.chosen.per_sample, best.per_sample)
     assert trace.chosen.score >= best.score - 1e-9 or len(trace.chosen.nodes) < len(best.nodes)
     assert "the budget (--search-share 0.01) ran out" in trace.stop_reason, trace.stop_reason
     assert [e.nodes for e in runs[1][1]] == [e.nodes for e in measured]  # the same candidates in every run

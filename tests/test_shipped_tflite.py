@@ -155,9 +155,9 @@ def test_a_shipped_file_is_quantized_and_measured_like_a_clean_one(reports, ship
 @pytest.mark.slow
 def test_a_run_that_builds_no_quantized_variant_exits_1(shipped, tmp_path, run_cli, monkeypatch, capsys):
     """Before: DRQ and FIQ failed ("no signature") and the run exited 0 with no quantized variant."""
-    from reporter.inputs import tflite_prep
+    from reporter.measure import graph_edits
 
-    monkeypatch.setattr(tflite_prep, "add_signature", lambda model: ([], []))  # the signature left missing
+    monkeypatch.setattr(graph_edits, "_add_signature", lambda model, key: ([], []))  # the signature left missing
     folder, _, _ = shipped
     code = run_cli(folder / "nosig.tflite", folder / "data.npz", tmp_path, "--variants", "float,drq,fiq",
                    "--formats", "json", name="nosig", latency_runs=0)

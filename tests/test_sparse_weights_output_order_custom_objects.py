@@ -23,7 +23,7 @@ import pytest
 from sklearn import metrics as skm
 
 import independent as I
-import issue46_shipped_fixtures as F
+import sparse_and_unordered_tflite_fixtures as F
 from conftest import one_error_line, run_cli
 from reporter.core.variants import DRQ, FIQ, FLOAT
 

@@ -252,9 +252,10 @@ def test_the_check_measures_on_the_targets_kernels_and_its_record_round_trips(na
     expected = _micro(model, x) if target.kernels == "TFLite Micro" else litert_outputs(model, x, reference=True)
     assert np.allclose(np.asarray(outputs, dtype=np.float64), expected, atol=1e-6)
     if target.tool_heading == "Vela":
-        assert found.vela.config == name and found.vela.npu_ops > 0 and found.vela.cpu_ops == 0
+        assert found.figures.config == name and found.figures.npu_ops > 0 and found.figures.cpu_ops == 0
     _a_hybrid_model_is_refused_by_the_tool(target, files["drq"], x, tmp_path)
-    on = OnTarget(name, target.kernels, found.runs, error=found.error, micro=found.micro, vela=found.vela)
+    on = OnTarget(name, target.kernels, found.runs, error=found.error,
+                  tools={target.check.key: found.figures} if found.figures is not None else {})
     assert target.check.said(on)
     report = dataclasses.replace(fixture_report, settings=dataclasses.replace(fixture_report.settings, target=name),
                                  variants=[dataclasses.replace(v, on_target=on) if v.name == variants.FIQ else v

@@ -106,8 +106,9 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         verdict=found.headline[0] if found.headline else "",
         not_measured={f.name: dict(f.not_measured) for f in ok if f.not_measured},
         metric=metric, metric_share=share,
-        npu_estimate_ms=found.decision.hardware.vela.inference_ms if found.decision is not None and
-        found.decision.hardware is not None and found.decision.hardware.vela is not None else None,
+        npu_estimate_ms=next((f.inference_ms for f in found.decision.hardware.tools.values()  # an NPU compiler's
+                              if getattr(f, "inference_ms", None) is not None), None)  # estimate of the model shipped
+        if found.decision is not None and found.decision.hardware is not None else None,
         **base,
     )
 

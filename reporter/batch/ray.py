@@ -23,6 +23,7 @@ from pathlib import Path
 from reporter.batch.executor import Executor
 from reporter.batch.worker import Job, Outcome, work
 from reporter.batch.worker import outcome as worker_outcome
+from reporter.core import children
 from reporter.core.errors import UsageError
 from reporter.core.files import folder_name, staged_folder
 
@@ -48,8 +49,12 @@ class _Messages:
         self.items.append(item)
 
 
-def _task(job: Job, shared_dir: bool) -> dict:
-    """One model in a Ray worker process: the local pool's worker, then the report folder's files."""
+def _task(job: Job, shared_dir: bool, starts: tuple = ()) -> dict:
+    """One model in a Ray worker process: the local pool's worker, then the report folder's files. `starts` (the
+    driver's reporter.core.children.AT_START) run first: Ray starts its workers, not reporter.core.children, so
+    the driver's composition (reporter.plugins) is handed over here."""
+    for start in starts:
+        start()
     folder = folder_name(job.name)
     tmp = None
     local = job
@@ -97,7 +102,7 @@ class RayPool(Executor):
                 # A second process for conversions only where the task has a second CPU of its own.
                 task_job = dataclasses.replace(job, remote=options.address is not None,
                                                side_converter=job.side_converter and options.cpus_per_task >= 2)
-                refs[remote.remote(task_job, options.shared_dir)] = job
+                refs[remote.remote(task_job, options.shared_dir, tuple(children.AT_START))] = job
                 display.stage(job.name, "queued on Ray")
             t_start = {job.name: time.perf_counter() for job in jobs}
             while refs:

@@ -1,7 +1,9 @@
 """One model of a batch, in its own process: the typed job, the worker function and its outcome.
 
 The local pool (reporter.batch.runner) and the Ray executor (reporter.batch.ray) both run `work` and turn
-what it reports into an `Outcome` with `outcome`.
+what it reports into an `Outcome` with `outcome`. The process has the built-in plug-ins before `work` runs: a
+local worker is a reporter.core.children.Child, which runs the driver's `AT_START` (reporter.plugins) first, and a
+Ray task runs them itself (reporter.batch.ray).
 """
 
 from __future__ import annotations

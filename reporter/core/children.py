@@ -35,6 +35,15 @@ TAIL_LINES = 3  # lines of the child's log quoted in a crash's one-line message
 STOP_SECONDS = 5.0  # a child asked to stop gets this long before it is killed
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 LOG_PREFIX = "quant-report-child-"  # a child's log in TMPDIR: its name goes as soon as the child opens it
+AT_START: list[Callable] = []  # what every child runs first, added by the entry points (`at_start`)
+
+
+def at_start(fn: Callable) -> None:
+    """Every child started from now on runs `fn()` (a module-level function) first: a child is composed as the
+    entry point composed its parent (reporter.plugins registers the built-in plug-ins so); this module calls none
+    of its own."""
+    if fn not in AT_START:
+        AT_START.append(fn)
 
 
 class Crashed(RuntimeError):
@@ -80,7 +89,7 @@ class Child:
         self._read = 0
         self._conn, child_conn = context.Pipe()
         self._process = context.Process(target=_serve, args=(child_conn, os.getpid(), self._log_path, initializer,
-                                                             initargs), name=name, daemon=daemon)
+                                                             initargs, tuple(AT_START)), name=name, daemon=daemon)
         self._process.start()
         child_conn.close()
         self.failed: Optional[Exception] = None
@@ -262,9 +271,10 @@ def _frame(line: str) -> str:
     return f"{os.path.basename(match.group(1))}:{match.group(2)} in {match.group(3)}" if match else line
 
 
-def _serve(conn, parent: int, log_path: str, initializer: Optional[Callable], initargs: tuple):
+def _serve(conn, parent: int, log_path: str, initializer: Optional[Callable], initargs: tuple,
+           starts: tuple = ()):
     """The child: leads a process group of its own, dies with its parent, writes its output to `log_path`, runs
-    `initializer`, then the calls it is sent until it is sent None."""
+    `starts` (the parent's `AT_START`) and `initializer`, then the calls it is sent until it is sent None."""
     import faulthandler
 
     with contextlib.suppress(OSError):
@@ -282,6 +292,8 @@ def _serve(conn, parent: int, log_path: str, initializer: Optional[Callable], in
     sys.stdout = sys.stderr = log
     faulthandler.enable(file=log)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for start in starts:  # a failure ends the child: its calls would fail on the missing plug-ins anyway
+        start()
     if initializer is not None:
         try:
             initializer(*initargs)

@@ -6,21 +6,18 @@ main metric and paired test) is what the report's records, findings and render r
 it reads labels and outputs and measures them is reporter.measure.kinds.base.Kind's part of the protocol.
 
 Registering a kind is one line, `register(MyKind())` (reporter.measure.kinds.register is the same function).
+The registry never loads kinds itself: the entry points fill it (reporter.plugins.register_builtins imports
+reporter.measure.kinds, which registers the built-in ones), so nothing here reaches the layers above.
 Code that differs by kind asks the kind object (`of`, `recorded`, `Task.kind`); it never compares kind names.
 """
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
 # How a change of a kind's own main metric is tested for noise (reporter.measure.scoring does the testing).
 MCNEMAR = "exact McNemar test on the paired predictions"
 BOOTSTRAP = "paired bootstrap over whole samples"
-# The package of the built-in kinds: the registry sits here, below the records that name a kind, and the kinds'
-# behaviour needs the measure layer, so the registry loads that package by name when it is first read (as an
-# entry point would be loaded), not by an import upwards.
-BUILT_IN = "reporter.measure.kinds"
 
 
 @dataclass(frozen=True)
@@ -68,7 +65,6 @@ class TaskKind:
 
 
 _KINDS: dict[str, TaskKind] = {}
-_loaded = False
 
 
 def register(kind: TaskKind) -> TaskKind:
@@ -84,15 +80,13 @@ def register(kind: TaskKind) -> TaskKind:
 
 def unregister(name: str) -> None:
     """Take the kind `name` out of the registry (a test's kind, after the test)."""
-    _kinds()
     _KINDS.pop(name, None)
 
 
 def _kinds() -> dict[str, TaskKind]:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        importlib.import_module(BUILT_IN)  # registers the built-in kinds
+    if not _KINDS:  # a program error, not the user's: a process that skipped its entry point's registration
+        raise RuntimeError("no task kind is registered: call reporter.plugins.register_builtins() first (the"
+                           " command line, the Python API and the children they start do)")
     return _KINDS
 
 
