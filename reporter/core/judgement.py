@@ -1,12 +1,13 @@
 """Judgement: when a difference is real, what counts as a gap, what the search aims at, how a change reads.
 
-Every threshold, tolerance and statistical test the pipeline, the search, the findings, `diff` and the
-rendered reports use lives here, typed and tested. It computes (numbers, booleans, the names of a model's
+Every threshold and tolerance the pipeline, the search, the findings, `diff` and the rendered reports use lives
+here, typed and tested; the statistical tests themselves are reporter.core.statistics' (numbers only), and this
+module says at which level their p-values count. It computes (numbers, booleans, the names of a model's
 standings) and writes no sentence of the report (the one left, the search target's description in
 `selection_target`, is kept in report.json as the search's `target_text`). The one rule whether a model meets
-the accuracy target is reporter.findings.rule's, the findings decide what a report's numbers mean, and
-reporter.render reads only the constants here (its legend and the sentences that state a threshold are written
-from them; its arrows' steps are reporter.render.steps').
+the accuracy target, and the acceptance the search and the repair ladder are handed, are reporter.findings.rule's;
+the findings decide what a report's numbers mean, and reporter.render reads only the constants here (its legend and
+the sentences that state a threshold are written from them; its arrows' steps are reporter.render.steps').
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from typing import Optional
 
 import numpy as np
+
+from reporter.core import statistics
 
 ALPHA = 0.05  # significance level for paired tests
 DEFAULT_TARGET_AGREEMENT = 0.99  # no --max-accuracy-drop: aim at 99 % agreement with float
@@ -65,139 +68,11 @@ LOSES = "loses"  # worse beyond noise, beyond the allowed drop, or beyond the ou
 MEETING = frozenset({NOT_WORSE, ALLOWED, NOISE, CLOSE})
 
 
-def mcnemar_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Exact McNemar test on paired booleans (e.g. "correct" per sample): two-sided p-value."""
-    from scipy.stats import binomtest
-
-    a, b = np.asarray(a, bool), np.asarray(b, bool)
-    only_a, only_b = int(np.sum(a & ~b)), int(np.sum(~a & b))
-    if only_a + only_b == 0:
-        return 1.0
-    return float(binomtest(only_a, only_a + only_b, 0.5).pvalue)
-
-
-BOOTSTRAP_DENSE = 1000  # resamples for mean IoU (vectorized: cheap)
-BOOTSTRAP_USER = 200  # resamples of a user's per-sample metric's values (their means: no call of the function)
-# A user's metric that returns one number for the whole set is called once on every sample and once on each of
-# USER_BLOCKS blocks of the samples (batch means: one more pass over the rows), never once per resample; a block
-# holds at least MIN_BLOCK_SAMPLES samples (fewer blocks when the data are few).
-USER_BLOCKS = 20
-MIN_BLOCK_SAMPLES = 10
-# A resampling test's p-value has a floor: with B resamples none on the far side of zero means only p < 1/(B+1).
-# `bootstrap_p` returns exactly that bound then, and `p_text` shows it as "p < 1/(B+1)", never as a value.
-RESAMPLE_COUNTS = (BOOTSTRAP_USER, BOOTSTRAP_DENSE)
-
-
-def bootstrap_p(differences: np.ndarray) -> float:
-    """Two-sided p-value of a paired bootstrap: `differences` holds (variant - reference) on each resample;
-    the share of resamples on the far side of zero, doubled (with the +1 correction, never 0). When no
-    resample is on the far side, the floor 1/(B+1): the true p is below it, and `p_text` says so."""
-    d = np.asarray(differences, np.float64)
-    if d.size == 0 or not np.any(d):
-        return 1.0
-    tail = min(int(np.sum(d <= 0)), int(np.sum(d >= 0)))
-    if tail == 0:
-        return resample_floor(d.size)
-    return float(min(1.0, 2.0 * (tail + 1) / (d.size + 1)))
-
-
-def resample_floor(resamples: int) -> float:
-    """The smallest p-value `resamples` resamples can tell: 1/(B+1)."""
-    return 1.0 / (resamples + 1)
-
-
-def is_resample_floor(p_value: float) -> bool:
-    """A p-value that is a resampling test's floor (no resample on the far side), not a measured value."""
-    return any(abs(p_value - resample_floor(b)) < 1e-15 for b in RESAMPLE_COUNTS)
-
-
-def block_count(n: int) -> int:
-    """The blocks a user's scalar metric is called on for `n` samples (batch means): USER_BLOCKS, fewer so that each
-    holds MIN_BLOCK_SAMPLES, at least 2; 0 below 4 samples (no spread can be read from fewer)."""
-    if n < 4:
-        return 0
-    return int(min(USER_BLOCKS, max(2, n // MIN_BLOCK_SAMPLES)))
-
-
-def batch_means_interval(value: float, blocks: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """The batch-means interval of a metric whose value on every sample is `value` and on each of G disjoint blocks
-    of the samples `blocks`: value ± t(G-1)·sd(blocks)/√G (nan, nan with fewer than 2 blocks)."""
-    from scipy.stats import t
-
-    b = np.asarray(blocks, np.float64)
-    if b.size < 2:
-        return float("nan"), float("nan")
-    half = float(t.ppf((1 + confidence) / 2, b.size - 1) * b.std(ddof=1) / np.sqrt(b.size))
-    return float(value) - half, float(value) + half
-
-
 def samples_differ(a: np.ndarray, b: np.ndarray) -> bool:
     """Two independent sets of per-sample figures (booleans: agreement with float; numbers) differ beyond noise:
-    Fisher's exact test on the shares, or the Mann-Whitney U test on the numbers, at ALPHA."""
-    a, b = np.asarray(a), np.asarray(b)
-    if a.size == 0 or b.size == 0:
-        return False
-    if a.dtype == bool and b.dtype == bool:
-        from scipy.stats import fisher_exact
-
-        table = [[int(a.sum()), int(a.size - a.sum())], [int(b.sum()), int(b.size - b.sum())]]
-        return float(fisher_exact(table).pvalue) < ALPHA
-    from scipy.stats import mannwhitneyu
-
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    if np.ptp(np.r_[a, b]) == 0:
-        return False
-    return float(mannwhitneyu(a, b).pvalue) < ALPHA
-
-
-def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
-    """The bootstrap percentile interval of a metric from its values on the resamples."""
-    v = np.asarray(values, np.float64)
-    if v.size == 0:
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(v, [(1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100])
-    return float(lo), float(hi)
-
-
-def paired_worse(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool, t_test: bool = False) -> bool:
-    """True when `candidate` is worse than `reference` beyond noise, per sample and paired.
-
-    Booleans (agreement with float): exact McNemar. Numbers (squared error): Wilcoxon signed rank, or with `t_test`
-    the paired t-test (a user's metric: its values per sample or per block, tested as the report tests them).
-    """
-    candidate, reference = np.asarray(candidate), np.asarray(reference)
-    if candidate.dtype == bool:
-        if higher_is_better and candidate.sum() >= reference.sum():
-            return False
-        if not higher_is_better and candidate.sum() <= reference.sum():
-            return False
-        return mcnemar_p(candidate, reference) < ALPHA
-    diff = candidate.astype(np.float64) - reference.astype(np.float64)
-    mean = diff.mean()
-    if (mean <= 0 if not higher_is_better else mean >= 0) or not np.any(diff):
-        return False
-    if t_test:
-        if diff.size < 2:
-            return False
-        if np.all(diff == diff[0]):  # the same change on every sample or block: no variance, beyond any noise
-            return True
-        from scipy.stats import ttest_1samp
-
-        return float(ttest_1samp(diff, 0.0).pvalue) < ALPHA
-    from scipy.stats import wilcoxon
-
-    return float(wilcoxon(diff).pvalue) < ALPHA
-
-
-def paired_better(candidate: np.ndarray, reference: np.ndarray, higher_is_better: bool, t_test: bool = False) -> bool:
-    return paired_worse(reference, candidate, higher_is_better, t_test)
-
-
-def may_ship(candidate: np.ndarray, missed: np.ndarray) -> bool:
-    """A repair rung's model is worth measuring on the evaluation data and the target: on the selection samples (each
-    sample's agreement with float, higher is better) it is closer to float beyond noise than the best rung already
-    measured to miss the accuracy target (`missed`). One that is not cannot be shown to do better than that one."""
-    return paired_better(candidate, missed, True)
+    Fisher's exact test on the shares, or the Mann-Whitney U test on the numbers (statistics.independent_p), at
+    ALPHA."""
+    return significant(statistics.independent_p(a, b))
 
 
 def metric_scale(reference: float) -> float:
@@ -258,26 +133,6 @@ DRQ_MIN_WEIGHT_ELEMENTS = 1024  # the converter's default: smaller weight tensor
 # A layer's range this many times the median range is wide: a hint for the rule (findings), and a region of the
 # search's grows through it (reporter.search.engine.region_moves).
 WIDE_RANGE_FACTOR = 10.0
-
-
-def mcnemar_p_counts(reference_only: int, variant_only: int) -> float:
-    """Exact McNemar p-value from the discordant counts of two paired classifiers."""
-    from scipy.stats import binomtest
-
-    n = reference_only + variant_only
-    if n == 0:
-        return 1.0
-    return float(binomtest(reference_only, n, 0.5).pvalue)
-
-
-def wilson_interval(correct: int, total: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
-    """Wilson score interval on a proportion (e.g. accuracy)."""
-    from scipy.stats import binomtest
-
-    if total <= 0:
-        return 0.0, 1.0
-    ci = binomtest(int(correct), int(total)).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
 
 
 def significant(p_value: float) -> bool:
@@ -363,7 +218,7 @@ def detectable_share(n: int) -> Optional[float]:
     None when `n` is too small for any change to be significant."""
     k = 1
     while k <= n:
-        if mcnemar_p_counts(k, 0) < ALPHA:
+        if statistics.mcnemar_p_counts(k, 0) < ALPHA:
             return k / n
         k += 1
     return None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from reporter.core import judgement as jd
+from reporter.core import statistics
 from reporter.core import variants
 from reporter.model.findings import OTHER_METRICS, SCORE, Comparison
 from reporter.model.report import layer_of  # noqa: F401 - read from here by the findings
@@ -51,7 +52,7 @@ def compare(metrics: "Metrics", ref_metrics: "Metrics", reference: str) -> Compa
     paired = metrics.paired.get(reference) if metrics.paired else None
     if paired is None:
         return Comparison(reference, delta, None, None, "")
-    p = jd.mcnemar_p_counts(paired.reference_only, paired.variant_only)
+    p = statistics.mcnemar_p_counts(paired.reference_only, paired.variant_only)
     if paired.reference_only == paired.variant_only == 0:
         return Comparison(reference, delta, p, False, "", same=True)
     return Comparison(reference, delta, p, bool(jd.significant(p)), "")

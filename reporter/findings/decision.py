@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
 from reporter.core import judgement as jd
+from reporter.core import statistics
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.findings import picks as pk
@@ -41,9 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Report, VariantResult
 
 # The questions the run may ask while it measures, before the report exists (tests/test_architecture.py): whether a
-# model meets the accuracy target against float (the search, the blame), and whether a repair rung's model meets it on
-# the target (the ladder). Every other public function here decides the report's findings (reporter.pipeline.conclude).
-ASKED_WHILE_MEASURING = ("meets_target", "meets_on_target")
+# repair rung's model, or any model measured so far, meets the accuracy target on the target (the ladder). Whether a
+# model meets it against float (the search, the blame) is asked of the `TargetRule` the run hands them. Every other
+# public function here decides the report's findings (reporter.pipeline.conclude).
+ASKED_WHILE_MEASURING = ("meets_on_target", "judged_on_target")
 
 
 def target_of(report: "Report") -> str:
@@ -82,7 +84,6 @@ def judge(report: "Report") -> list[Option]:
         seen, cmp, score, worst, meets = _stands(m, flt, target, limit, scale_is_metric)
         hib = bool(seen.metrics.higher_is_better) if scale_is_metric and seen.metrics is not None else True
         on = m.on_target
-        vela = on.vela if on is not None else None
         out.append(Option(
             name=m.name, label=label(report, m.name), score=score, standing=worst, meets=meets, runs=_runs(m, target),
             quantized=tg.quantized(m.tensor_types, m.weight_coverage), size_bytes=m.size_bytes,
@@ -93,9 +94,7 @@ def judge(report: "Report") -> list[Option]:
             higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
             output_variance=seen.output_error.float_variance if seen.output_error else None,
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
-            npu_share=vela.npu_share if vela is not None else None,
-            estimate_ms=vela.inference_ms if vela is not None and on.runs else None,
-            one_class=one_class(seen.metrics), micro=on.micro if on is not None else None))
+            one_class=one_class(seen.metrics), tools=on.tools if on is not None else None, **target.prices(on)))
     return out
 
 
@@ -110,27 +109,45 @@ def _stands(m: "VariantResult", flt: "VariantResult", target: tg.Target, limit: 
     return seen, cmp, score, _worst(standings, limit), rl.meets_target(standings, limit)
 
 
-def meets_target(m: "VariantResult", flt: "VariantResult", target: str, limit: Optional[float],
-                 scale_is_metric: bool) -> bool:
-    """Whether model `m` meets the accuracy target against float: the decision's one rule (`judge`), for the stages
-    that measure before the report exists (whether the search runs, whether its model closed the gap, whether the
-    whole model in 16x8 is worth measuring, which variants the blame fixes; reporter.pipeline.conclude.target_rule hands
-    it to them). `scale_is_metric`: the report has a main metric (Report.measurable). Float not measured: False."""
-    if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
-        return False
-    return _stands(m, flt, tg.of(target), limit, scale_is_metric)[-1]
+@dataclass(frozen=True)
+class TargetRule:
+    """The run's accuracy target as the stages that measure before the report exists are handed it
+    (reporter.pipeline.conclude.target_rule): called with (model, float), whether the model meets it against float by
+    the decision's one rule (`judge`, as the target sees the model: whether the search runs, whether its model closed
+    the gap, whether the whole model in 16x8 is worth measuring, which variants the blame fixes); `on_selection`, the
+    same target on the search's selection samples; `screen`, the repair ladder's. They measure, this decides."""
 
+    target: str = "cpu"  # the run's --target
+    limit: Optional[float] = None  # --max-accuracy-drop, 0..1 of the main metric; None: within noise
+    scale_is_metric: bool = True  # the report has a main metric (Report.measurable); else the output error
 
-def within_noise(report: "Report", name: str) -> bool:
-    """Whether model `name` meets the accuracy target as it would without --max-accuracy-drop (the one rule with no
-    allowed drop, as the target sees it): on every labelled output its loss, if any, is within noise of float. A
-    model that misses the target only by more than the allowed drop then shows no loss the data can tell, and there
-    is nothing to win back. False when it cannot be compared with float."""
-    flt, m = report.variant(variants.FLOAT), _model(report, name)
-    if m is None or flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
-        return False
-    standings = _standings(_as_target_sees(m, tg.of(report.settings.target)), flt, measurable(report))[2]
-    return rl.meets_target(standings, None)
+    @classmethod
+    def of(cls, report: "Report") -> "TargetRule":
+        """The rule a saved or measured report was judged by."""
+        return cls(report.settings.target, report.settings.max_accuracy_drop, measurable(report))
+
+    def __call__(self, m: "VariantResult", flt: Optional["VariantResult"]) -> bool:
+        """Whether model `m` meets the accuracy target against float (False when float was not measured)."""
+        if flt is None or not flt.ok or flt.not_measured("metrics") or flt.not_measured("output_error"):
+            return False
+        return _stands(m, flt, tg.of(self.target), self.limit, self.scale_is_metric)[-1]
+
+    def without_limit(self) -> "TargetRule":
+        """The same rule with no allowed drop: a loss, if any, within noise of float on every labelled output."""
+        return dataclasses.replace(self, limit=None)
+
+    def on_selection(self, classification: bool,
+                     metric: Optional[tuple[str, float]] = None) -> tuple[rl.Acceptance, str]:
+        """The acceptance on the search's selection samples and its target's words (judgement.selection_target):
+        agreement with float (`classification`), the output error, or the user's metric relative to float's value
+        there (`metric`: its name and that value). The allowed drop is a hard target where it reads on that scale."""
+        target, text = jd.selection_target(self.limit, classification, metric)
+        hard = self.limit is not None and (classification or metric is not None)
+        return rl.Acceptance(target, hard, t_test=metric is not None), text
+
+    def screen(self) -> rl.Acceptance:
+        """The repair ladder's screen: each selection sample's agreement with float, paired by McNemar."""
+        return rl.Acceptance()
 
 
 class OnTarget(NamedTuple):
@@ -148,8 +165,13 @@ def meets_on_target(report: "Report", name: str = "") -> Optional[OnTarget]:
     if not name:
         decision = decide(report)
         return OnTarget(decision.meets_target, bool(decision.variant)) if decision is not None else None
-    found = next((o for o in judge(report) if o.name == name), None)
-    return OnTarget(found.meets, found.runs) if found is not None else None
+    return next((found for n, found in judged_on_target(report) if n == name), None)
+
+
+def judged_on_target(report: "Report") -> list[tuple[str, OnTarget]]:
+    """Every model of the report measured so far, as the decision judges it for the run's target (`judge`, in its
+    order): the ladder's first floor is the ones that run there and miss."""
+    return [(o.name, OnTarget(o.meets, o.runs)) for o in judge(report)]
 
 
 def latency_step(m: "VariantResult", ref: Optional["VariantResult"]) -> Optional[int]:
@@ -467,7 +489,7 @@ def _better(report: "Report", a: Option, b: Option) -> bool:
     ra, rb = unpack_correct(ma.metrics.correct_bits, n), unpack_correct(mb.metrics.correct_bits, n)
     if ra is None or rb is None:
         return False
-    return bool(ra.sum() > rb.sum()) and jd.significant(jd.mcnemar_p(ra, rb))
+    return bool(ra.sum() > rb.sum()) and jd.significant(statistics.mcnemar_p(ra, rb))
 
 
 def _model(report: "Report", name: str) -> Optional["VariantResult"]:

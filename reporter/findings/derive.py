@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional
 
 from reporter.core import judgement as jd
+from reporter.core import statistics
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.variants import short
@@ -99,7 +100,7 @@ def _heads(report: "Report") -> list[HeadFinding]:
                                            high=main.high))
                     continue
                 n = report.dataset.num_eval
-                low, high = jd.wilson_interval(round(h.metrics.accuracy * n), n)
+                low, high = statistics.wilson_interval(round(h.metrics.accuracy * n), n, jd.CONFIDENCE)
                 out.append(HeadFinding(o.name, v.name, "accuracy", h.metrics.accuracy, cmp, worse, low=low, high=high))
             elif h.agreement_with_float is not None:
                 out.append(HeadFinding(o.name, v.name, "agreement with float", h.agreement_with_float))
@@ -197,7 +198,7 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
         if m.main is not None:
             low, high = m.main.low, m.main.high
         else:
-            low, high = jd.wilson_interval(round(m.accuracy * n), n)
+            low, high = statistics.wilson_interval(round(m.accuracy * n), n, jd.CONFIDENCE)
         main, main_value = _main_metric(m, report.model.task) if m.accuracy is not None else ("", None)
         vs_float = compare(m, ref.metrics, variants.FLOAT) if ref and ref.metrics and v.name != variants.FLOAT \
             else None
@@ -295,7 +296,7 @@ def _gap(report: "Report", fiq_found: Optional[VariantFinding], judged: dict[str
             or mine.vs_float is None:
         return GapFinding("not_measurable", "", why=mf.FLOAT_NOT_MEASURED)
     drop, p = -mine.vs_float.delta, mine.vs_float.p_value
-    if not mine.meets and choice.within_noise(report, variants.FIQ):
+    if not mine.meets and choice.TargetRule.of(report).without_limit()(fiq, flt):
         # beyond --max-accuracy-drop, but every paired test says noise: a gap the data do not show, nothing to win back
         return GapFinding("gap", "", drop, p, why=mf.NOISE)
     if mine.meets:

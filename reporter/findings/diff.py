@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 from reporter.core import judgement as jd
+from reporter.core import statistics
 from reporter.core import variants
 from reporter.core.errors import QuantReportError
 from reporter.core.records import as_stored, unstored
@@ -512,7 +513,7 @@ def _accuracy_of(b_metrics, n_metrics, same: Optional[bool], num_eval: int) -> C
     if same:
         b_ok, n_ok = _correct(b.correct_bits, num_eval), _correct(n.correct_bits, num_eval)
         if b_ok is not None and n_ok is not None:
-            p = jd.mcnemar_p(b_ok, n_ok)
+            p = statistics.mcnemar_p(b_ok, n_ok)
             if not (b_ok != n_ok).any():
                 return Change(ba, na, delta, p, False, kind=POINTS, same_answers=True)
             return Change(ba, na, delta, p, jd.significant(p), kind=POINTS)

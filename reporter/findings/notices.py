@@ -148,6 +148,12 @@ def warnings(report: "Report") -> list[Fact]:
     return out
 
 
+def own_metric(report: "Report", main) -> bool:
+    """The main metric is the task kind's own (its declared `main_metric`: mean IoU, micro-F1, mAP@0.5 ...), not the
+    user's --metric: a user's metric that failed leaves the kind's own in its place."""
+    return main.name == report.model.task_kind.main_metric
+
+
 def hints(report: "Report", gap: GapFinding) -> list[Fact]:
     """How the report measured (task, labels, metric, latency), what the rmse/scale rule flagged needlessly or
     missed, and which output of several the main numbers read."""
@@ -168,7 +174,7 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
     flt = report.variant(variants.FLOAT)
     main = flt.metrics.main if flt is not None and flt.metrics is not None else None
     spec = report.settings.metric
-    if spec and main is not None and main.name not in ("mean IoU",):
+    if spec and main is not None and not own_metric(report, main):
         out.append(Fact("user_metric"))
     elif spec:
         out.append(Fact("user_metric_failed"))

@@ -9,16 +9,15 @@ search, the blame) are handed the one rule of the accuracy target from here (`ta
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Optional
 
 from reporter.findings import decision as choice
 from reporter.findings import diff as decided_diff
 from reporter.findings import gate as gt
 from reporter.findings.derive import decide
 from reporter.model.findings import Findings, GateFinding
-from reporter.model.report import Report, VariantResult
+from reporter.model.report import Report
 from reporter.render import words
 from reporter.render.words import diff as diff_words
 from reporter.render.words import gate as gate_words
@@ -28,13 +27,14 @@ if TYPE_CHECKING:  # pragma: no cover
     from reporter.inputs.settings import RunSettings
 
 
-def target_rule(settings: "RunSettings", m: "Measurer") -> Callable[[VariantResult, VariantResult], bool]:
-    """`(model, float) -> bool`: whether a model meets the run's accuracy target against float, by the decision's one
-    rule (reporter.findings.decision.meets_target), for the stages that measure before the report exists; read on
-    the report's scale (Report.measurable: class scores or a main metric, else the output error)."""
+def target_rule(settings: "RunSettings", m: "Measurer") -> choice.TargetRule:
+    """The run's accuracy target as the stages that measure before the report exists are handed it (the search, the
+    blame, the repair ladder): called with (model, float), whether a model meets it against float by the decision's
+    one rule; its acceptance on the search's selection samples and the ladder's screen (reporter.findings.decision.
+    TargetRule). Read on the report's scale (Report.measurable: class scores or a main metric, else the output
+    error)."""
     measurable = m.task.num_classes is not None or m.score is not None
-    return functools.partial(choice.meets_target, target=settings.target, limit=settings.max_accuracy_drop,
-                             scale_is_metric=measurable)
+    return choice.TargetRule(settings.target, settings.max_accuracy_drop, measurable)
 
 
 def findings_of(report: Report) -> Findings:

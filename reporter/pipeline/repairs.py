@@ -13,7 +13,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.core import judgement, targets, variants
+from reporter.core import targets, variants
 from reporter.core.errors import one_line
 from reporter.findings import decision as choice
 from reporter.measure.measurer import Measurer
@@ -21,7 +21,8 @@ from reporter.model import repair as rp
 from reporter.model.data import Inputs
 from reporter.measure import runtime
 from reporter.model.report import Report, VariantResult
-from reporter.pipeline import on_target
+from reporter.findings import rule as rl
+from reporter.pipeline import conclude, on_target
 from reporter.pipeline.context import RunContext
 from reporter.search import recommend
 
@@ -53,11 +54,11 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
                               m.task.classification)
     found: list[rp.RepairRung] = []
     stopped = False
-    screening = Screening(ctx.float_model, sel.x)
-    for option in choice.judge(report):  # the run's own models that run on the target and miss: the first floor
-        path = ctx.folder / f"{option.name}.tflite"
+    screening = Screening(ctx.float_model, sel.x, conclude.target_rule(ctx.settings, m).screen())
+    for name, option in choice.judged_on_target(report):  # the run's models that run on the target and miss: the floor
+        path = ctx.folder / f"{name}.tflite"
         if option.runs and not option.meets and path.is_file():
-            screening.seed(option.name, path.read_bytes())
+            screening.seed(name, path.read_bytes())
     t0 = time.perf_counter()
     with ctx.progress.stage("repair", detail="integer-only ladder"):
         for candidate in _candidates(ctx, report, sel.x):
@@ -101,10 +102,12 @@ def _climb(ctx: RunContext, m: Measurer, report: Report) -> Report:
 class Screening:
     """The ladder's rungs measured on the selection samples first: a rung's model goes on to the evaluation data and
     the target only when it agrees with float there better beyond noise than the best rung measured to miss the
-    target (judgement.may_ship); the first rung built is always measured."""
+    target (`screen`, the findings' acceptance: reporter.findings.rule.Acceptance.accepts); the first rung built is
+    always measured."""
 
-    def __init__(self, float_model: bytes, x_select):
+    def __init__(self, float_model: bytes, x_select, screen: rl.Acceptance):
         self.float_model = float_model
+        self.screen = screen
         self.x = runtime.keyed(x_select, runtime.signature_names(float_model)[1]) if x_select is not None and \
             len(x_select) else None
         self._reference: Optional[tuple[dict, dict]] = None
@@ -128,7 +131,7 @@ class Screening:
         if candidate.model is None or self.x is None or self.floor is None:
             return None
         mine, (against, floor) = self.agreement(candidate), self.floor
-        if judgement.may_ship(mine, floor):
+        if self.screen.accepts(mine, floor):
             return None
         from reporter.convert.rungs.base import class_scores, figure
 

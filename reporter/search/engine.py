@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 import numpy as np
 
@@ -100,15 +100,36 @@ class Trace:
     cost: Optional[SearchCost] = None  # the budget as estimated before the search (reporter.search.budget)
 
 
+class Acceptance(Protocol):
+    """What the search asks of the accuracy target on its selection samples: reporter.findings.rule.Acceptance, which
+    the run hands it (the search measures and orders candidates; whether one reaches the target, is worse or better
+    than another beyond noise, may replace the current set or be recommended instead, is decided there)."""
+
+    target: float  # the selection score to reach (higher is better, 1: as float)
+
+    def reached(self, score: float) -> bool: ...
+
+    def worse(self, candidate: np.ndarray, reference: np.ndarray) -> bool: ...
+
+    def better(self, candidate: np.ndarray, reference: np.ndarray) -> bool: ...
+
+    def keeps(self, candidate: Evaluation, current: Evaluation, reference: Evaluation, best: Evaluation,
+              start: Evaluation) -> bool: ...
+
+    def instead(self, candidate: Evaluation, top: Evaluation, start: Evaluation, cut_short: bool) -> bool: ...
+
+
 @dataclass(frozen=True)
 class Policy:
-    target: float  # selection score to reach
-    target_is_hard: bool  # a user's --max-accuracy-drop: layers may be dropped while it still holds
+    accept: Acceptance  # the findings' acceptance on the selection samples (reporter.findings.rule.Acceptance)
     budget: int = 60  # candidate models built and measured, at most
     patience: int = 4  # additions in a row without a gain before the search stops adding
-    higher_is_better: bool = True
     budget_words: str = "the budget"  # how the stop reasons name what bounds `budget` ("the budget (--search-share …)")
-    t_test: bool = False  # candidates are paired by a t-test (a user's metric's values per sample or block)
+
+    @property
+    def target(self) -> float:
+        """The selection score to reach."""
+        return self.accept.target
 
 
 def moves(layers: list[Layer]) -> list[Move]:
@@ -218,14 +239,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         seen[nodes] = evaluate(nodes)
         return seen[nodes]
 
-    def meets(ev: Evaluation) -> bool:
-        return judgement.within(policy.target, ev.score)
-
-    def worse(a: Evaluation, b: Evaluation) -> bool:
-        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better, policy.t_test)
-
-    def better(a: Evaluation, b: Evaluation) -> bool:
-        return judgement.paired_better(a.per_sample, b.per_sample, policy.higher_is_better, policy.t_test)
+    accept = policy.accept
 
     def ahead(node_sets) -> None:
         """Says which candidates the next probes measure, in order, to an `evaluate` that can build ahead."""
@@ -235,7 +249,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
 
     start = measure(frozenset())
     trace.steps.append(Step(start, variants.FIQ, "FIQ" + (" with the forced layers" if forced else ""), True))
-    if meets(start):
+    if accept.reached(start.score):
         return _finish(trace, start, True, "FIQ already meets the target", t0)
 
     # Measure moves alone, with at most a third of the budget: the regions and groups first (few, and the only
@@ -272,7 +286,7 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
 
         compact = BeyondCompact(len(layers), limit, len(trace.steps) - 1, "compact")
         if probes and not _compact_cause(probes, start, policy.target, limit, together):
-            found, compact = look_beyond(layers, probe, start, policy.target, compact, ahead)
+            found, compact = look_beyond(layers, probe, start, accept, compact, ahead)
             trace.beyond = compact
             if not found:
                 trace.spread = compact.outcome == "spread"
@@ -315,12 +329,12 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         trace.steps.append(Step(ev, "add", _change("+", move), True))
         current = ev
         if not judgement.within(ev.score, best.score):
-            improved = better(ev, best)
+            improved = accept.better(ev.per_sample, best.per_sample)
             best = ev
             idle = 0 if improved else idle + 1
         else:
             idle += 1
-        if meets(best):
+        if accept.reached(best.score):
             reason = "the target is met"
             break
         if idle >= policy.patience:
@@ -335,16 +349,6 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
     current = best
     index = {layer.name: i for i, layer in enumerate(layers)}
 
-    def droppable(ev: Evaluation) -> bool:
-        if policy.target_is_hard and meets(reference):  # a user's hard target allows any loss above it
-            return meets(ev)
-        # a layer stays only if the selection data show it is needed beyond noise, even when dropping it
-        # leaves the default target just missed: a gain within noise is not a need. Drops judged step by step
-        # can each cost "only noise" (on few samples no paired test calls anything worse) and add up to losing
-        # the fix the search found: whatever the tests say, a drop keeps most of what the best model won back.
-        return (not worse(ev, current) and not worse(ev, reference)
-                and judgement.keeps_gain(ev.score, best.score, start.score))
-
     chunk = max(1, len(current.nodes - forced) // 2)
     while current.nodes - forced:
         kept = sorted(current.nodes - forced, key=lambda n: index.get(n, 0))
@@ -358,7 +362,8 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
             ev = measure(current.nodes - set(part))
             if ev is None:
                 continue
-            ok = droppable(ev)
+            # a layer stays only if the selection data show it is needed (the findings' acceptance decides)
+            ok = accept.keeps(ev, current, reference, best, start)
             what = f"− {_short(part[0])}" if len(part) == 1 else \
                 f"− {len(part)} layers: {_short(part[0], 40)} … {_short(part[-1], 40)}"
             trace.steps.append(Step(ev, "drop", what, ok))
@@ -386,10 +391,10 @@ def search(layers: list[Layer], evaluate: Callable[[frozenset], Evaluation], pol
         ev = seen.get(current.nodes - {node})
         if ev is not None:
             trace.necessity[node] = current.score - ev.score
-    if instead is None and meets(best) and not meets(current):
+    if instead is None and accept.reached(best.score) and not accept.reached(current.score):
         reason = ("the target was reached with more layers in float, but what the dropped ones added was within"
                   " noise on the selection samples")
-    return _finish(trace, current, meets(current), reason, t0)
+    return _finish(trace, current, accept.reached(current.score), reason, t0)
 
 
 def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evaluation, forced: frozenset,
@@ -400,25 +405,20 @@ def _best_measured(measured: list[Evaluation], chosen: Evaluation, start: Evalua
     cut the search short (`cut_short`), it is not worse than that one beyond noise: the drops were not finished), then
     by cost (fewest float layers, smallest file). Drops that, judged one step at a time, give away the fix of a set
     measured on the way (a region beyond the compact cap, a probe), or a search stopped by its budget, never ship a set
-    worse than one the search measured. After finished drops, a gain within noise stays no need."""
-    def meets(ev: Evaluation) -> bool:
-        return judgement.within(policy.target, ev.score)
-
-    def worse(a: Evaluation, b: Evaluation) -> bool:
-        return judgement.paired_worse(a.per_sample, b.per_sample, policy.higher_is_better, policy.t_test)
-
+    worse than one the search measured. After finished drops, a gain within noise stays no need. Which sets are
+    acceptable is the findings' acceptance's (`Acceptance.instead`); the search orders them."""
+    accept = policy.accept
     sets = [ev for ev in measured if ev.nodes - forced and ev.nodes != start.nodes]
-    if not sets or meets(chosen):
+    if not sets or accept.reached(chosen.score):
         return None
 
     def order(ev: Evaluation) -> tuple:
         return tuple(sorted(ev.nodes))
 
-    top = max(sets, key=lambda ev: (meets(ev), ev.score, -len(ev.nodes), order(ev)))
+    top = max(sets, key=lambda ev: (accept.reached(ev.score), ev.score, -len(ev.nodes), order(ev)))
 
     def acceptable(ev: Evaluation) -> bool:
-        return meets(ev) or (judgement.keeps_gain(ev.score, top.score, start.score)
-                             and not (cut_short and worse(ev, top)))
+        return accept.instead(ev, top, start, cut_short)
 
     if acceptable(chosen):
         return None
@@ -447,14 +447,17 @@ def _compact_cause(probes: dict, start: Evaluation, target: float, limit: int,
 
 
 def look_beyond(layers: list[Layer], probe: Callable[[Move], Optional[Evaluation]], start: Evaluation,
-                target: float, compact: BeyondCompact,
+                accept: Acceptance, compact: BeyondCompact,
                 ahead: Callable[[list], None] = lambda node_sets: None) -> tuple[list[Move], BeyondCompact]:
     """Sets beyond the compact cap, measured alone by `probe` before a loss is called spread out: the chains of
     wide-range ops (region_moves, the widest first, at most judgement.SPREAD_CHAIN_PROBES), then the first and the
     last half of the ops in the graph's order and, in each half that is a cause (judgement.compact_cause), the
     shortest prefix or suffix that still is one, found by bisection (at most judgement.spread_region_probes).
     Returns the causes, the best first (meets the target, then fewest ops, then score), and the record; `ahead` is
-    told the sets measured before the bisection, in order."""
+    told the sets measured before the bisection, in order; `accept`, the findings' acceptance, whether a set reaches
+    the target."""
+    target = accept.target
+
     def cause(ev: Evaluation) -> bool:
         return judgement.compact_cause(ev.score, start.score, target)
 
@@ -483,7 +486,7 @@ def look_beyond(layers: list[Layer], probe: Callable[[Move], Optional[Evaluation
                 break
             low, high = (low, mid) if cause(at_mid) else (mid, high)
     causes = sorted(((m, ev) for m, ev in tried if cause(ev)),
-                    key=lambda me: (not judgement.within(target, me[1].score), len(me[0].nodes), -me[1].score))
+                    key=lambda me: (not accept.reached(me[1].score), len(me[0].nodes), -me[1].score))
     best = causes[0] if causes else max(tried, key=lambda me: me[1].score, default=None)
     if causes:
         outcome = "chain" if best[0].kind == "region" else "region"
@@ -492,7 +495,7 @@ def look_beyond(layers: list[Layer], probe: Callable[[Move], Optional[Evaluation
         outcome = "spread" if all_measured else "unmeasured"
     record = dataclasses.replace(
         compact, outcome=outcome, chains_found=len(chains), chains=n_chains, regions=len(tried) - n_chains,
-        best=_tried(best, layers, start, target, cause) if best is not None else None)
+        best=_tried(best, layers, start, accept, cause) if best is not None else None)
     return [m for m, _ in causes], record
 
 
@@ -504,16 +507,17 @@ def _ordered_region(layers: list[Layer], side: str, k: int) -> Move:
                 f"the {where} {k} ops: {_short(part[0].name, 40)} … {_short(part[-1].name, 40)}")
 
 
-def _tried(found: tuple, layers: list[Layer], start: Evaluation, target: float,
+def _tried(found: tuple, layers: list[Layer], start: Evaluation, accept: Acceptance,
            cause: Callable[[Evaluation], bool]) -> TriedSet:
     """The record of one set measured beyond the compact ones."""
     move, ev = found
+    target = accept.target
     ordered = [layer.name for layer in layers if layer.name in move.nodes]
     won = (ev.score - start.score) / (target - start.score) if judgement.nonzero(target - start.score) else 1.0
     cut = (ev.score - start.score) / (1.0 - start.score) if judgement.nonzero(1.0 - start.score) else 0.0
     kind = "chain" if move.kind == "region" else move.kind
     return TriedSet(kind, len(move.nodes), ordered[0] if ordered else move.anchor, ordered[-1] if ordered else "",
-                    float(ev.score), float(won), float(cut), cause(ev), judgement.within(target, ev.score))
+                    float(ev.score), float(won), float(cut), cause(ev), accept.reached(ev.score))
 
 
 def _check_cost(kept: int) -> int:

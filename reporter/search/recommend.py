@@ -9,7 +9,7 @@ import dataclasses
 import traceback
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Optional, Protocol, Union
 
 import numpy as np
 
@@ -25,6 +25,17 @@ from reporter.model.report import LayerStat, SearchResult, SearchStep, Selection
 from reporter.search import engine as srch
 
 Quantizer = Union[FiqQuantizer, LiteRtQuantizer]  # what the candidates are built with (`quantize(nodes, ops)`)
+
+
+class TargetRule(Protocol):
+    """The run's accuracy target as the findings hand it to the search (reporter.findings.decision.TargetRule, through
+    reporter.pipeline.conclude.target_rule): whether a measured model meets it against float, and the acceptance on
+    the search's selection samples with its words. The search measures; it never decides that itself."""
+
+    def __call__(self, model: VariantResult, flt: Optional[VariantResult]) -> bool: ...
+
+    def on_selection(self, classification: bool,
+                     metric: Optional[tuple[str, float]] = None) -> tuple[srch.Acceptance, str]: ...
 
 SELECTION_SEED = 0
 
@@ -472,17 +483,16 @@ def search_result(trace: srch.Trace, steps: list[SearchStep], sel: Selection, ta
     )
 
 
-def policy(max_accuracy_drop: Optional[float], classification: bool, budget: int,
+def policy(rule: TargetRule, classification: bool, budget: int,
            metric: Optional[tuple[str, float]] = None) -> tuple[srch.Policy, str]:
-    """The search's policy and its target's words: agreement with float (`classification`), the output error, or the
-    user's metric relative to float's on the selection samples (`metric`: its name and float's value there)."""
-    target, text = judgement.selection_target(max_accuracy_drop, classification, metric)
-    hard = max_accuracy_drop is not None and (classification or metric is not None)
-    return srch.Policy(target=target, target_is_hard=hard, budget=budget, higher_is_better=True,
-                       t_test=metric is not None), text
+    """The search's policy and its target's words: the acceptance the run's target rule (`rule`, the findings')
+    gives on the selection samples, on agreement with float (`classification`), the output error, or the user's
+    metric relative to float's there (`metric`: its name and float's value there)."""
+    accept, text = rule.on_selection(classification, metric)
+    return srch.Policy(accept=accept, budget=budget), text
 
 
-def on_evaluation(m: Measurer, scoring: Scoring, start: srch.Evaluation, sel: Selection, target: float,
+def on_evaluation(m: Measurer, scoring: Scoring, start: srch.Evaluation, sel: Selection, accept: srch.Acceptance,
                   forced: frozenset) -> SelectionData:
     """`sel.info` with FIQ's selection score on the evaluation data, read from the outputs the run stored (no model
     run again), and whether the two data sets show it differently beyond noise (judgement.samples_differ, two
@@ -500,6 +510,6 @@ def on_evaluation(m: Measurer, scoring: Scoring, start: srch.Evaluation, sel: Se
     else:
         value, per_sample = scorer(m.outputs[variants.FLOAT], stand == AGREEMENT, scoring.task.agreement)(
             m.outputs[variants.FIQ])
-    differs = value < start.score and not judgement.within(target, value) \
+    differs = value < start.score and not accept.reached(value) \
         and judgement.samples_differ(start.per_sample, per_sample)
     return dataclasses.replace(info, fiq_on_evaluation=float(value), differs=bool(differs))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -27,19 +27,17 @@ from reporter.search import budget, recommend
 from reporter.model.settings import Settings
 from reporter.core.variants import SEARCH_METHOD
 
-TargetRule = Callable[[VariantResult, VariantResult], bool]  # (model, float) -> it meets the accuracy target
-
-
 @dataclasses.dataclass(frozen=True)
 class Asked:
     """What the run asks of the search: its settings as report.json records them (the rule's threshold, the search's
-    method, budget and samples, forced layers and ops), and `target_rule(model, float)`, whether a measured model
-    meets the accuracy target (the findings' one rule, which the run hands down: the search measures, it never
-    decides that itself; None: no model is taken to meet it), and `helper`, a second process with TensorFlow that
-    builds the search's next candidates meanwhile (the run's side converter; None: none)."""
+    method, budget and samples, forced layers and ops); `target_rule`, the findings' one rule of the accuracy target,
+    which the run hands down (recommend.TargetRule: whether a measured model meets it against float, and the
+    acceptance on the selection samples; the search measures, it never decides that itself); and `helper`, a second
+    process with TensorFlow that builds the search's next candidates meanwhile (the run's side converter; None:
+    none)."""
 
     settings: Settings
-    target_rule: Optional[TargetRule] = None
+    target_rule: recommend.TargetRule
     helper: Optional[object] = None
 
 
@@ -50,7 +48,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
     `quantizer` builds FIQ with chosen layers in float from the run's float model."""
     data, task, progress = m.data, m.task, m.progress
     options = asked.settings
-    target_rule = asked.target_rule or (lambda model, flt: False)
+    target_rule = asked.target_rule
     float_model = quantizer.float_model
     # The seed rule reads per-layer (local) rmse/scale; a LiteRT Quantizer model has only the error
     # accumulated from the input, which would flag every layer after the first bad one: no rule then.
@@ -76,10 +74,10 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
     user = m.score if isinstance(m.score, UserScore) else None
     stand = recommend.stand_in(task, targeted, m.fallback is not None, user is not None)
     try:
-        sel, candidates, pol, target_text = _stand_in(m, options, quantizer, targeted, stand, asked.helper)
+        sel, candidates, pol, target_text = _stand_in(m, asked, quantizer, targeted, stand)
     except recommend.MetricFailed as exc:
         stand = _without_metric(m, exc)
-        sel, candidates, pol, target_text = _stand_in(m, options, quantizer, targeted, stand, asked.helper)
+        sel, candidates, pol, target_text = _stand_in(m, asked, quantizer, targeted, stand)
     if sel.info.overlaps_calibration:
         progress.say(f"the search chooses on {sel.info.num_samples:,} x_calib samples that include the calibration"
                      " samples (too few remain beyond them)")
@@ -95,7 +93,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
             except recommend.MetricFailed as exc:  # the search again, on the output error
                 candidates.settle()
                 stand = _without_metric(m, exc)
-                sel, candidates, pol, target_text = _stand_in(m, options, quantizer, targeted, stand, asked.helper)
+                sel, candidates, pol, target_text = _stand_in(m, asked, quantizer, targeted, stand)
                 candidates, pol, cost = _fitted(m, options, candidates, forced, pol)
                 trace = srch.search(recommend.search_layers(layers, flow), candidates, pol, forced)
             finally:
@@ -111,7 +109,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
         if trace.spread:
             progress.say(trace.stop_reason)
         sel = dataclasses.replace(sel, info=recommend.on_evaluation(m, candidates.scoring, trace.steps[0].evaluation,
-                                                                   sel, pol.target, forced))
+                                                                   sel, pol.accept, forced))
         search_result = recommend.search_result(trace, steps, sel, target_text, options.search_budget, layers)
     else:
         chosen = recommend.in_model_order(set(rule_nodes) | forced, layers)
@@ -159,11 +157,13 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
     return layers, rec
 
 
-def _stand_in(m: Measurer, options: Settings, quantizer: recommend.Quantizer, targeted: list, stand: str,
-              helper) -> tuple[recommend.Selection, recommend.Candidates, srch.Policy, str]:
+def _stand_in(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, targeted: list,
+              stand: str) -> tuple[recommend.Selection, recommend.Candidates, srch.Policy, str]:
     """The selection samples, the candidates scored there by what the search reads for the accuracy target (`stand`,
     recommend.stand_in: the task's agreement, the user's metric on labelled evaluation samples, or the output error),
-    the search's policy and its target's words. recommend.MetricFailed when the user's metric fails there."""
+    the search's policy (the acceptance the run's target rule gives there) and its target's words.
+    recommend.MetricFailed when the user's metric fails there."""
+    options, helper = asked.settings, asked.helper
     task, float_model, metric = m.task, quantizer.float_model, None
     if stand == recommend.METRIC:  # the metric's labels and meta arrays are the evaluation data's
         targeted = []
@@ -181,8 +181,7 @@ def _stand_in(m: Measurer, options: Settings, quantizer: recommend.Quantizer, ta
     candidates = recommend.Candidates(quantizer, options.keep_float_ops, sel, scoring).beside(helper)
     if part is not None:
         metric = (m.score.name, candidates.score.reference)
-    pol, target_text = recommend.policy(options.max_accuracy_drop, stand == recommend.AGREEMENT,
-                                        options.search_budget, metric)
+    pol, target_text = recommend.policy(asked.target_rule, stand == recommend.AGREEMENT, options.search_budget, metric)
     return sel, candidates, pol, target_text
 
 
