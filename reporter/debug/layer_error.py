@@ -111,31 +111,14 @@ class _Model:
     constants: set  # tensor indices holding constant data (not variables)
     variables: set
     const_derived: set  # constants, and outputs of ops fed by constants only (DEQUANTIZE of a weight)
-    subgraphs: int = 1
+    subgraph_count: int = 1
 
 
 def _flatbuffer_facts(model: bytes) -> tuple[set | None, set, int]:
     """(constant tensor indices or None when unreadable, variable tensor indices, number of subgraphs)
     of the main subgraph, read from the flatbuffer."""
     try:
-        m = graph.schema().Model.GetRootAs(model, 0)
-        sg = m.Subgraphs(0)
-        constants, variables = set(), set()
-        for i in range(sg.TensorsLength()):
-            t = sg.Tensors(i)
-            if t.IsVariable():
-                variables.add(i)
-                continue
-            b = t.Buffer()
-            has_data = False
-            if 0 < b < m.BuffersLength():
-                buf = m.Buffers(b)
-                has_data = buf.DataLength() > 0 or buf.Offset() > 1
-            if not has_data and getattr(t, "ExternalBuffer", None) is not None:
-                has_data = t.ExternalBuffer() > 0
-            if has_data:
-                constants.add(i)
-        return constants, variables, m.SubgraphsLength()
+        return graph.stored_tensors(model)
     except Exception:  # noqa: BLE001 - a damaged or unusual flatbuffer: fall back on the interpreter
         return None, set(), 1
 
@@ -556,7 +539,7 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
         for t in quantized:
             if t in snr:
                 notes.append(f"input {d['name']} quantized to {_dtype_name(qm.tensors[t])}: SNR {snr[t]:.1f} dB")
-    extra = max(fm.subgraphs, qm.subgraphs) - 1
+    extra = max(fm.subgraph_count, qm.subgraph_count) - 1
     if extra > 0:
         notes.append(f"only the main subgraph is compared ({extra} other subgraphs, e.g. WHILE bodies, are not)")
     if has_vars:

@@ -76,20 +76,11 @@ def _subgraphs(model: bytes) -> list[_Subgraph]:
     names of its ops that name one node unambiguously."""
     if len(model) < 8 or bytes(model[4:8]) != b"TFL3":
         raise ValueError("not a TFLite model (no TFL3 flatbuffer identifier)")
-    fb = graph.schema().Model.GetRootAs(bytearray(model), 0)
-    signature_keys: dict[int, str] = {}
-    for i in range(fb.SignatureDefsLength()):
-        sig = fb.SignatureDefs(i)
-        signature_keys.setdefault(sig.SubgraphIndex(), _text(sig.SignatureKey()))  # the first one only
     result = []
-    for s in range(fb.SubgraphsLength()):
-        sg = fb.Subgraphs(s)
-        graph_id = _text(sg.Name()) or signature_keys.get(s) or ("main" if s == 0 else f"subgraph_{s}")
-        names = [_text(sg.Tensors(t).Name()) for t in range(sg.TensorsLength())]
-        outputs = []
-        for o in range(sg.OperatorsLength()):
-            op = sg.Operators(o)
-            outputs += [names[t] for t in (op.Outputs(j) for j in range(op.OutputsLength())) if 0 <= t < len(names)]
+    for s, (name, key, tensor_names, op_outputs) in enumerate(graph.subgraph_names(model)):
+        graph_id = _text(name) or _text(key) or ("main" if s == 0 else f"subgraph_{s}")
+        names = [_text(n) for n in tensor_names]
+        outputs = [names[t] for t in op_outputs if 0 <= t < len(names)]
         per_op, per_tensor = Counter(outputs), Counter(names)
         unique = tuple(n for n in outputs if n and per_op[n] == 1 and per_tensor[n] == 1)
         result.append(_Subgraph(graph_id, unique, frozenset(outputs) - set(unique)))

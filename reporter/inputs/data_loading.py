@@ -57,10 +57,8 @@ def load_data(spec: str, calibration_samples: int, code_dir: Optional[str] = Non
 def _load_data(spec: str, calibration_samples: int, code_dir, say, model, timeout) -> Dataset:
     if is_callable_spec(spec):
         arrays = _call_data_function(spec, code_dir, say, timeout)
-    elif Path(spec).is_dir():
-        arrays = headers.read_npy_folder(Path(spec), _model_inputs(model))
-    else:
-        arrays = headers.read_npz(Path(spec), _model_inputs(model))
+    else:  # the headers read and checked against the model's inputs, then the arrays, in one call
+        arrays = headers.read_arrays(Path(spec), *_model_inputs(model))
     x = _inputs(spec, arrays, "x")
     if x is None:
         raise InputError(spec, f"no array 'x' or 'x_<input name>' (found: {', '.join(sorted(arrays)) or 'nothing'})")
@@ -172,19 +170,20 @@ def is_callable_spec(spec: str) -> bool:
     return ":" in spec and not Path(spec).exists() and not spec.endswith(".npz")
 
 
-def _model_inputs(model: Optional[LoadedModel]) -> Optional[headers.ModelInputs]:
-    """The loaded Keras model's inputs (per-sample shapes by name), for the data's headers to be checked against
-    before they are read; None when unknown (a SavedModel folder or a .tflite: their signature comes later)."""
+def _model_inputs(model: Optional[LoadedModel]) -> tuple[str, Optional[dict]]:
+    """The loaded Keras model's file name and inputs (per-sample shapes by name), for the data's headers to be
+    checked against before they are read; no shapes when unknown (a SavedModel folder or a .tflite: their signature
+    comes later)."""
     keras_model = getattr(model, "keras_model", None)
     try:
         found = list(getattr(keras_model, "inputs", None) or [])
         shapes = {str(getattr(t, "name", "")).split(":")[0]: tuple(None if d is None else int(d) for d in t.shape[1:])
                   for t in found}
     except Exception:  # noqa: BLE001 - a model whose inputs cannot be read this way is checked later, by `bind`
-        return None
+        return "", None
     if not found or len(shapes) != len(found):
-        return None
-    return headers.ModelInputs(Path(model.path).name, shapes)
+        return "", None
+    return Path(model.path).name, shapes
 
 
 def _call_data_function(spec: str, code_dir: Optional[str] = None, say: Optional[Callable[[str], None]] = None,

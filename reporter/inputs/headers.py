@@ -175,6 +175,14 @@ def _check_body(header: Header, pickled: str) -> None:
                    f" ({size_text(header.nbytes)}), but the file holds {size_text(header.stored)} of data")
 
 
+def read_arrays(path: Path, model: str = "", shapes: Optional[dict] = None) -> dict:
+    """The arrays of a folder of .npy files (memory-mapped) or of an .npz, read only once their headers passed
+    `check`; `shapes`: the model's per-sample input shapes by name when known (None: checked later), `model` its
+    file's name for the message."""
+    expect = ModelInputs(model, shapes) if shapes else None
+    return read_npy_folder(path, expect) if path.is_dir() else read_npz(path, expect)
+
+
 # --- .npz ---------------------------------------------------------------------------------------------------
 
 def npz_headers(path: Path) -> dict[str, tuple[zipfile.ZipInfo, Header]]:

@@ -49,8 +49,7 @@ def _check(path: str, limit: int) -> str:
     try:
         from reporter.measure import graph
 
-        model = graph.schema().ModelT.InitFromPackedBuf(bytearray(data), 0)
-        for what, name in _names(model):
+        for what, name in graph.texts(data):
             if isinstance(name, bytes):
                 name.decode("utf-8")
     except MemoryError:
@@ -83,20 +82,3 @@ def _check(path: str, limit: int) -> str:
         said = found or (str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__)
         return f"the TFLite interpreter cannot run it: {said}"
     return OK
-
-
-def _names(model):
-    """Every text a converter decodes: the description, tensor and subgraph names, signature keys and names."""
-    yield "description", model.description
-    for sg in model.subgraphs or []:
-        yield "subgraph name", sg.name
-        for tensor in sg.tensors or []:
-            yield "tensor name", tensor.name
-    for sig in model.signatureDefs or []:
-        yield "signature key", sig.signatureKey
-        for item in (sig.inputs or []) + (sig.outputs or []):
-            yield "signature input or output name", item.name
-    for code in model.operatorCodes or []:
-        yield "custom op name", code.customCode
-    for meta in model.metadata or []:
-        yield "metadata name", meta.name

@@ -25,7 +25,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 SIGNATURE_KEY = "serving_default"
-PLACEHOLDER_FOR_GREATER_OP_CODES = 127  # deprecated_builtin_code of every op numbered above 127
 
 
 @dataclass
@@ -36,135 +35,24 @@ class Prepared:
 
 def prepare(data: bytes) -> Prepared:
     """The model with old op codes normalized, sparse constants made dense, float16 constants widened and a
-    signature added, as needed."""
-    from reporter.measure import graph
+    signature added, as needed (the edits are reporter.measure.graph_edits.fix_shipped's)."""
+    from reporter.measure import graph_edits
 
-    model = graph.read_model(data)
+    fixed = graph_edits.fix_shipped(data, SIGNATURE_KEY)
     changes = []
-    codes = normalize_op_codes(model)
-    if codes:
-        changes.append(f"{codes} operator codes were stored in the old field only (deprecated_builtin_code);"
+    if fixed.op_codes:
+        changes.append(f"{fixed.op_codes} operator codes were stored in the old field only (deprecated_builtin_code);"
                        " copied to builtin_code so LiteRT Quantizer reads the ops")
-    dense = densify(model)
-    widened = widen_float16(model)
-    if widened:
-        changes.append(f"{widened} float16 constants (behind DEQUANTIZE ops) widened to float32 and the"
+    if fixed.densified:
+        changes.append(_densified_sentence(fixed.densified, data, fixed.model))
+    if fixed.widened:
+        changes.append(f"{fixed.widened} float16 constants (behind DEQUANTIZE ops) widened to float32 and the"
                        " DEQUANTIZE ops removed: measured as the float model they compute")
-    if not model.signatureDefs:
-        names = add_signature(model)
+    if fixed.signature:
+        inputs, outputs = fixed.signature
         changes.append(f"the file has no signature; one was built from the graph's inputs"
-                       f" ({', '.join(names[0])}) and outputs ({', '.join(names[1])})")
-    if not changes and not dense:
-        return Prepared(data)
-    result = graph.write_model(model, drop_orphans=False)
-    if dense:
-        changes.insert(1 if codes else 0, _densified_sentence(dense, data, result))
-    return Prepared(result, changes)
-
-
-def normalize_op_codes(model) -> int:
-    """Copies deprecated_builtin_code into builtin_code where only the old field holds the op; how many."""
-    count = 0
-    for code in model.operatorCodes or []:
-        old = code.deprecatedBuiltinCode
-        if code.builtinCode < old < PLACEHOLDER_FOR_GREATER_OP_CODES:
-            code.builtinCode = old
-            count += 1
-    return count
-
-
-def _builtin(code) -> int:
-    return max(code.builtinCode, code.deprecatedBuiltinCode)
-
-
-def densify(model) -> list[str]:
-    """Every sparse constant made dense by TFLite's DENSIFY kernel: a DENSIFY op's output becomes the dense
-    constant (in the sparse tensor's type: float16 stays behind its DEQUANTIZE, `widen_float16` folds it) and the
-    op is removed; a sparse constant an op reads directly is made dense in place. Returns the densified tensors'
-    names, in the graph's order."""
-    import numpy as np
-    from reporter.measure import graph
-
-    schema = graph.objects()
-
-    codes = model.operatorCodes or []
-    densify_ops = {i for i, c in enumerate(codes) if _builtin(c) == schema.BuiltinOperator.DENSIFY}
-    names = []
-    for sg in model.subgraphs or []:
-        sparse = [i for i, t in enumerate(sg.tensors or []) if t.sparsity is not None and t.buffer
-                  and model.buffers[t.buffer].data is not None and len(model.buffers[t.buffer].data)]
-        if not sparse:
-            continue
-        dense = _densify_kernel(model, sg, sparse)
-
-        def constant(tensor, values):
-            new = schema.BufferT()
-            new.data = np.frombuffer(np.ascontiguousarray(values).tobytes(), dtype=np.uint8)
-            model.buffers.append(new)
-            tensor.buffer, tensor.sparsity = len(model.buffers) - 1, None
-
-        kept = []
-        for op in sg.operators or []:
-            source = int(op.inputs[0]) if op.opcodeIndex in densify_ops and len(op.inputs) == 1 else -1
-            if source in dense:
-                out = sg.tensors[op.outputs[0]]
-                constant(out, dense[source])
-                out.type = sg.tensors[source].type
-                names.append(_name(sg.tensors[source].name))
-                continue
-            kept.append(op)
-        sg.operators = kept
-        read = {int(i) for op in kept for i in op.inputs if i >= 0}
-        for index in sorted(read & set(dense)):
-            constant(sg.tensors[index], dense[index])
-            names.append(_name(sg.tensors[index].name))
-    if names:
-        _drop_unused_tensors(model)
-        _drop_unused_buffers(model)
-    return names
-
-
-def _name(raw) -> str:
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")
-
-
-def _densify_kernel(model, sg, indices: list[int]) -> dict:
-    """The dense values of `sg`'s sparse constants `indices`, computed by LiteRT's DENSIFY kernel: a model of
-    one DENSIFY op per constant, no inputs, invoked once (without XNNPACK, which takes DENSIFY of constants as
-    its own and has nothing to run in a graph of them alone)."""
-    from reporter.measure import graph as editor
-    from reporter.measure import runtime
-
-    schema = editor.objects()
-
-    tiny = schema.ModelT()
-    tiny.version = 3
-    code = schema.OperatorCodeT()
-    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.DENSIFY
-    code.version = 1
-    tiny.operatorCodes, tiny.buffers = [code], [schema.BufferT()]
-    tensors, ops, outputs = [], [], []
-    for index in indices:
-        given = sg.tensors[index]
-        buffer = schema.BufferT()
-        buffer.data = model.buffers[given.buffer].data
-        tiny.buffers.append(buffer)
-        sparse, dense = schema.TensorT(), schema.TensorT()
-        sparse.name, sparse.shape, sparse.type = b"sparse_%d" % index, given.shape, given.type
-        sparse.buffer, sparse.sparsity = len(tiny.buffers) - 1, given.sparsity
-        dense.name, dense.shape, dense.type, dense.buffer = b"dense_%d" % index, given.shape, given.type, 0
-        tensors += [sparse, dense]
-        op = schema.OperatorT()
-        op.opcodeIndex, op.inputs, op.outputs = 0, [len(tensors) - 2], [len(tensors) - 1]
-        ops.append(op)
-        outputs.append(len(tensors) - 1)
-    graph = schema.SubGraphT()
-    graph.tensors, graph.operators, graph.inputs, graph.outputs = tensors, ops, [], outputs
-    tiny.subgraphs = [graph]
-    interpreter = runtime.load(editor.write_model(tiny, drop_orphans=False), builtin=True)
-    interpreter.allocate_tensors()
-    interpreter.invoke()
-    return {index: interpreter.get_tensor(out).copy() for index, out in zip(indices, outputs)}
+                       f" ({', '.join(inputs)}) and outputs ({', '.join(outputs)})")
+    return Prepared(fixed.model, changes)
 
 
 PROOF_SAMPLES = 8  # seeded random samples the densified model is run on beside the given one
@@ -211,101 +99,3 @@ def output_difference(given: bytes, changed: bytes) -> "float | None":
         runs.append(outputs)
     gaps = [np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b)) for a, b in zip(*runs)]
     return max((float(np.max(g)) if g.size else 0.0 for g in gaps), default=0.0)
-
-
-def widen_float16(model) -> int:
-    """Folds every DEQUANTIZE of a float16 constant: its output becomes the float32 constant, the op goes,
-    and tensors nothing reads any more are dropped. Returns how many constants were widened."""
-    import numpy as np
-    from reporter.measure import graph
-
-    schema = graph.objects()
-
-    codes = model.operatorCodes or []
-    dequantize = {i for i, c in enumerate(codes) if _builtin(c) == schema.BuiltinOperator.DEQUANTIZE}
-    count = 0
-    for sg in model.subgraphs or []:
-        kept = []
-        for op in sg.operators or []:
-            source = sg.tensors[op.inputs[0]] if op.opcodeIndex in dequantize and len(op.inputs) == 1 else None
-            buffer = model.buffers[source.buffer] if source is not None and source.buffer else None
-            if source is None or source.type != schema.TensorType.FLOAT16 or buffer is None or buffer.data is None \
-                    or len(buffer.data) == 0:
-                kept.append(op)
-                continue
-            values = np.frombuffer(bytes(bytearray(buffer.data)), dtype="<f2").astype("<f4")
-            new = schema.BufferT()
-            new.data = np.frombuffer(values.tobytes(), dtype=np.uint8)
-            model.buffers.append(new)
-            out = sg.tensors[op.outputs[0]]
-            out.buffer, out.type = len(model.buffers) - 1, schema.TensorType.FLOAT32
-            count += 1
-        sg.operators = kept
-    if count:
-        _drop_unused_tensors(model)
-        _drop_unused_buffers(model)
-    return count
-
-
-def _drop_unused_tensors(model) -> None:
-    for sg_index, sg in enumerate(model.subgraphs or []):
-        used = set(sg.inputs) | set(sg.outputs)
-        for op in sg.operators or []:
-            used |= {int(i) for i in op.inputs if i >= 0} | {int(i) for i in op.outputs if i >= 0}
-            used |= {int(i) for i in (op.intermediates if op.intermediates is not None else [])}
-        for sig in model.signatureDefs or []:
-            if sig.subgraphIndex == sg_index:
-                used |= {m.tensorIndex for m in (sig.inputs or []) + (sig.outputs or [])}
-        order = sorted(used)
-        remap = {old: new for new, old in enumerate(order)}
-        sg.tensors = [sg.tensors[i] for i in order]
-        sg.inputs = [remap[int(i)] for i in sg.inputs]
-        sg.outputs = [remap[int(i)] for i in sg.outputs]
-        for op in sg.operators or []:
-            op.inputs = [remap[int(i)] if i >= 0 else -1 for i in op.inputs]
-            op.outputs = [remap[int(i)] if i >= 0 else -1 for i in op.outputs]
-            if op.intermediates is not None:
-                op.intermediates = [remap[int(i)] for i in op.intermediates]
-        for sig in model.signatureDefs or []:
-            if sig.subgraphIndex == sg_index:
-                for m in (sig.inputs or []) + (sig.outputs or []):
-                    m.tensorIndex = remap[m.tensorIndex]
-
-
-def _drop_unused_buffers(model) -> None:
-    """Empties the buffers no tensor points at any more (the float16 data), keeping every index valid."""
-    used = {t.buffer for sg in model.subgraphs or [] for t in sg.tensors or []}
-    for index, buffer in enumerate(model.buffers or []):
-        if index not in used and index != 0:
-            buffer.data = None
-
-
-def add_signature(model) -> tuple[list[str], list[str]]:
-    """A SignatureDef for subgraph 0 from its inputs and outputs, each named by its tensor (unique, never
-    empty). Returns the input and output names."""
-    from reporter.measure import graph
-
-    schema = graph.objects()
-
-    sg = model.subgraphs[0]
-    taken: set[str] = set()
-
-    def maps(indices, kind):
-        result = []
-        for k, index in enumerate(indices):
-            raw = sg.tensors[index].name
-            name = (raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw or "")).strip()
-            name = name or f"{kind}_{k}"
-            while name in taken:
-                name = f"{name}_{k}"
-            taken.add(name)
-            item = schema.TensorMapT()
-            item.name, item.tensorIndex = name, int(index)
-            result.append(item)
-        return result
-
-    sig = schema.SignatureDefT()
-    sig.signatureKey, sig.subgraphIndex = SIGNATURE_KEY, 0
-    sig.inputs, sig.outputs = maps(sg.inputs, "input"), maps(sg.outputs, "output")
-    model.signatureDefs = [sig]
-    return [m.name for m in sig.inputs], [m.name for m in sig.outputs]

@@ -30,11 +30,11 @@ def _elements(shape) -> int:
 def work(model: bytes) -> Work:
     """The model's ops, multiply-accumulates per sample and size."""
     obj = structure.read(model)
-    tensors = obj.subgraphs[0].tensors if obj.subgraphs else []
-    total, ops = 0, graph.main_ops(obj)
+    ops, shapes = graph.ops_and_shapes(obj)
+    total = 0
     for name, inputs, outputs in ops:
-        out = sum(_elements(tensors[i].shape) for i in outputs if i >= 0)
-        weights = tensors[inputs[1]].shape if len(inputs) > 1 and inputs[1] >= 0 else None
+        out = sum(_elements(shapes[i]) for i in outputs if i >= 0)
+        weights = shapes[inputs[1]] if len(inputs) > 1 and inputs[1] >= 0 else None
         dims = [int(d) for d in weights] if weights is not None else []
         if name in ("CONV_2D", "CONV_3D") and len(dims) >= 4:
             total += out * int(np.prod(dims[1:], dtype=np.int64))
@@ -43,10 +43,10 @@ def work(model: bytes) -> Work:
         elif name == "FULLY_CONNECTED" and len(dims) == 2:
             total += out * dims[1]
         elif name == "BATCH_MATMUL" and inputs and inputs[0] >= 0:
-            lhs = tensors[inputs[0]].shape
+            lhs = shapes[inputs[0]]
             total += out * (max(int(lhs[-1]), 1) if lhs is not None and len(lhs) else 1)
         elif name == "TRANSPOSE_CONV" and len(inputs) > 2 and len(dims) >= 4:
-            total += _elements(tensors[inputs[2]].shape) * int(np.prod(dims[:3], dtype=np.int64))
+            total += _elements(shapes[inputs[2]]) * int(np.prod(dims[:3], dtype=np.int64))
         else:
             total += out
     return Work(len(ops), int(total), len(model))

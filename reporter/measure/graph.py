@@ -389,6 +389,37 @@ class Graph:
     def activation(self, n: int) -> int:
         return int(getattr(self.sg.operators[n].builtinOptions, "fusedActivationFunction", 0) or 0)
 
+    def __len__(self) -> int:
+        """How many ops the main subgraph has."""
+        return len(self.sg.operators)
+
+    def outputs(self) -> set[int]:
+        """The main subgraph's output tensors."""
+        return {int(i) for i in self.sg.outputs}
+
+    def option(self, n: int, name: str, default=False):
+        """Op `n`'s builtin option `name` ("adjY", ...), or `default` when it has none."""
+        return getattr(self.sg.operators[n].builtinOptions, name, default)
+
+    def name(self, t: int) -> str:
+        return tensor_name(self.sg.tensors[t])
+
+    def is_float(self, t: int) -> bool:
+        """Tensor `t` is float32."""
+        return self.sg.tensors[t].type == schema().TensorType.FLOAT32
+
+    def set_input(self, n: int, pos: int, t: int) -> None:
+        """Op `n` reads tensor `t` at input `pos`."""
+        self.sg.operators[n].inputs[pos] = t
+
+    def set_option(self, n: int, name: str, value) -> None:
+        """Op `n`'s builtin option `name` set to `value`."""
+        setattr(self.sg.operators[n].builtinOptions, name, value)
+
+    def remove_op(self, n: int) -> None:
+        """Op `n` removed (call `index` after)."""
+        self.sg.operators.pop(n)
+
     def replace_input(self, n: int, pos: int, array: np.ndarray, suffix: str) -> None:
         """Op `n` reads a new float32 constant tensor `array` at input `pos` (the old tensor stays for other ops)."""
         old = self.sg.tensors[self.ins(n)[pos]]
@@ -425,3 +456,99 @@ class Graph:
         compact(self.obj)
         self.index()
         return write_model(self.obj)
+
+
+# --- readers: plain values out, no tree ---------------------------------------------------------------------------
+
+def op_outputs(model: bytes) -> list[tuple[str, str]]:
+    """The main subgraph's ops as (name, its first output tensor's name), in execution order (ops without outputs
+    left out)."""
+    obj = read_model(model)
+    return [(name, tensor_name(obj.subgraphs[0].tensors[outputs[0]])) for name, _, outputs in main_ops(obj)
+            if outputs]
+
+
+def ops_and_shapes(obj) -> tuple[list[tuple[str, list[int], list[int]]], list]:
+    """The main subgraph's ops (`main_ops`) and each tensor's stored shape (None when the file has none)."""
+    tensors = obj.subgraphs[0].tensors if obj.subgraphs else []
+    return main_ops(obj), [t.shape for t in tensors]
+
+
+def texts(model: bytes) -> list[tuple[str, object]]:
+    """Every text a converter decodes, as stored (bytes or None): the description, tensor and subgraph names,
+    signature keys and names, custom op codes, metadata names; read with the whole object API, so a damaged field raises here."""
+    obj = schema().ModelT.InitFromPackedBuf(bytearray(model), 0)
+    found = [("description", obj.description)]
+    for sg in obj.subgraphs or []:
+        found.append(("subgraph name", sg.name))
+        found += [("tensor name", tensor.name) for tensor in sg.tensors or []]
+    for sig in obj.signatureDefs or []:
+        found.append(("signature key", sig.signatureKey))
+        found += [("signature input or output name", item.name) for item in (sig.inputs or []) + (sig.outputs or [])]
+    found += [("custom op name", code.customCode) for code in obj.operatorCodes or []]
+    found += [("metadata name", meta.name) for meta in obj.metadata or []]
+    return found
+
+
+def stored_tensors(model) -> tuple[set, set, int]:
+    """(the main subgraph's tensors holding constant data: inline, at an offset or external; its variable tensors;
+    the number of subgraphs), read without unpacking the model."""
+    m = schema().Model.GetRootAs(model, 0)
+    sg = m.Subgraphs(0)
+    constants, variables = set(), set()
+    for i in range(sg.TensorsLength()):
+        t = sg.Tensors(i)
+        if t.IsVariable():
+            variables.add(i)
+            continue
+        b = t.Buffer()
+        data = False
+        if 0 < b < m.BuffersLength():
+            buf = m.Buffers(b)
+            data = buf.DataLength() > 0 or buf.Offset() > 1
+        if not data and getattr(t, "ExternalBuffer", None) is not None:
+            data = t.ExternalBuffer() > 0
+        if data:
+            constants.add(i)
+    return constants, variables, m.SubgraphsLength()
+
+
+def subgraph_names(model: bytes) -> list[tuple[bytes, Optional[bytes], list, list[int]]]:
+    """Each subgraph as (its name, the key of the first signature on it or None, its tensors' names, its ops'
+    output tensors in op order), read without unpacking the model; names as stored (bytes or None)."""
+    fb = schema().Model.GetRootAs(bytearray(model), 0)
+    keys: dict = {}
+    for i in range(fb.SignatureDefsLength()):
+        sig = fb.SignatureDefs(i)
+        keys.setdefault(sig.SubgraphIndex(), sig.SignatureKey())  # the first one only
+    found = []
+    for s in range(fb.SubgraphsLength()):
+        sg = fb.Subgraphs(s)
+        names = [sg.Tensors(t).Name() for t in range(sg.TensorsLength())]
+        outputs = []
+        for o in range(sg.OperatorsLength()):
+            op = sg.Operators(o)
+            outputs += [op.Outputs(j) for j in range(op.OutputsLength())]
+        found.append((sg.Name(), keys.get(s), names, outputs))
+    return found
+
+
+def ops_by_output(obj, kinds) -> dict[str, tuple]:
+    """Output tensor name -> (op type, op) of each op of `kinds` ("FULLY_CONNECTED", ...) of the main subgraph."""
+    sg, found = obj.subgraphs[0], {}
+    for op in sg.operators:
+        kind = op_name(obj, op)
+        if kind in kinds and len(op.outputs):
+            found[tensor_name(sg.tensors[int(op.outputs[0])])] = (kind, op)
+    return found
+
+
+def input_names(model: bytes, kinds) -> set[str]:
+    """The names of the tensors the ops of `kinds` read as their first input (main subgraph)."""
+    obj = read_model(model)
+    return {tensor_name(obj.subgraphs[0].tensors[int(op.inputs[0])]) for _, op in ops_by_output(obj, kinds).values()}
+
+
+def output_quantize_count(model: bytes) -> int:
+    """How many QUANTIZE ops make a host op's float output an int8 graph output (`quantized_host_outputs`)."""
+    return len(quantized_host_outputs(read_model(model)))

@@ -92,19 +92,12 @@ def summary(text: str) -> dict[str, str]:
 
 def cpu_op_outputs(compiled: bytes) -> list[str]:
     """The first output tensor of each op Vela left for the CPU (every op of the compiled model but its NPU ops)."""
-    obj = graph.read_model(compiled)
-    found = []
-    for name, _, outputs in graph.main_ops(obj):
-        if name != NPU_OP and outputs:
-            found.append(graph.tensor_name(obj.subgraphs[0].tensors[outputs[0]]))
-    return found
+    return [output for name, output in graph.op_outputs(compiled) if name != NPU_OP]
 
 
 def _ops_by_output(model: bytes) -> dict[str, str]:
     """The model's ops by their first output tensor's name."""
-    obj = graph.read_model(model)
-    return {graph.tensor_name(obj.subgraphs[0].tensors[outputs[0]]): name
-            for name, _, outputs in graph.main_ops(obj) if outputs}
+    return {output: name for name, output in graph.op_outputs(model)}
 
 
 def _number(row: dict, key: str) -> Optional[float]:

@@ -18,13 +18,13 @@ class FloatDetectionOutputs(Plain):
     def applies(self, model: bytes, data: Workspace) -> Optional[str]:
         if not structure.host_ops(model):
             return "the model has no detection postprocess (TFLite_Detection_PostProcess)"
-        if not graph.quantized_host_outputs(graph.read_model(data.base.plain())):
+        if not graph.output_quantize_count(data.base.plain()):
             return "LiteRT's static int8 leaves the postprocess outputs float already"
         return None
 
     def build(self, model: bytes, data: Workspace):
         plain = data.base.plain()
-        dropped = len(graph.quantized_host_outputs(graph.read_model(plain)))
+        dropped = graph.output_quantize_count(plain)
         return candidate(self, model=graph.without_output_quantize(plain), detail=(
             f"LiteRT's static int8 (batch 1, moving-average ranges) with the {dropped} QUANTIZE ops after the"
             " postprocess removed: its outputs stay float, unclipped"))

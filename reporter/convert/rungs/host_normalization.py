@@ -11,10 +11,12 @@ import numpy as np
 
 from reporter.convert.rungs.base import Plain, Workspace, candidate, static_int8
 from reporter.convert.rungs.ranges import ranged
-from reporter.measure import graph, runtime
+from reporter.measure import graph_edits, runtime
 from reporter.model.repair import InputTransform
 
 MAX_CODES = 2  # host normalization applies when some input feature spans at most this many int8 codes
+WHY_NOT = {"output": "the normalization's result is a model output",
+           "none": "the model does not start with a SUB then MUL or DIV by constants on a float input"}
 
 
 @dataclass(frozen=True)
@@ -30,42 +32,12 @@ class Normalization:
 
 def find_normalization(float_model: bytes) -> tuple[Optional[Normalization], str]:
     """The model's leading normalization moved out (the input feeds the next op directly), or None and why not."""
-    obj = graph.read_model(float_model)
-    sg = obj.subgraphs[0]
-    sig = next((s for s in obj.signatureDefs or [] if s.subgraphIndex == 0), None)
-    names = {int(p.tensorIndex): (p.name.decode() if isinstance(p.name, bytes) else p.name)
-             for p in (sig.inputs if sig else [])}
-    for index in [int(i) for i in sg.inputs]:
-        users = graph.consumers(sg, index)
-        if len(users) != 1 or graph.op_name(obj, users[0]) != "SUB" or int(users[0].inputs[0]) != index:
-            continue
-        sub = users[0]
-        mean = graph.constant(obj, int(sub.inputs[1]))
-        nexts = graph.consumers(sg, int(sub.outputs[0]))
-        if mean is None or len(nexts) != 1 or graph.op_name(obj, nexts[0]) not in ("MUL", "DIV"):
-            continue
-        scale_op = nexts[0]
-        other = [int(i) for i in scale_op.inputs if int(i) != int(sub.outputs[0])]
-        divides = graph.op_name(obj, scale_op) == "DIV"
-        if len(other) != 1 or (divides and int(scale_op.inputs[0]) != int(sub.outputs[0])):
-            continue
-        factor = graph.constant(obj, other[0])
-        if factor is None or any(d != 1 for c in (mean, factor) for d in c.shape[:-1]):
-            continue
-        if getattr(sub.builtinOptions, "fusedActivationFunction", 0) or \
-                getattr(scale_op.builtinOptions, "fusedActivationFunction", 0):
-            continue
-        out = int(scale_op.outputs[0])
-        if out in [int(i) for i in sg.outputs]:
-            return None, "the normalization's result is a model output"
-        for op in sg.operators:
-            op.inputs = np.array([index if int(i) == out else int(i) for i in op.inputs], np.int32)
-        sg.operators = [op for op in sg.operators if op is not sub and op is not scale_op]
-        graph.compact(obj)
-        divide = factor.ravel() if graph.op_name(obj, scale_op) == "DIV" else 1.0 / factor.ravel()
-        return Normalization(names.get(index, ""), graph.write_model(obj), mean.ravel().astype(np.float64),
-                             divide.astype(np.float64)), ""
-    return None, "the model does not start with a SUB then MUL or DIV by constants on a float input"
+    found, why = graph_edits.without_leading_normalization(float_model)
+    if found is None:
+        return None, WHY_NOT[why]
+    name, model, mean, factor, divides = found
+    divide = factor.ravel() if divides else 1.0 / factor.ravel()
+    return Normalization(name, model, mean.ravel().astype(np.float64), divide.astype(np.float64)), ""
 
 
 def starved_features(x: np.ndarray, scale: float, zero_point: int) -> int:

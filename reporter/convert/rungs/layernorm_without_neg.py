@@ -20,7 +20,7 @@ def _fold_neg(g: graph.Graph, n: int) -> str:
     a SUB (or a SUB an ADD); else the NEG becomes a MUL by -1. Returns how, in words."""
     source, value = g.ins(n)[0], g.out(n)
     t, chain = value, []
-    while len(g.consumers.get(t, [])) == 1 and t not in [int(i) for i in g.sg.outputs]:
+    while len(g.consumers.get(t, [])) == 1 and t not in g.outputs():
         user, pos = g.consumers[t][0]
         kind = g.kind(user)
         if kind == "MUL":
@@ -32,10 +32,10 @@ def _fold_neg(g: graph.Graph, n: int) -> str:
             flipped = "SUB" if kind == "ADD" else "ADD"
             activation = g.activation(user)
             g.set_op(user, flipped, f"{flipped[0]}{flipped[1:].lower()}Options", [a, t])
-            g.sg.operators[user].builtinOptions.fusedActivationFunction = activation
+            g.set_option(user, "fusedActivationFunction", activation)
             for user_op, pos_in in g.consumers[value]:
-                g.sg.operators[user_op].inputs[pos_in] = source
-            g.sg.operators.pop(n)
+                g.set_input(user_op, pos_in, source)
+            g.remove_op(n)
             g.index()
             return f"NEG->{'MUL->' * len(chain)}{kind} as {flipped}"
         break
@@ -50,8 +50,7 @@ def without_neg(float_model: bytes) -> tuple[bytes, list[str]]:
     g = graph.Graph(float_model)
     done = []  # float NEGs only: an integer NEG (shape arithmetic) is no float island
     while True:
-        negs = [n for n in range(len(g.sg.operators)) if g.kind(n) == "NEG"
-                and g.sg.tensors[g.out(n)].type == graph.schema().TensorType.FLOAT32]
+        negs = [n for n in range(len(g)) if g.kind(n) == "NEG" and g.is_float(g.out(n))]
         if not negs:
             break
         done.append(_fold_neg(g, negs[0]))

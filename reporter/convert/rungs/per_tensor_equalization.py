@@ -51,7 +51,7 @@ WEIGHTED = Consumers(KINDS, _weight, _multiplied, equalizing_factor, "/equalized
 def _pairs(g: graph.Graph) -> list[tuple[int, frozenset, list]]:
     """(source tensor, where its channels are divided, the weighted ops that read them) for every channel-carrying
     tensor made by weights and read only by weights."""
-    acts = {g.ins(n)[0] for n in range(len(g.sg.operators))
+    acts = {g.ins(n)[0] for n in range(len(g))
             if g.kind(n) in KINDS and _weight(g, n, g.ins(n)[0]) is not None}
     found = []
     for source in sorted({source_of(g, t) for t in acts}):
@@ -83,7 +83,7 @@ def equalize(float_model: bytes) -> tuple[bytes, list[str]]:
     words = [f"{len(pairs)} pair{'s' * (len(pairs) != 1)} of layers equalized in {sweeps} pass{'es' * (sweeps != 1)}"]
     for source, plan, terminals in pairs:
         (made, read), (made_now, read_now) = before[source], _spread(g, plan, terminals)
-        words.append(f"{WEIGHTED.named(graph.tensor_name(g.sg.tensors[source]))}: largest over smallest channel"
+        words.append(f"{WEIGHTED.named(g.name(source))}: largest over smallest channel"
                      f" weight range {made:.3g} -> {made_now:.3g} where it is made, {read:.3g} -> {read_now:.3g}"
                      " where it is read")
     return g.bytes(), words

@@ -33,16 +33,6 @@ class Stats:
     channel_means: dict
 
 
-def biased_ops(obj) -> dict[str, tuple]:
-    """Output tensor name -> (op type, op) of each FULLY_CONNECTED / CONV_2D of the main subgraph."""
-    sg, found = obj.subgraphs[0], {}
-    for op in sg.operators:
-        kind = graph.op_name(obj, op)
-        if kind in BIASED_OPS and len(op.outputs):
-            found[graph.tensor_name(sg.tensors[int(op.outputs[0])])] = (kind, op)
-    return found
-
-
 def activation_stats(float_model: bytes, x: dict[str, np.ndarray], names: set, means_of: set = frozenset()) -> Stats:
     """Runs the float model keeping every tensor and reads `names` (tensor names) per sample."""
     index = {d["name"]: d["index"] for d in runtime.load(float_model).get_tensor_details()
@@ -80,8 +70,7 @@ def stats(base: Base) -> Stats:
     """`base`'s activation statistics over its calibration samples (every calibrated tensor, and the channel means
     of the biased ops' inputs), made once."""
     def make():
-        obj = graph.read_model(base.float_model)
-        inputs = {graph.tensor_name(obj.subgraphs[0].tensors[int(op.inputs[0])]) for _, op in biased_ops(obj).values()}
+        inputs = graph.input_names(base.float_model, BIASED_OPS)
         return activation_stats(base.float_model, base.calib, set(base.calibration()), inputs)
     return base.once("stats", make)
 

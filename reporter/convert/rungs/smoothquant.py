@@ -70,17 +70,16 @@ def _weight(g: graph.Graph, n: int, t: int) -> Optional[np.ndarray]:
         return w if w.ndim == 2 else None
     if g.kind(n) == "CONV_2D":  # [outputs, kh, kw, channels]; a grouped convolution's channels do not all meet
         return w.reshape(-1, w.shape[-1]) if w.ndim == 4 and w.shape[-1] == g.last(t) else None
-    options = g.sg.operators[n].builtinOptions
-    if getattr(options, "adjX", False):
+    if g.option(n, "adjX"):
         return None
-    w = np.swapaxes(w, -1, -2) if getattr(options, "adjY", False) else w  # [..., channels, outputs]
+    w = np.swapaxes(w, -1, -2) if g.option(n, "adjY") else w  # [..., channels, outputs]
     return np.moveaxis(w, -2, -1).reshape(-1, w.shape[-2])
 
 
 def _consumers_through(g: graph.Graph, source: int, consumers: "Consumers") -> Optional[tuple[list, list, set]]:
     """(pass-through ops, (consuming op, its activation tensor), the tensors divided with `source`) reached from
     `source`, or None when some consumer is neither (or a model output is)."""
-    outputs = {int(i) for i in g.sg.outputs}
+    outputs = g.outputs()
     passing, terminals, todo = [], [], [source]
     forward = {source}
     while todo:
@@ -140,7 +139,7 @@ def _closed(g: graph.Graph, plan: frozenset, reached: tuple) -> bool:
     region = {g.producer[t] for t in divided}
     passing, terminals, forward = reached
     ahead = set(passing) | {n for n, _ in terminals}
-    outputs = {int(i) for i in g.sg.outputs}
+    outputs = g.outputs()
     for t in divided:
         if t in outputs:
             return False
@@ -185,7 +184,7 @@ def _multiplied(g: graph.Graph, n: int, s: np.ndarray) -> np.ndarray:
     w = g.constant(g.ins(n)[1])
     if g.kind(n) in ("FULLY_CONNECTED", "CONV_2D"):  # input channels last
         return w * _along(s, w.ndim, -1)
-    adj_y = bool(getattr(g.sg.operators[n].builtinOptions, "adjY", False))
+    adj_y = bool(g.option(n, "adjY"))
     return w * (s[None, :] if adj_y else s[:, None])
 
 
@@ -263,7 +262,7 @@ def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> t
     no such channel. `x_calib`: Inputs, a dict input name -> array, or the one array of a one-input model."""
     g = graph.Graph(float_model)
     data = runtime.keyed(x_calib, runtime.signature_names(float_model)[1])
-    acts = {g.ins(n)[0] for n in range(len(g.sg.operators)) if g.kind(n) in consumers.kinds
+    acts = {g.ins(n)[0] for n in range(len(g)) if g.kind(n) in consumers.kinds
             and consumers.weight(g, n, g.ins(n)[0]) is not None}
     if not acts:  # nothing to measure: no float run over the calibration samples
         return bytes(float_model), []
@@ -292,7 +291,7 @@ def smooth(float_model: bytes, x_calib, consumers: Consumers = SMOOTHQUANT) -> t
         g.index()
         where = ", ".join(sorted({g.kind(i[1]) for i in plan if i[0] in "cw"}))
         words.append(f"channel{'s' * int(outliers.sum() != 1)} {', '.join(map(str, np.flatnonzero(outliers)))} of"
-                     f" {consumers.named(graph.tensor_name(g.sg.tensors[source]))}"
+                     f" {consumers.named(g.name(source))}"
                      f" (max |x| {', '.join(f'{v:.4g}' for v in x_max[outliers])}"
                      f" against a median of {float(np.median(x_max)):.3g}) divided by s =" 
                      f" {', '.join(f'{v:.4g}' for v in s[outliers])} at the constants of its {where}, the weights of"
