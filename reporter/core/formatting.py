@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from reporter.core import judgement as jd
+from reporter.core import statistics
 
 # A value a built model should have but does not (its measurement failed, or latency was skipped): never a
 # blank or a zero, which would read as a measured value.
@@ -131,7 +132,7 @@ def p_text(p_value: float) -> str:
     """"p = 0.62": two significant digits, or as many more as it takes for the shown value to be on the same
     side of judgement.ALPHA as the value itself ("p = 0.0498", never "p = 0.05" for a significant p); "p < 0.005"
     for a resampling test's floor 1/(B+1); "p < 0.001" below that."""
-    if jd.is_resample_floor(p_value):
+    if statistics.is_resample_floor(p_value):
         return f"p < {p_value:.2g}"
     if p_value < 0.001:
         return "p < 0.001"

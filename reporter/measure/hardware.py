@@ -134,6 +134,11 @@ class Tools:
 
     micro_arena: Optional[int] = None
 
+    @classmethod
+    def of(cls, settings) -> "Tools":
+        """The tools with the device as the user gave it (the run's settings)."""
+        return cls(micro_arena=getattr(settings, "micro_arena", None))
+
     def reference_outputs(self, model: bytes, x) -> dict:
         return reference_outputs(model, x)
 

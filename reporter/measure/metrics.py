@@ -109,8 +109,7 @@ def multilabel(y_bits: np.ndarray, pred_bits: np.ndarray, float_bits: Optional[n
 
 def dense(y: np.ndarray, pred: np.ndarray, num_classes: int, float_pred: Optional[np.ndarray]) -> Metrics:
     """Dense (per-pixel or per-timestep) classes, `y` and `pred` (N, positions) class ids: pixel accuracy,
-    per class precision/recall/F1 over pixels, IoU per class and their mean over the classes in the labels
-    or the predictions (as Keras MeanIoU), the pixel confusion matrix, balanced accuracy and kappa over
+    per class precision/recall/F1 over pixels, the pixel confusion matrix, balanced accuracy and kappa over
     pixels, and the share of pixels where the variant predicts float's class."""
     y, pred = np.asarray(y).reshape(len(y), -1), np.asarray(pred).reshape(len(pred), -1)
     labels = list(range(num_classes))
@@ -121,7 +120,6 @@ def dense(y: np.ndarray, pred: np.ndarray, num_classes: int, float_pred: Optiona
     recall = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
     denom = precision + recall
     f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
-    iou = iou_per_class(cm)
     present = [i for i in labels if support[i] > 0]
     flat_y, flat_pred = y.ravel(), pred.ravel()
     kappa = _skm().cohen_kappa_score(flat_y, flat_pred, labels=labels) if flat_y.size else 0.0
@@ -138,8 +136,6 @@ def dense(y: np.ndarray, pred: np.ndarray, num_classes: int, float_pred: Optiona
                                 support=int(support[i])) for i in labels],
         confusion_matrix=cm.astype(int).tolist(),
         classes_present=present,
-        mean_iou=float(mean_iou(cm[None])[0]),
-        iou_per_class=[None if v is None else float(v) for v in iou],
     )
 
 
@@ -154,26 +150,6 @@ def per_sample_confusion(y: np.ndarray, pred: np.ndarray, num_classes: int) -> n
     return np.bincount(codes.ravel(), minlength=len(y) * k * k).reshape(len(y), k * k)
 
 
-def iou_per_class(cm: np.ndarray) -> list:
-    """IoU of each class from a confusion matrix: TP / (TP + FP + FN); None where the union is empty."""
-    cm = np.asarray(cm, np.float64)
-    tp = np.diag(cm)
-    union = cm.sum(axis=0) + cm.sum(axis=1) - tp
-    return [None if u == 0 else float(t / u) for t, u in zip(tp, union)]
-
-
-def mean_iou(cms: np.ndarray) -> np.ndarray:
-    """Mean IoU of each confusion matrix in `cms` (M, k, k), over the classes whose union is not empty
-    (Keras MeanIoU); 0 when every union is empty."""
-    cms = np.asarray(cms, np.float64)
-    tp = np.diagonal(cms, axis1=1, axis2=2)
-    union = cms.sum(axis=1) + cms.sum(axis=2) - tp
-    valid = union > 0
-    iou = np.divide(tp, union, out=np.zeros_like(tp), where=valid)
-    count = valid.sum(axis=1)
-    return np.divide(iou.sum(axis=1), count, out=np.zeros(len(cms)), where=count > 0)
-
-
 def mask_counts(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """(N, 2) int64: each sample's intersection and union of its predicted and true masks ((N, values) bool,
     reporter.measure.kinds.mask.in_mask), so that a bootstrap over samples only sums rows."""
@@ -184,14 +160,14 @@ def mask_counts(predicted: np.ndarray, truth: np.ndarray) -> np.ndarray:
 def mask_iou(counts: np.ndarray) -> np.ndarray:
     """Mask IoU of each row of summed counts (M, 2) (intersection, union) from `mask_counts`: intersection /
     union over every value of every sample summed (not a mean over samples); 0 where the union is empty (as
-    `mean_iou`)."""
+    segmentation's mean IoU)."""
     counts = np.asarray(counts, np.float64).reshape(-1, 2)
     return np.divide(counts[:, 0], counts[:, 1], out=np.zeros(len(counts)), where=counts[:, 1] > 0)
 
 
 def _label_p(y: np.ndarray, pred: np.ndarray, float_pred: np.ndarray) -> float:
     """One label's exact McNemar p-value: which samples this model and float get right on it."""
-    from reporter.core.judgement import mcnemar_p
+    from reporter.core.statistics import mcnemar_p
 
     return mcnemar_p(pred == y, float_pred == y)
 

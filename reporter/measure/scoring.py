@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from reporter.core import judgement as jd
+from reporter.core import statistics as jd  # the tests and intervals (reporter.core.statistics)
 from reporter.measure.task import Task, real
 from reporter.model.report import MainMetric, PairedScore
 from reporter.core.errors import InputError, one_line

@@ -152,4 +152,6 @@ def _records(tp) -> list[type]:
     """The dataclasses a field of type `tp` holds (in Optional, list and dict too)."""
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return [tp]
+    if isinstance(tp, type) and hasattr(tp, "record_types"):  # records declared by plug-ins (model.figures)
+        return tp.record_types()
     return [r for arg in typing.get_args(tp) for r in _records(arg)]

@@ -81,6 +81,8 @@ def decode(tp, value, path: str = ""):
     if tp is Any or tp is object:
         _check_finite(value, path)  # untyped values (settings, shapes) are written back: standard JSON only
         return value
+    if isinstance(tp, type) and hasattr(tp, "decode_json"):  # a record read through a registry (model.figures)
+        return tp.decode_json(value, path)
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = typing.get_args(tp)

@@ -18,7 +18,7 @@ from reporter.model.bounds import (
     CLASS_ID, COUNT, CULPRIT_INDEX, HEAD_VALUE, INDEX, LATENCY, LATENCY_STEP, NON_NEGATIVE, P_VALUE, RATIO, SCORE_SHARE,
     SHARE, SIZE, figure,
 )
-from reporter.model.hardware import MicroFigures
+from reporter.model.hardware import ToolFigures
 from reporter.model.kernels import ReferenceAgreement
 
 # How a Comparison's numbers read (`Comparison.measure`).
@@ -328,7 +328,7 @@ class Option:
     # it predicts this class for (nearly) every sample (judgement.DEGENERATE_SHARE)
     one_class: Optional[int] = figure(CLASS_ID, None)
     loses: bool = unstored(False)  # worse than float beyond noise (`vs_float`'s paired test)
-    micro: Optional[MicroFigures] = unstored(None)  # TFLite Micro's run of it (its variant's on_target keeps it)
+    tools: Optional[ToolFigures] = unstored(None)  # its target tools' figures (its variant's on_target keeps them)
     # Its latency against float's and the shipped model's, as VariantFinding.latency_vs_float (None: not timed)
     latency_vs_float: Optional[int] = unstored(None)
     latency_vs_ship: Optional[int] = unstored(None)

@@ -1,13 +1,83 @@
-"""A model on a target's own runtime or compiler, as report.json stores it: what TFLite Micro's interpreter and Arm's
-Vela compiler said of it (reporter.measure.hardware runs them; the target plug-ins of reporter.core.targets say which
-target checks with which). The record of one model on its target, OnTarget, is reporter.model.variant's."""
+"""A model on a target's own runtime or compiler, as report.json stores it: each tool's figures record, registered
+by the tool's name (the key of `OnTarget.tools`: reporter.model.variant), and decoded through this registry when a
+report is read; TFLite Micro's interpreter and Arm's Vela compiler register theirs here (reporter.measure.hardware
+runs them; the target plug-ins of reporter.core.targets say which target checks with which)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from reporter.model.bounds import CLOCK, COUNT, KIB, LATENCY, QUANT_STEPS, SHARE, SIZE, PartOf, figure
+from reporter.model.decode import DecodeError, decode, got, key_path
+
+FIGURES: dict[str, type] = {}  # each tool's figures record (a frozen dataclass with its bounds), by the tool's name
+
+
+def register(name: str, record: type) -> None:
+    """A target tool's figures record, read from report.json's `on_target.tools[name]` from now on."""
+    if FIGURES.get(name, record) is not record:
+        raise ValueError(f"a figures record is already registered for tool {name!r}")
+    FIGURES[name] = record
+
+
+def unregister(name: str) -> None:
+    FIGURES.pop(name, None)
+
+
+class ToolFigures(dict):
+    """A model's figures by the name of the tool that measured them ({"vela": VelaFigures(...)}): each decoded
+    through its registered record (bounds checked); a tool this version does not know is kept as stored."""
+
+    @classmethod
+    def decode_json(cls, value, path: str) -> "ToolFigures":
+        if not isinstance(value, dict):
+            raise DecodeError(path, f"expected an object, got {got(value)}")
+        return cls({k: decode(FIGURES.get(k, Any), v, key_path(path, k)) for k, v in value.items()})
+
+    @classmethod
+    def record_types(cls) -> list[type]:
+        """The registered records (what reporter.model.bounds.markdown walks)."""
+        return list(FIGURES.values())
+
+
+# report.json before the figures were kept by tool: a field of OnTarget each (`on_target.micro`, `.vela`).
+_OLD_FIELDS = ("micro", "vela")
+
+
+def migrated(data: dict) -> dict:
+    """report.json data with every on-target record's old per-tool fields moved into its `tools` map (a copy when
+    one moves; the caller's dict stays as it was)."""
+    if not any(_old(d) for d in _records(data)):
+        return data
+    data = json.loads(json.dumps(data))
+    for record in _records(data):
+        if _old(record):
+            tools = record.setdefault("tools", {})
+            for name in _OLD_FIELDS:
+                value = record.pop(name, None)
+                if value is not None and isinstance(tools, dict):
+                    tools[name] = value
+    return data
+
+
+def _old(record: dict) -> bool:
+    return any(name in record for name in _OLD_FIELDS)
+
+
+def _records(data):
+    """Every on-target record of report.json data (`on_target` of each model, `hardware` of the decision)."""
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if key in ("on_target", "hardware") and isinstance(value, dict):
+                    yield value
+                stack.append(value)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 # TFLite Micro agrees with LiteRT's reference kernels (both implement the same integer arithmetic) on ~99.9 % of
 # output values, 1-2 quantization steps apart at most; beyond these it computes something else, for a cause.
@@ -79,3 +149,7 @@ class MicroFigures:
         """Its outputs differ from the reference kernels' beyond the kernels' own rounding."""
         return (self.identical_share is not None and self.identical_share < AGREEING_SHARE) or \
             (self.max_steps is not None and self.max_steps > FEW_STEPS)
+
+
+register("micro", MicroFigures)
+register("vela", VelaFigures)

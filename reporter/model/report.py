@@ -51,6 +51,10 @@ Format history (SCHEMA_VERSION):
      ending in TFLite_Detection_PostProcess): `metrics.detection` (mAP@0.5, COCO mAP, recall at IoU 0.5, AP@0.5
      and labelled boxes per class; `recall50` null when no box is labelled), `variants[].clipped_outputs[].part` (which
      of its outputs clips). Every figure is read within its bound (reporter.model.bounds; docs/report-json.md).
+     A kind's own figures are `metrics.figures.<kind>` (reporter.model.figures: the record the kind declares):
+     `metrics.detection` is now `metrics.figures.detection`, `metrics.mean_iou` and `.iou_per_class`
+     `metrics.figures.segmentation`; files with the old fields are migrated when read (`_figures_by_kind`, as each
+     kind's record says what it replaces).
 """
 
 from __future__ import annotations
@@ -68,12 +72,14 @@ from reporter.model.bounds import (
     COUNT, ERROR_OR_INF, INDEX, LATENCY, NON_NEGATIVE, P_VALUE, SCORE_SHARE, SEARCH_SHARE, SECONDS, SHARE, SIZE, figure,
 )
 from reporter.model.decode import DecodeError, decode, got, kind, loads as bounded_loads
+from reporter.model import hardware
+from reporter.model import figures
 from reporter.model.findings import Findings
 from reporter.model.settings import Settings
 from reporter.model.repair import RepairRung
 # The records of one measured model live in reporter.model.variant; they are read from here too.
 from reporter.model.variant import (  # noqa: F401 - re-exported
-    MEASUREMENTS, ClassMetrics, DetectionMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric,
+    MEASUREMENTS, ClassMetrics, EnginePair, HeadResult, LayerError, LayerErrors, Latency, MainMetric,
     Metrics, OutputError, Paired, PairedScore, SchemeFix, VariantResult,
 )
 from reporter.model.regression import TargetError  # noqa: F401 - re-exported
@@ -494,11 +500,41 @@ def migrate(data: dict) -> dict:
         model = data.get("model")
         if isinstance(model, dict) and "inputs" not in model and isinstance(model.get("input_shape"), list):
             model["inputs"] = [{"name": "x", "shape": model["input_shape"], "dtype": "float32"}]
+    data = _figures_by_kind(data)
+    data = hardware.migrated(data)  # the target tools' figures, once a field each, kept by tool
     found = data.get("findings")
     if isinstance(found, dict) and isinstance(found.get("variants"), list) \
             and any(isinstance(v, dict) and "latency_vs_float" not in v for v in found["variants"]):
         data = {k: v for k, v in data.items() if k != "findings"}  # derived again when read (see the history above)
     return data
+
+
+def _figures_by_kind(data: dict) -> dict:
+    """`data` with every `metrics` record's fields that a kind's figures replaced (reporter.model.figures.replaced:
+    `detection`, `mean_iou`, `iou_per_class`) moved into its `figures` map by kind name (null fields dropped, as a
+    run leaves them out)."""
+    old = figures.replaced()
+
+    def moved(metrics: dict) -> dict:
+        found = dict(metrics.get("figures") or {})
+        out = {k: v for k, v in metrics.items() if k not in old}
+        for key, (kind, name) in old.items():
+            value = metrics.get(key)
+            if value is not None:
+                found[kind] = value if name is None else {**found.get(kind, {}), name: value}
+        if found:
+            out["figures"] = found
+        return out
+
+    def walk(value):
+        if isinstance(value, dict):
+            return {k: moved(walk(v)) if k == "metrics" and isinstance(v, dict) and old.keys() & v.keys()
+                    else walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(data)
 
 
 def _build(tp, value, path: str = ""):

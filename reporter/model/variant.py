@@ -10,8 +10,9 @@ from typing import Optional
 from reporter.model.bounds import (
     CLASS_ID, COSINE, COUNT, INDEX, KAPPA, LATENCY, NON_NEGATIVE, P_VALUE, PartOf, SHARE, SHARE_IF_SHARE, SIZE, figure,
 )
+from reporter.model.figures import Figures
 from reporter.model.kernels import ReferenceAgreement
-from reporter.model.hardware import MicroFigures, VelaFigures
+from reporter.model.hardware import ToolFigures
 from reporter.model.output_range import ClippedOutput
 from reporter.model.regression import TargetError
 
@@ -88,24 +89,6 @@ class MainMetric:
 
 
 @dataclass(frozen=True)
-class DetectionMetrics:
-    """A detector's figures (schema unchanged for other kinds: `Metrics.detection` is None), from a COCO evaluation
-    of each image's first num_detections detections against the labelled boxes: mAP at IoU 0.5 (the main
-    metric), COCO mAP over IoU 0.5:0.95, AP at IoU 0.5 per class id (None for a class without labelled boxes)
-    and the share of labelled boxes matched at IoU 0.5 by every detection the model returns (its own score
-    threshold, `score_threshold`)."""
-
-    map50: float = figure(SHARE)
-    map: float = figure(SHARE)
-    recall50: Optional[float] = figure(SHARE)  # None: no labelled box on the evaluation data (nothing to recall)
-    ap50_per_class: list[Optional[float]] = figure(SHARE, default_factory=list)
-    score_threshold: float = 0.0
-    boxes_per_class: list[int] = figure(COUNT, default_factory=list)  # labelled boxes on the evaluation data, by class
-    # pycocotools' -1 ("no labelled box") is never stored: its mAPs are read as 0 and a class without labelled boxes
-    # has no AP (None), so a -1 here is refused like any other figure below 0.
-
-
-@dataclass(frozen=True)
 class Metrics:
     """Quality of one variant on the evaluation data: classification metrics (a regression model measured by
     the user's --metric has only `user` and `main`)."""
@@ -131,13 +114,10 @@ class Metrics:
     # per label (support: its positive samples), and there is no confusion matrix.
     hamming_loss: Optional[float] = figure(SHARE, None)
     micro_f1: Optional[float] = figure(SHARE, None)
-    # Dense (segmentation): accuracy is pixel accuracy, per_class and the confusion matrix count pixels, IoU per
-    # class (None for a class neither in the labels nor predicted) and their mean over the others (as Keras
-    # MeanIoU).
-    mean_iou: Optional[float] = figure(SHARE, None)
-    iou_per_class: Optional[list[Optional[float]]] = figure(SHARE, None)
     user: dict[str, float] = field(default_factory=dict)  # the user's --metric: name -> value
-    detection: Optional[DetectionMetrics] = None  # a detector (reporter.measure.kinds.detection)
+    # A task kind's own figures, by its name (reporter.model.figures: the record each kind declares, e.g. a
+    # detector's mAP, segmentation's IoU per class); its rows and words are the kind's too.
+    figures: Figures = field(default_factory=Figures)
     main: Optional[MainMetric] = None  # the verdicts' metric when it is not accuracy
 
     @property
@@ -202,8 +182,8 @@ class OnTarget:
     # output of a model with several (VariantResult.target_error, .heads)
     target_error: Optional[TargetError] = None
     heads: dict[str, HeadResult] = field(default_factory=dict)
-    micro: Optional[MicroFigures] = None
-    vela: Optional[VelaFigures] = None
+    # each tool's figures by its name (its record registered in reporter.model.hardware): what the tool said of it
+    tools: ToolFigures = field(default_factory=ToolFigures)
     # The ops the host CPU runs beside the target (a detector's postprocess with its DEQUANTIZE/QUANTIZE ops), by
     # type: the target runs the network, its accuracy is the network's there with the postprocess as the host runs it.
     host_ops: dict[str, int] = figure(COUNT, default_factory=dict)

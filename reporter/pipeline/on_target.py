@@ -17,6 +17,7 @@ from reporter.core.errors import one_line
 from reporter.measure import hardware, structure
 from reporter.measure.measurer import Measurer
 from reporter.model.report import Recommendation, VariantResult
+from reporter.model import hardware as hw
 from reporter.model.variant import OnTarget
 from reporter.pipeline.context import RunContext
 
@@ -55,13 +56,13 @@ def _check(ctx: RunContext, m: Measurer, target: targets.Target, v: VariantResul
     host = structure.host_ops(model) if target.integer_hardware else {}  # what the host CPU runs beside the target
     with ctx.progress.stage("on target", detail=v.name):
         try:
-            tools = hardware.Tools(micro_arena=ctx.settings.micro_arena)  # the device as the user gave it
+            tools = hardware.Tools.of(ctx.settings)  # the device as the user gave it
             found = target.check.run(model, fits, ctx.data.x, tools, ctx.folder)
             q = m.quality_on(v.name, found.outputs)
             failed = "; ".join(f"{measurement} not measured there: {why}" for measurement, why in q.errors.items())
             on = OnTarget(target.name, target.kernels, found.runs, error=found.error or failed, metrics=q.metrics,
-                          output_error=q.output_error, target_error=q.target_error, heads=q.heads, micro=found.micro,
-                          vela=found.vela, host_ops=host)
+                          output_error=q.output_error, target_error=q.target_error, heads=q.heads, host_ops=host,
+                          tools=hw.ToolFigures({target.check.key: found.figures} if found.figures is not None else {}))
         except RuntimeError as exc:  # the runtime's or compiler's own reason (the target tools raise it so)
             traceback.print_exc()  # into run.log
             on = OnTarget(target.name, target.kernels, False, error=str(exc) or one_line(exc), host_ops=host)

@@ -18,37 +18,29 @@ from reporter.core.targets.rules import anything, on_host
 # Reference-kernel agreement: the evaluation samples a model is run on with both kernel sets (reference kernels are
 # slow: a convolution runs without SIMD).
 REFERENCE_SAMPLES = 256
-REFERENCE_KERNELS, MICRO_KERNELS, DEFAULT_KERNELS = "LiteRT's reference kernels", "TFLite Micro", \
-    "LiteRT's default kernels"
+REFERENCE_KERNELS, DEFAULT_KERNELS = "LiteRT's reference kernels", "LiteRT's default kernels"
 COST_SAME = 0.1  # costs this close (a tenth of a doubling) are a tie: the more accurate model is preferred
 
 
 class Tools(Protocol):
-    """The target tools a check runs, each over the evaluation inputs `x` (reporter.measure.hardware is one: the run
-    hands that module in). Each raises RuntimeError with the tool's own reason when it cannot run the model."""
+    """The target tools a check runs, each over the evaluation inputs `x` (reporter.measure.hardware's `Tools` is
+    one: the run hands it in); a target with a tool of its own declares that tool's call in its module. Each raises
+    RuntimeError with the tool's own reason when it cannot run the model."""
 
     def reference_outputs(self, model: bytes, x) -> dict:
         """The model's outputs on LiteRT's reference kernels, by signature key."""
-
-    def micro_run(self, model: bytes, x, reference_samples: int) -> tuple:
-        """(outputs by signature key, MicroFigures): TFLite Micro's run, with its parity against the reference
-        kernels over the first `reference_samples` samples and, where they disagree, the cause found."""
-
-    def vela(self, model: bytes, config: str, workdir: Path) -> object:
-        """Vela's compilation (VelaFigures) for the Ethos-U `config`."""
 
 
 @dataclass(frozen=True)
 class Checked:
     """What a target's check found of one model: its outputs on the target's kernels (by signature key; its accuracy
     there is measured from them like its own), whether it runs there or why not in the tool's words, and the tool's
-    figures as report.json keeps them (`OnTarget.micro`, `OnTarget.vela`)."""
+    figures as report.json keeps them (`OnTarget.tools[check.key]`)."""
 
     outputs: Mapping[str, object]
     runs: bool = True
     error: str = ""
-    micro: Optional[object] = None  # reporter.model.hardware.MicroFigures
-    vela: Optional[object] = None  # reporter.model.hardware.VelaFigures
+    figures: Optional[object] = None  # the tool's figures record (registered in reporter.model.hardware)
 
 
 @dataclass(frozen=True)
@@ -57,6 +49,7 @@ class Check:
     reference kernels (what TFLite Micro and many NPUs implement); a family with a tool of its own subclasses it."""
 
     kernels: str = REFERENCE_KERNELS  # what the accuracy is measured on, as OnTarget.kernels and the words say
+    key: str = ""  # the tool's name: its figures' key in OnTarget.tools ("": no figures of its own)
     tool: str = "LiteRT's reference kernels"  # what checks it, as the report names it
     heading: str = ""  # the tool's column in the report's "On the target" table ("": no figures of its own)
     distributions: tuple = ()  # the tool's installed distributions, whose versions report.json records
@@ -66,6 +59,14 @@ class Check:
     def run(self, model: bytes, fits: bool, x, tools: Tools, workdir: Path) -> Checked:
         """The model (`fits`: its tensor types fit the target) checked over the evaluation inputs `x`."""
         return Checked(tools.reference_outputs(model, x))
+
+    def figures(self, on) -> Optional[object]:
+        """The tool's figures of a model checked (`on`, its OnTarget record), None when it has none."""
+        return on.tools.get(self.key) if self.key and on is not None else None
+
+    def prices(self, on) -> dict:
+        """The figures the target prices a model by (Priced's own: none here), read from its OnTarget record."""
+        return {}
 
     def said(self, on) -> str:
         """The progress line of a model checked (`on`, its OnTarget record): quant-report's own failure is no
@@ -87,8 +88,6 @@ class Priced(Protocol):
     size_bytes: int
     latency_ms: Optional[float]
     latency_p90_ms: Optional[float]
-    npu_share: Optional[float]
-    estimate_ms: Optional[float]
 
 
 @dataclass(frozen=True)
@@ -137,6 +136,11 @@ class Target:
     def tool_decides(self) -> bool:
         """A model runs there only when the target's tool ran or compiled it (float, never checked, does not)."""
         return self.check is not None and self.check.decides_runs
+
+    def prices(self, on) -> dict:
+        """What a model checked here (`on`, its OnTarget record or None) is priced by beside its size and latency
+        (Priced's tool figures), by field name."""
+        return self.check.prices(on) if self.check is not None and on is not None else {}
 
     def checks(self, fits: bool) -> bool:
         """A quantized model whose tensor types fit the target (`fits`) or not is checked there."""

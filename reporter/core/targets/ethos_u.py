@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Protocol, Sequence, cast
 
 from reporter.core import variants
 from reporter.core.errors import one_line
@@ -25,6 +25,14 @@ CONFIGS = ("ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256", "et
            "ethos-u85-128", "ethos-u85-256", "ethos-u85-512", "ethos-u85-1024", "ethos-u85-2048")
 HELP = f"{CONFIGS[2]} and Vela's other Ethos-U configurations (compiled by Vela)"
 NOT_WHOLLY_ON_NPU = 100.0  # a model with ops left on the CPU comes after every model wholly on the NPU
+TOOL = "vela"  # its figures' key in OnTarget.tools (reporter.model.hardware.VelaFigures)
+
+
+class VelaTools(Tools, Protocol):
+    """The target tools with Vela's compilation (reporter.measure.hardware.Tools)."""
+
+    def vela(self, model: bytes, config: str, workdir: Path) -> object:
+        """Vela's compilation (VelaFigures) for the Ethos-U `config`."""
 
 
 @dataclass(frozen=True)
@@ -34,34 +42,49 @@ class VelaCompiler(Check):
     run there, with the ops Vela leaves on the CPU named as Vela names them."""
 
     config: str = ""
+    key: str = TOOL
     tool: str = "Arm's Vela compiler"
     heading: str = "Vela"
     distributions: tuple = ("ethos-u-vela",)
     decides_runs: bool = True
     checks_unfit: bool = True  # Vela still compiles it: it names the ops it leaves on the CPU
 
-    def run(self, model: bytes, fits: bool, x, tools: Tools, workdir: Path) -> Checked:
+    def run(self, model: bytes, fits: bool, x, tools: VelaTools, workdir: Path) -> Checked:
         outputs = tools.reference_outputs(model, x)
         try:
             figures = tools.vela(model, self.config, workdir)
         except RuntimeError as exc:
             return Checked(outputs, runs=False, error=one_line(exc))
         if fits and figures.npu_ops:
-            return Checked(outputs, vela=figures)
+            return Checked(outputs, figures=figures)
         named = ", ".join(c.op for c in figures.cpu) or "none named"
         why = "float ops" if not fits else "Vela put no op on the NPU"
         total = figures.npu_ops + figures.cpu_ops
-        return Checked(outputs, runs=False, vela=figures,
+        return Checked(outputs, runs=False, figures=figures,
                        error=f"{why}: Vela leaves {figures.cpu_ops} of {total} ops on the CPU ({named})")
 
+    def prices(self, on) -> dict:
+        """Its share of ops on the NPU and, where it runs, Vela's estimated time (Priced's npu_share, estimate_ms)."""
+        v = self.figures(on)
+        return dict(npu_share=v.npu_share if v is not None else None,
+                    estimate_ms=v.inference_ms if v is not None and on.runs else None)
+
     def said(self, on) -> str:
-        if on.vela is not None and on.runs:
-            v, host = on.vela, on_host(getattr(on, "host_ops", {}))
+        v = self.figures(on)
+        if v is not None and on.runs:
+            host = on_host(getattr(on, "host_ops", {}))
             if v.host_ops and host:
                 return (f"compiled by Vela: {v.npu_ops} of {v.npu_ops + v.cpu_ops - v.host_ops} network ops on the"
                         f" NPU; {host} ({v.host_ops} ops Vela leaves on the CPU)")
             return f"compiled by Vela: {v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU"
         return super().said(on)
+
+
+class NpuPriced(Priced, Protocol):
+    """What an Ethos-U target prices a model by (reporter.model.findings.Option: `VelaCompiler.prices`' figures)."""
+
+    npu_share: Optional[float]
+    estimate_ms: Optional[float]
 
 
 def npu_cost(npu_share: Optional[float], estimate_ms: Optional[float], fastest_ms: Optional[float]) -> float:
@@ -78,6 +101,7 @@ class EthosU(Target):
     """An Ethos-U configuration: priced by Vela's compilation, not by size."""
 
     def costs(self, pool: Sequence[Priced]) -> dict[str, float]:
+        pool = cast(Sequence[NpuPriced], pool)  # the decision's options carry `prices`' figures
         known = [o.estimate_ms for o in pool if o.estimate_ms]
         fastest = min(known) if known else None
         return {o.name: npu_cost(o.npu_share, o.estimate_ms, fastest) for o in pool}

@@ -12,13 +12,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from reporter.core import variants
 from reporter.core.formatting import fmt_bytes
-from reporter.core.targets.base import MICRO_KERNELS, REFERENCE_SAMPLES, Check, Checked, Target, Tools
+from reporter.core.targets.base import REFERENCE_SAMPLES, Check, Checked, Target, Tools
 
 NAME = "micro"
 HELP = f"{NAME} (run by TFLite Micro)"
+MICRO_KERNELS = "TFLite Micro"
+TOOL = "micro"  # its figures' key in OnTarget.tools (reporter.model.hardware.MicroFigures)
+
+
+class MicroTools(Tools, Protocol):
+    """The target tools with TFLite Micro's run (reporter.measure.hardware.Tools)."""
+
+    def micro_run(self, model: bytes, x, reference_samples: int) -> tuple:
+        """(outputs by signature key, MicroFigures): TFLite Micro's run, with its parity against the reference
+        kernels over the first `reference_samples` samples and, where they disagree, the cause found."""
 
 
 @dataclass(frozen=True)
@@ -26,18 +37,19 @@ class MicroInterpreter(Check):
     """TFLite Micro's interpreter over the evaluation data, with its parity against LiteRT's reference kernels."""
 
     kernels: str = MICRO_KERNELS
+    key: str = TOOL
     tool: str = "TFLite Micro's interpreter"
     heading: str = "TFLite Micro"
     distributions: tuple = ("tflite-micro",)
     decides_runs: bool = True
 
-    def run(self, model: bytes, fits: bool, x, tools: Tools, workdir: Path) -> Checked:
+    def run(self, model: bytes, fits: bool, x, tools: MicroTools, workdir: Path) -> Checked:
         outputs, figures = tools.micro_run(model, x, REFERENCE_SAMPLES)
         if figures.arena_too_small:  # the device's RAM, as the user gave it: the model's own need measured
-            return Checked(outputs, runs=False, micro=figures,
+            return Checked(outputs, runs=False, figures=figures,
                            error=f"it needs {fmt_bytes(figures.arena_bytes)} of tensor arena, more than the"
                                  f" {fmt_bytes(figures.arena_limit_bytes)} the device gives (--micro-arena)")
-        return Checked(outputs, micro=figures)
+        return Checked(outputs, figures=figures)
 
 
 TARGETS = (Target(NAME, "on a microcontroller (TFLite Micro)", "TFLite Micro", runs_not="TFLite Micro cannot load or"

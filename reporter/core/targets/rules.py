@@ -70,10 +70,17 @@ def quantized(tensor_types: Mapping[str, int], weight_coverage: Optional[Mapping
     return bool(tensor_types.get("other"))
 
 
-# The ops integer-only hardware leaves to the host CPU beside it (Vela leaves them on the Cortex-M, the Edge TPU
-# compiler on the host; TFLite Micro has a kernel): a detector's postprocess, with the DEQUANTIZE ops feeding it and
-# the QUANTIZE/DEQUANTIZE ops carrying its outputs on. The network before it is what must be integer-only.
-HOST_OPS = frozenset({"TFLite_Detection_PostProcess"})
+# The ops integer-only hardware leaves to the host CPU beside it (an NPU compiler leaves them on the host; a
+# microcontroller runtime may have a kernel), with the DEQUANTIZE ops feeding them and the QUANTIZE/DEQUANTIZE ops
+# carrying their outputs on; the network before them is what must be integer-only. A task kind declares its own
+# (`add_host_ops`: a detector's postprocess); filled in place, so every reader holds the one set.
+HOST_OPS: set[str] = set()
+
+
+def add_host_ops(*ops: str) -> None:
+    """Ops (by name, a custom op by its custom code) that the host CPU runs beside integer-only hardware."""
+    HOST_OPS.update(ops)
+
 PASS_THROUGH = frozenset({"QUANTIZE", "DEQUANTIZE"})  # ops that keep their input's shape (and its role)
 
 

@@ -25,11 +25,14 @@ from typing import Optional
 import numpy as np
 
 from reporter.core.errors import InputError
+from reporter.core.targets import rules
 from reporter.measure.kinds.base import Joined, Kind, LabelSource, TaskReading
 from reporter.measure.scoring import BOOTSTRAP_DENSE, Score, Scored, resample_weights
 from reporter.measure.signature import Port, Signature
 from reporter.measure.task import Task
-from reporter.model.report import DetectionMetrics, Metrics
+from reporter.model import figures
+from reporter.model.bounds import COUNT, SHARE, figure
+from reporter.model.report import Metrics
 
 POSTPROCESS = "TFLite_Detection_PostProcess"
 ROLES = ("boxes", "classes", "scores", "num")  # the op's outputs, by its output index
@@ -44,6 +47,23 @@ _RECALL_POINTS = np.linspace(0.0, 1.0, 101)  # COCO's recall thresholds
 BOX_TOLERANCE = 0.01
 _COUNTS = ("max_detections", "max_classes_per_detection", "num_classes")  # the op returns nothing below 1
 _SCALES = ("y_scale", "x_scale", "h_scale", "w_scale")  # the box decoding divides the encodings by them
+
+
+@dataclass(frozen=True)
+class DetectionMetrics:
+    """A detector's figures (report.json's `metrics.figures.detection`), from a COCO evaluation of each image's first
+    num_detections detections against the labelled boxes: mAP at IoU 0.5 (the main metric), COCO mAP over IoU
+    0.5:0.95, AP at IoU 0.5 per class id (None for a class without labelled boxes) and the share of labelled boxes
+    matched at IoU 0.5 by every detection the model returns (its own score threshold, `score_threshold`)."""
+
+    map50: float = figure(SHARE)
+    map: float = figure(SHARE)
+    recall50: Optional[float] = figure(SHARE)  # None: no labelled box on the evaluation data (nothing to recall)
+    ap50_per_class: list[Optional[float]] = figure(SHARE, default_factory=list)
+    score_threshold: float = 0.0
+    boxes_per_class: list[int] = figure(COUNT, default_factory=list)  # labelled boxes on the evaluation data, by class
+    # pycocotools' -1 ("no labelled box") is never stored: its mAPs are read as 0 and a class without labelled boxes
+    # has no AP (None), so a -1 here is refused like any other figure below 0.
 
 
 class PostprocessRefused(ValueError):
@@ -330,8 +350,9 @@ class Detection(Kind):
         _, y_classes = unpack_labels(y)
         support = [int((y_classes == c).sum()) for c in range(classes)]
         return Metrics(agreement_with_float=agree,
-                       detection=DetectionMetrics(found["map50"], found["map"], found["recall50"], per_class,
-                                                  task.threshold, support))
+                       figures=figures.Figures({"detection": DetectionMetrics(found["map50"], found["map"],
+                                                                            found["recall50"], per_class,
+                                                                            task.threshold, support)}))
 
     def score(self, task: Task, y: np.ndarray) -> Score:
         return MeanAP(task, y)
@@ -507,3 +528,6 @@ class MeanAP(Score):
 
 
 KIND = Detection()
+# report.json's metrics.figures.detection; files written before it kept the record as `metrics.detection`
+figures.register("detection", DetectionMetrics, replaces={"detection": None})
+rules.add_host_ops(POSTPROCESS)  # integer-only hardware leaves the postprocess to the host CPU

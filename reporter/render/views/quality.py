@@ -8,6 +8,7 @@ from functools import cached_property
 
 from reporter.core import tasks, variants
 from reporter.core.formatting import NOT_MEASURED, capital, fmt_metric, fmt_number
+from reporter.render import kinds as kind_rows
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
 
 METRICS = (
@@ -20,23 +21,16 @@ METRICS = (
     ("agreement_with_float", "Agreement with float"),
 )
 OPTIONAL_METRICS = (("top5_accuracy", "Top-5 accuracy"), ("roc_auc", "ROC AUC"),  # shown when measured
-                    ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"),
-                    ("mean_iou", "Mean IoU"))
+                    ("micro_f1", "F1 (micro)"), ("hamming_loss", "Hamming loss (lower is better)"))
 LOWER_IS_BETTER = {"hamming_loss"}
-# A detector's rows (reporter.model.variant.DetectionMetrics), in place of a classifier's.
-DETECTION_METRICS = (
-    ("detection.map50", "mAP@0.5"),
-    ("detection.map", "COCO mAP@[.5:.95]"),
-    ("detection.recall50", "Recall at IoU 0.5 (every detection the model returns)"),
-    ("agreement_with_float", "Same classes as float (every detection of an image)"),
-)
+# A task kind's own rows (mean IoU, a detector's mAP) are its view module's: reporter.render.kinds.
 
 
-def _metric(metrics, key: str):
-    """`metrics`' value named `key`; "detection.map50" reads `metrics.detection.map50` (None without it)."""
-    for part in key.split("."):
-        metrics = getattr(metrics, part) if metrics is not None else None
-    return metrics
+def _metric(metrics, key):
+    """`metrics`' value `key`: a field's name, or a kind's reading of it (reporter.render.kinds); None without."""
+    if callable(key):
+        return key(metrics)
+    return getattr(metrics, key) if metrics is not None else None
 
 
 class QualityView:
@@ -72,7 +66,7 @@ class QualityView:
         """One line per variant against float (the float reference itself is not repeated)."""
         return [v.verdict for v in self.basis.findings.variants if v.name != variants.FLOAT]
 
-    def _beyond_noise(self, name: str) -> bool:
+    def beyond_noise(self, name: str) -> bool:
         """Whether the variant's accuracy differs from float's beyond noise: only then are its
         metric changes coloured."""
         f = self.basis.findings.variant(name)
@@ -87,11 +81,17 @@ class QualityView:
             return []
         ref = basis.float
         keys = list(METRICS) if basis.is_classification else []
-        if any(v.metrics and v.metrics.detection for v in basis.ok_columns):
-            keys = list(DETECTION_METRICS)
+        own = kind_rows.shown(v.metrics for v in basis.ok_columns)
+        for _, kind in own:
+            if kind.in_place:
+                keys = list(kind.metrics)
         for key, label in OPTIONAL_METRICS:
             if any(v.metrics and getattr(v.metrics, key) is not None for v in basis.ok_columns):
                 keys.insert(1, (key, label))
+        for _, kind in own:
+            if not kind.in_place:
+                for row in kind.metrics:
+                    keys.insert(1, row)
         rows = self._user_rows()
         for key, label in keys:
             cells = []
@@ -103,7 +103,7 @@ class QualityView:
                 ref_value = _metric(ref.metrics, key) if ref else None
                 arrow = "" if v is ref else metric_arrow(value, ref_value)
                 better_up = key not in LOWER_IS_BETTER
-                shade = tone(arrow, higher_is_better=better_up) if self._beyond_noise(v.name) else "neutral"
+                shade = tone(arrow, higher_is_better=better_up) if self.beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_metric(value), arrow, shade))
             if key == "accuracy":
                 label = basis.report.model.task_kind.accuracy_label
@@ -142,7 +142,7 @@ class QualityView:
                     continue
                 value = v.metrics.user.get(name) if v.metrics else None
                 arrow = "" if v is basis.float else metric_arrow(value, ref.get(name))
-                shade = tone(arrow, higher_is_better=up) if self._beyond_noise(v.name) else "neutral"
+                shade = tone(arrow, higher_is_better=up) if self.beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_number(value), arrow, shade))
             rows.append(Row(f"{name} (your metric{', lower is better' if not up else ''})", cells))
         return rows
@@ -221,8 +221,9 @@ class QualityView:
         measured = [v for v in basis.ok_columns if v.metrics is not None]
         if not measured:
             return []
-        if measured[0].metrics.detection is not None:
-            return self._per_class_ap(measured[0].metrics.detection)
+        for name, kind in kind_rows.shown([measured[0].metrics]):
+            if kind.per_class is not None:  # the kind's own table (a detector's AP@0.5 per class)
+                return kind.per_class(self, measured[0].metrics.figures[name])
         flt = basis.float.metrics.per_class if basis.float.metrics else None
         rows = []
         for i, base in enumerate(measured[0].metrics.per_class):
@@ -234,10 +235,10 @@ class QualityView:
                 c = v.metrics.per_class[i]
                 arrow = "" if v is basis.float or flt is None else metric_arrow(c.f1, flt[i].f1)
                 text = f"{c.precision:.2f} / {c.recall:.2f} / {c.f1:.2f}"
-                iou = v.metrics.iou_per_class
-                if iou is not None:
-                    text += " · " + ("–" if iou[i] is None else f"{iou[i]:.2f}")
-                beyond = self._beyond_noise(v.name)
+                for name, kind in kind_rows.shown([v.metrics]):
+                    if kind.per_class_text is not None:  # the kind's words for the class (segmentation's IoU)
+                        text += kind.per_class_text(v.metrics.figures[name], i)
+                beyond = self.beyond_noise(v.name)
                 if c.accuracy is not None:  # multi-label: the label's accuracy, ROC AUC, and its own paired test
                     text += f" · {c.accuracy:.2f} · " + ("–" if c.roc_auc is None else f"{c.roc_auc:.2f}")
                     found = basis.findings.variant(v.name)
@@ -245,26 +246,6 @@ class QualityView:
                     arrow = "" if v is basis.float or flt is None else metric_arrow(c.accuracy, flt[i].accuracy)
                 cells.append(Cell(text, arrow, tone(arrow, higher_is_better=True) if beyond else "neutral"))
             rows.append(Row(str(base.label), cells))
-        return rows
-
-    def _per_class_ap(self, base) -> list[Row]:
-        """A detector: class id, labelled boxes, then AP@0.5 per variant, arrowed against float's."""
-        basis = self.basis
-        flt = basis.float.metrics.detection if basis.float.metrics else None
-        rows = []
-        for c, support in enumerate(base.boxes_per_class):
-            cells = [Cell(f"{support:,}")]
-            for v in basis.ok_columns:
-                det = v.metrics.detection if v.metrics else None
-                if det is None:
-                    cells.append(Cell(NOT_MEASURED))
-                    continue
-                ap = det.ap50_per_class[c] if c < len(det.ap50_per_class) else None
-                ref = flt.ap50_per_class[c] if flt is not None and c < len(flt.ap50_per_class) else None
-                arrow = "" if v is basis.float else metric_arrow(ap, ref)
-                shade = tone(arrow, higher_is_better=True) if self._beyond_noise(v.name) else "neutral"
-                cells.append(Cell("–" if ap is None else f"{ap:.2f}", arrow, shade))
-            rows.append(Row(str(c), cells))
         return rows
 
 

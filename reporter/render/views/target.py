@@ -1,8 +1,7 @@
 """Section 2's "On the target": each candidate checked where it ships (--target int8, micro, ethos-u*), as the
 target's own tool said: whether it runs there (or why not, in the tool's words), its accuracy on the target's
-kernels beside LiteRT's default kernels', and the tool's figures (Vela: ops on the NPU, the ops left on the CPU with
-their reasons, SRAM, flash, the estimated time; TFLite Micro: the arena and the parity with LiteRT's reference
-kernels)."""
+kernels beside LiteRT's default kernels', and the tool's figures as the tool's render module lays them out
+(reporter.render.tools)."""
 
 from __future__ import annotations
 
@@ -10,9 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from reporter.core import targets
-from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score
+from reporter.core.formatting import NOT_MEASURED, fmt_mse, fmt_score
+from reporter.render import tools
 from reporter.render.views.common import Basis
-from reporter.render.words.decision import micro_cause
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class TargetRow:
     on_target: str  # the score on the target's kernels, against float (a model without a metric: its output error)
     default: str  # the score (or output error) on LiteRT's default kernels
     figures: str  # the tool's figures
-    cpu_ops: list[str]  # Vela: each op left on the CPU, "OP: reason"
+    cpu_ops: list[str]  # the lines under the row the tool adds (Vela: each op left on the CPU, "OP: reason")
     chosen: bool
 
 
@@ -81,7 +80,7 @@ class TargetView:
             rows.append(TargetRow(
                 model=o.label, runs=self._runs(on), on_target=figure(self.basis, o), default=shown,
                 figures=self._figures(on), chosen=o.name == decision.variant,
-                cpu_ops=[f"{c.op}: {c.reason}" for c in on.vela.cpu] if on.vela is not None else []))
+                cpu_ops=[line for tool, found in tools.held(on.tools) for line in tool.rows(found)]))
         return rows
 
     def _models(self):
@@ -102,26 +101,4 @@ class TargetView:
 
     @staticmethod
     def _figures(on) -> str:
-        if on.vela is not None:
-            v = on.vela
-            network = " network" if v.host_ops else ""
-            parts = [f"{v.npu_ops} of {v.npu_ops + v.cpu_ops - v.host_ops}{network} ops on the NPU"
-                     f" ({fmt_percent(v.npu_share, 0)})"]
-            if v.inference_ms is not None:
-                parts.append(f"est. {fmt_ms(v.inference_ms)}")
-            if v.sram_kib is not None:
-                parts.append(f"SRAM {v.sram_kib:,.1f} KiB")
-            if v.flash_kib is not None:
-                parts.append(f"flash {v.flash_kib:,.1f} KiB")
-            return ", ".join(parts)
-        if on.micro is not None:
-            m = on.micro
-            parts = [f"{m.samples:,} samples"]
-            if m.arena_bytes is not None:
-                parts.append(f"arena {fmt_bytes(m.arena_bytes)}")
-            if m.identical_share is not None:
-                parts.append(f"{fmt_percent(m.identical_share)} of values equal to LiteRT's reference kernels"
-                             + (f", largest difference {m.max_steps:g} steps" if m.max_steps else ""))
-            cause = micro_cause(m)
-            return ", ".join(parts) + (f": {cause}" if cause else "")
-        return ""
+        return next((cell for tool, found in tools.held(on.tools) if (cell := tool.cell(found))), "")

@@ -5,20 +5,19 @@ would meet it."""
 
 from __future__ import annotations
 
-import re
 from typing import Optional
 
 from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.errors import plain
-from reporter.core.formatting import fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_percent, fmt_score, p_text
+from reporter.core.formatting import fmt_amount, fmt_mse, fmt_percent, fmt_score, p_text
 from reporter.model import findings as mf
 from reporter.model.findings import Decision, Findings, Option
-from reporter.model.hardware import MicroFigures
 from reporter.model.variant import OnTarget
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.report import Report
-from reporter.render import steps
+from reporter.render import steps, tools
+from reporter.render.tools import grouped as _grouped
 from reporter.render.words.comparison import text as comparison_text, worse_words
 from reporter.render.words.verdicts import size_words, speed_words
 
@@ -77,10 +76,11 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
                    else f"{variants.short(v.name)} quantized nothing"
                    for v in report.variants if v.name != variants.FLOAT
                    and (not v.ok or (v.name in judged and not judged[v.name].quantized))]
-        small = [o for o in d.options if o.not_there and o.micro is not None and o.micro.arena_too_small]
+        said = [tool.kept_off(d.options) for tool in tools.every()]  # the reasons a tool words itself
+        own = {name for names, _ in said for name in names}
         reasons += _grouped([(o.label, in_user_terms(o.not_there)) for o in d.options if o.not_there
-                             and o not in small])
-        reasons += [arena_clause(small)] if small else []
+                             and o.name not in own])
+        reasons += [clause for _, clauses in said for clause in clauses]
         why = f"no quantized model that runs {where} was measured" + (f" ({'; '.join(reasons)})" if reasons else "")
     elif d.runner_up:
         closest = d.option(d.runner_up)
@@ -89,7 +89,7 @@ def sentence(report: Report, found: Findings, d: Decision) -> str:
     else:
         why = f"no quantized model that runs {where} meets the accuracy target{_limit(report)}" + one_class_clause(d)
     text = (f"Keep float {where}: {why}." if d.variant == variants.FLOAT else f"Nothing to ship {where}: {why}.")
-    text += _micro_causes(d)
+    text += "".join(tool.judged(d.options) for tool in tools.every())
     if d.would_meet:
         would = d.option(d.would_meet)
         text += (f" {d.would_meet_label} meets it ({_quality(report, would, flt)}),"
@@ -108,84 +108,29 @@ def one_class_clause(d: Decision) -> str:
 
 
 def hardware(on: OnTarget) -> str:
-    """What the target's own tool said of the shipped model: Vela's compilation (ops on the NPU, the estimated time,
-    SRAM and flash) or TFLite Micro's run (samples, arena, parity with LiteRT's reference kernels)."""
+    """What the target's own tool said of the shipped model (reporter.render.tools: Vela's compilation, TFLite
+    Micro's run), and what the host CPU runs beside it."""
     host = tg.on_host(on.host_ops)
     host = f" {host[0].upper()}{host[1:]}." if host else ""
-    if on.vela is not None:
-        v = on.vela
-        where = (f"all {v.npu_ops} of its ops on the NPU" if not v.cpu_ops else
-                 f"all {v.npu_ops} of the network's ops on the NPU and leaves the host's {v.host_ops} on the CPU ("
-                 + ", ".join(c.op for c in v.cpu) + ")" if v.host_ops == v.cpu_ops else
-                 f"{v.npu_ops} of {v.npu_ops + v.cpu_ops} ops on the NPU and leaves {v.cpu_ops} on the CPU ("
-                 + "; ".join(f"{c.op}: {c.reason}" for c in v.cpu[:3]) + ")")
-        figures = [f"an estimated {fmt_ms(v.inference_ms)} per inference" + (
-            f" at {v.clock_mhz:g} MHz" if v.clock_mhz else "")] if v.inference_ms is not None else []
-        if v.sram_kib is not None:
-            figures.append(f"{v.sram_kib:,.1f} KiB SRAM")
-        if v.flash_kib is not None:
-            figures.append(f"{v.flash_kib:,.1f} KiB flash")
-        return f"Vela puts {where}" + (f": {', '.join(figures)}" if figures else "") + "." + host
-    if on.micro is not None:
-        mc = on.micro
-        text = f"TFLite Micro runs it on all {mc.samples:,} evaluation samples"
-        if mc.arena_bytes is not None:
-            text += f" with a {fmt_bytes(mc.arena_bytes)} tensor arena"
-        if mc.identical_share is not None:
-            text += (f"; its outputs equal LiteRT's reference kernels' on {_fine_share(mc.identical_share)} of values"
-                     f" over {mc.reference_samples:,} samples")
-            if mc.max_steps:
-                text += f" (largest difference {mc.max_steps:g} quantization step{'s' if mc.max_steps != 1 else ''})"
-        cause = micro_cause(mc)
-        return text + (f": {cause}" if cause else "") + "." + host
+    for tool, figures in tools.held(on.tools):
+        said = tool.shipped(figures)
+        if said:
+            return said + host
     return host.strip()
 
 
 # A target tool's reason as it printed it (report.json and run.log keep it so), read for the sentence's words.
-_SOURCE = re.compile(r"\S+\.(?:cc|cpp|c|h)\b(?::\d+)?\s*")  # a C++ source file and line
-_INTERNAL = re.compile(r"->|kTfLite|[!=]=")  # a kernel's check as its C++ source spells it
-_NODE = re.compile(r"Node (\w+) \(number (\d+)\) failed to (?:prepare|invoke) with status \d+")
-_MISSING = re.compile(r"Didn't find op for builtin opcode '(\w+)'")
-_HYBRID = "Hybrid models are not supported"
+_SOURCE = tools.SOURCE  # a C++ source file and line
 
 
 def in_user_terms(reason: str) -> str:
-    """A target tool's reason (TFLite Micro's, Vela's, LiteRT's) in the user's terms, for a sentence: what TFLite
-    Micro refuses named by the op, never its source files, node numbers or an exception's class."""
-    if _HYBRID in reason:
-        return "TFLite Micro does not run hybrid models (int8 weights computed in float, as dynamic range makes them)"
-    missing = _MISSING.search(reason)
-    if missing:
-        return f"TFLite Micro has no {missing.group(1)} kernel"
-    node = _NODE.search(reason)
-    if node:
-        said = _SOURCE.sub("", reason[:node.start()]).strip(" ;.")  # the kernel's own message, when it has words
-        return (f"TFLite Micro's {node.group(1)} kernel refuses op {int(node.group(2)) + 1} of the graph"
-                + (f" ({said})" if said and not _INTERNAL.search(said) else ""))
+    """A target tool's reason (TFLite Micro's, Vela's, LiteRT's) in the user's terms, for a sentence: a tool's own
+    reason as the tool words it (reporter.render.tools), never source files, node numbers or an exception's class."""
+    for tool in tools.every():
+        said = tool.reason(reason) if reason else ""
+        if said:
+            return said
     return plain(_SOURCE.sub("", reason)) if reason and reason.strip() else ""
-
-
-def micro_cause(mc: MicroFigures) -> str:
-    """Why TFLite Micro's outputs differ from LiteRT's reference kernels', as its check found it; "" when they agree
-    or no cause was found."""
-    if not mc.disagrees:
-        return ""
-    if mc.offset_buffers:
-        n = mc.offset_buffers
-        return (f"TFLite Micro does not read the {n} weight buffer{'s' if n != 1 else ''} the file stores after the"
-                f" model (offset buffers) and computes on uninitialized memory; write the file with its buffers inline")
-    if mc.kernel_op:
-        return (f"TFLite Micro's {mc.kernel_op} kernel (op {mc.kernel_op_position} of the graph) computes values up"
-                f" to {mc.kernel_op_steps:g} quantization steps from the reference kernel's on the same inputs")
-    return ""
-
-
-def _micro_causes(d: Decision) -> str:
-    """" On TFLite Micro, FIQ (1.0 % of its output values equal to LiteRT's reference kernels'): <cause>." for the
-    models TFLite Micro computes otherwise than the reference kernels, for a cause its check found; else ""."""
-    pairs = [(f"{o.label} ({fmt_percent(o.micro.identical_share)} of its output values equal to LiteRT's reference"
-              f" kernels')", micro_cause(o.micro)) for o in d.options if o.micro is not None and micro_cause(o.micro)]
-    return "".join(f" On TFLite Micro, {said}." for said in _grouped(pairs))
 
 
 def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str:
@@ -204,31 +149,6 @@ def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str
     return f"the float model predicts class {d.degenerate_class} for {every}{held}{score}"
 
 
-def arena_clause(small: list[Option]) -> str:
-    """The models that need more tensor arena than the device gives (--micro-arena), said once: "4 models need more
-    tensor arena than the 97.7 KB the device gives (--micro-arena): from 118.4 KB (Integer only (int8 I/O)) to
-    234.8 KB (16x8)"."""
-    low = min(small, key=lambda o: o.micro.arena_bytes)
-    high = max(small, key=lambda o: o.micro.arena_bytes)
-    need = f"{fmt_bytes(low.micro.arena_bytes)}" if low.micro.arena_bytes == high.micro.arena_bytes else \
-        f"from {fmt_bytes(low.micro.arena_bytes)} ({low.label}) to {fmt_bytes(high.micro.arena_bytes)} ({high.label})"
-    who = small[0].label if len(small) == 1 else f"{len(small)} models"
-    return (f"{who} need{'s' if len(small) == 1 else ''} more tensor arena than the"
-            f" {fmt_bytes(low.micro.arena_limit_bytes)} the device gives (--micro-arena): {need}")
-
-
-def _grouped(pairs: list[tuple[str, str]]) -> list[str]:
-    """"A, B and C: <reason>": the models one reason keeps off the target named together, each reason once."""
-    by_reason: dict[str, list[str]] = {}
-    for label, reason in pairs:
-        by_reason.setdefault(reason, []).append(label)
-    out = []
-    for reason, labels in by_reason.items():
-        names = labels[0] if len(labels) == 1 else ", ".join(labels[:-1]) + f" and {labels[-1]}"
-        out.append(f"{names}: {reason}")
-    return out
-
-
 def host_transform(t) -> str:
     """How the host must feed a model whose normalization was moved off it: "It needs the host to standardize the
     input x: subtract [...], then divide by [...] (every value in input_transform.json beside the model)."."""
@@ -239,13 +159,6 @@ def host_transform(t) -> str:
     name = f" {t.input}" if t.input else ""
     return (f"It needs the host to standardize the input{name}: subtract {numbers(t.subtract)}, then divide by"
             f" {numbers(t.divide)} (every value in input_transform.json beside the model).")
-
-
-def _fine_share(share: float) -> str:
-    """A share near 1 with the digits that tell it from 1: "99.96 %", never a rounded "100.0 %"."""
-    if 0.999 <= share < 1:
-        return f"{min(share * 100, 99.99):.2f} %"
-    return fmt_percent(share)
 
 
 def agreement(a: ReferenceAgreement) -> str:

@@ -10,6 +10,7 @@ from reporter.core.formatting import capital, fmt_mse, fmt_number, fmt_percent, 
 from reporter.findings.notices import FIX_FAILED, FIX_MEASURED, FIX_NONE, Fact
 from reporter.model.findings import Notice
 from reporter.model.report import MEASUREMENTS, Report
+from reporter.render import kinds as kind_words
 
 BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
 
@@ -105,7 +106,7 @@ def _output_clipped(report: Report, fact: Fact) -> str:
     what = f"{fact.detail} ({clip.part})" if clip.part else fact.detail
     return (f"{variants.short(fact.subject)}'s {clip.dtype} output {what} holds only {clip.low:.4g} to"
             f" {clip.high:.4g}: {fmt_percent(clip.share)} of float's output values on the evaluation data lie"
-            f" beyond it and clip.{_class_ids(clip, report.model.num_classes)} No layer kept in float changes that;"
+            f" beyond it and clip.{_class_ids(report, clip)} No layer kept in float changes that;"
             f" only the output's range does (an int16 or float output): {_output_fix_words(fact)}.")
 
 
@@ -117,22 +118,18 @@ def _outputs_clipped(report: Report, facts: list[Fact]) -> str:
         clip = v.clipped_outputs[fact.detail]
         what = f"{fact.detail} ({clip.part})" if clip.part else fact.detail
         parts.append(f"{what} holds only {clip.low:.4g} to {clip.high:.4g} ({fmt_percent(clip.share)} beyond it)")
-        ids += _class_ids(clip, report.model.num_classes)
+        ids += _class_ids(report, clip)
     dtypes = sorted({v.clipped_outputs[f.detail].dtype for f in facts})
     return (f"{variants.short(v.name)}'s {'/'.join(dtypes)} outputs clip float's output values on the evaluation"
             f" data: {'; '.join(parts)}.{ids} No layer kept in float changes that; only the outputs' range does (int16"
             f" or float outputs): {_output_fix_words(facts[0], on='')}.")
 
 
-def _class_ids(clip, num_classes) -> str:
-    """A detector's class ids read from a clipping output: rounded to whole numbers, so that every class above the
-    range's top reads as the top one ("" for any other output, or a range that holds every class)."""
-    top = int(round(clip.high))
-    if clip.part != "classes" or num_classes is None or top >= num_classes - 1:
-        return ""
-    above = f"class {num_classes - 1}" if top == num_classes - 2 else f"classes {top + 1} to {num_classes - 1}"
-    return f" Class ids are read rounded to whole numbers, so {above} read{'s' if top == num_classes - 2 else ''} as" \
-           f" class {top}."
+def _class_ids(report: Report, clip) -> str:
+    """What the model's task kind says of a clipping output (a detector's class ids read rounded: its words,
+    reporter.render.kinds); "" for a kind that says nothing."""
+    view = kind_words.of(report.model.task_kind.name)
+    return view.clipped(clip, report.model.num_classes) if view is not None and view.clipped else ""
 
 
 def _output_fix_words(fact: Fact, on: Optional[str] = None) -> str:
