@@ -12,7 +12,8 @@ docstrings; comments and docstrings never count):
   modules that run them and keep their records (measure/hardware.py, model/hardware.py). Its code: identifiers and
   strings matching its pattern (`PLUGINS` below).
 - modules of the stages (STAGES: search, pipeline, debug, convert, inputs, batch, render) that decide whether a model
-  meets the target or run a paired test themselves: they define or call one of DECIDING or PAIRED.
+  meets the target or run a paired test themselves: they define one of DECIDING or PAIRED, or call one of PAIRED
+  (calling findings' `decide` or its rule is asking findings, not deciding).
 - metric names compared: a comparison (==, !=, in, not in) with a string constant (or a tuple, list or set of them)
   that names a metric (METRIC_NAMES).
 - argparse declarations outside the schema's one builder (inputs/settings.py): `add_argument(` calls.
@@ -50,7 +51,7 @@ PLUGINS = {
 STAGES = ("search/", "pipeline/", "debug/", "convert/", "inputs/", "batch/", "render/")
 DECIDING = {"decide", "meets_target", "gap_of", "after_fix", "_a_variant_meets", "meets", "meets_on_target"}
 PAIRED = {"mcnemar_p", "mcnemar_p_counts", "bootstrap_p", "paired_worse", "paired_better", "paired_t",
-          "paired_correct", "worse_beyond_noise"}
+          "paired_correct", "worse_beyond_noise", "may_ship", "paired_p"}
 METRIC_NAMES = {"accuracy", "mean IoU", "mask IoU", "mAP@0.5", "micro-F1", "micro F1", "exact-match accuracy",
                 "pixel accuracy", "R²", "MSE", "top-5 accuracy"}
 FLATBUFFER = re.compile(r"schema_py_generated|flatbuffer_utils|^ModelT$|^OperatorT$|^TensorT$|^BufferT$|^SubGraphT$"
@@ -133,8 +134,8 @@ def counts(root: Path) -> dict[str, tuple[int, list[str]]]:
             if isinstance(node, ast.Call):
                 f = node.func
                 called = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-                if called in DECIDING | PAIRED and rel.startswith(STAGES):
-                    deciding.add(rel)
+                if called in PAIRED and rel.startswith(STAGES):  # a paired test run here (asking findings'
+                    deciding.add(rel)  # `decide` or rule is not deciding: conclude.py hands findings' answers on)
                 if called == "add_argument" and rel != "inputs/settings.py":
                     argparse_calls.append(f"{rel}:{node.lineno}")
                 arg = node.args[0] if node.args else None
