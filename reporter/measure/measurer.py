@@ -176,24 +176,18 @@ class Measurer:
         t0 = time.perf_counter()
         errors: dict[str, str] = {}
 
-        def attempt(measurement: str, take):
-            try:
-                return take()
-            except QuantReportError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the other measurements and the variant stand
-                traceback.print_exc()  # into run.log
-                errors[measurement] = one_line(exc)
-                if measurement == "user_metric":  # said once, by the run, with what it does instead
-                    self.metric_error = self.metric_error or errors[measurement]
-                elif isinstance(exc, KindError):  # the same plug-in code for every model: said once
-                    if not self.kind_error:
-                        self.kind_error = str(exc)
-                        progress.say(f"{exc} for {name}; each model it fails on has its {measurement} not measured"
-                                     " (traceback in run.log)")
-                else:
-                    progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
-                return None
+        def failed(measurement: str, exc: Exception) -> None:
+            if measurement == "user_metric":  # said once, by the run, with what it does instead
+                self.metric_error = self.metric_error or errors[measurement]
+            elif isinstance(exc, KindError):  # the same plug-in code for every model: said once
+                if not self.kind_error:
+                    self.kind_error = str(exc)
+                    progress.say(f"{exc} for {name}; each model it fails on has its {measurement} not measured"
+                                 " (traceback in run.log)")
+            else:
+                progress.say(f"{name}: {measurement} not measured: {errors[measurement]}")
+
+        attempt = _attempter(errors, failed)  # the other measurements and the variant stand
 
         def analyze():
             text = structure.analyzer_text(tflite)
@@ -276,17 +270,9 @@ class Measurer:
                 joined = evaluate.joined_outputs((self.folder / f"{name}.tflite").read_bytes(), outputs)
                 out = out if joined is None else joined
         errors: dict[str, str] = {}
-
-        def attempt(measurement: str, take):
-            try:
-                return take()
-            except QuantReportError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - the other measurements there stand; the run's own are untouched
-                traceback.print_exc()  # into run.log
-                errors[measurement] = one_line(exc)
-                self.progress.say(f"{name}: {measurement} not measured on the target: {errors[measurement]}")
-                return None
+        # the other measurements there stand; the run's own are untouched
+        attempt = _attempter(errors, lambda measurement, exc: self.progress.say(
+            f"{name}: {measurement} not measured on the target: {errors[measurement]}"))
 
         metrics, output_error, target_error, heads = self._quality(name, out, by_head, attempt, on_target=True)
         if len(out) and bool(nonfinite_rows(out).all()):  # as its own run: figures of NaN compare nothing
@@ -466,6 +452,22 @@ class Quality:
 # Why a model's main scale is not measured when its output is NaN or inf on every evaluation sample: the decision
 # reads it (reporter.findings.decision: not measured, so never meeting the target; float so: nothing is compared).
 NOT_FINITE = "its outputs are NaN or inf on every evaluation sample"
+
+
+def _attempter(errors: dict[str, str], failed: Callable[[str, Exception], None]):
+    """`attempt(measurement, take)`: `take()`, or None when it raises (quant-report's own errors go on up): the
+    traceback into run.log, its one line into `errors[measurement]`, then `failed(measurement, exc)` says it."""
+    def attempt(measurement: str, take):
+        try:
+            return take()
+        except QuantReportError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one measurement's failure, recorded and said
+            traceback.print_exc()  # into run.log
+            errors[measurement] = one_line(exc)
+            failed(measurement, exc)
+            return None
+    return attempt
 
 
 class NotRunnable(ValueError):
