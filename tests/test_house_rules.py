@@ -104,3 +104,24 @@ def test_the_rules_see_what_they_forbid(tmp_path):
     assert _bare_any(tree.body[1].annotation)
     assert not _bare_any(ast.parse("x: dict[str, Any]").body[0].annotation)
     assert any(isinstance(n, ast.Constant) and n.value in _variant_names() for n in ast.walk(tree))
+
+
+def _metric_names_compared(tree: ast.AST) -> list[int]:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from house_counts import _names_metric  # the counter issue 64's figures come from
+
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
+            and any(_names_metric(p) for p in [node.left, *node.comparators])]
+
+
+def test_no_metric_is_compared_by_name():
+    """How a metric is worded ("4.3 accuracy points", "4.3 points of mean IoU") is the kind's property
+    (TaskKind.plain_points, read by Report.metric_plain), not a comparison with "accuracy": a user's metric named
+    "accuracy", or a kind's share that is not a classifier's accuracy, would be worded wrong."""
+    found = [f"{rel}:{line}" for _, rel, tree in _modules() for line in _metric_names_compared(tree)]
+    assert not found, "metric names compared (ask Report.metric_plain or the kind):\n" + "\n".join(found)
+    planted = ast.parse("if metric == 'accuracy': pass\nif name in ('mean IoU', 'x'): pass\nif k == 'other': pass\n")
+    assert _metric_names_compared(planted) == [1, 2]

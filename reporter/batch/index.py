@@ -28,7 +28,6 @@ from reporter.core.formatting import NOT_MEASURED, fmt_bytes, fmt_change, fmt_me
 from reporter.core import variants
 from reporter.core.variants import short
 
-ACCURACY_NAMES = ("accuracy", "exact-match accuracy")
 INDEX_SCHEMA_VERSION = 2  # 2: `scores` by metric name; `accuracy` only for accuracy
 
 
@@ -56,6 +55,7 @@ class IndexRow:
     not_measured: dict = dataclasses.field(default_factory=dict)
     metric: str = "accuracy"  # the main metric the row's numbers are: accuracy, mean IoU, the user's metric
     metric_share: bool = True  # a share (0..1); else a number in the metric's own units
+    metric_plain: bool = True  # the share of samples right (Report.metric_plain): the column needs no metric name
     higher_is_better: bool = True  # the main metric's direction
     scores: dict = dataclasses.field(default_factory=dict)  # {metric name: {variant: value}}
     metric_drop: Optional[float] = None  # float - gate variant on the main metric, oriented (positive: worse)
@@ -81,7 +81,7 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
     main = flt.metrics.main if flt is not None and flt.metrics is not None else None
     ok = [f for f in found.variants if f.ok and f.name != variants.RULE]
     values = {f.name: f.accuracy for f in ok if f.accuracy is not None}  # the main metric, whatever it is
-    is_accuracy = metric in ACCURACY_NAMES
+    is_accuracy = report.metric_plain()  # a classifier's accuracy: the index's `accuracy` column
     by_target = gate is not None and not gate.variant and found.gate is not None  # the run's gate by --target
     gated = found.gate.variant if by_target else (gate.variant if gate and gate.variant else variants.GATE_DEFAULT)
     target = found.variant(gated)
@@ -105,7 +105,7 @@ def _row(out: Path, outcome: Outcome, gate: Optional[Gate]) -> IndexRow:
         gate=gate_result,
         verdict=found.headline[0] if found.headline else "",
         not_measured={f.name: dict(f.not_measured) for f in ok if f.not_measured},
-        metric=metric, metric_share=share,
+        metric=metric, metric_share=share, metric_plain=is_accuracy,
         npu_estimate_ms=next((f.inference_ms for f in found.decision.hardware.tools.values()  # an NPU compiler's
                               if getattr(f, "inference_ms", None) is not None), None)  # estimate of the model shipped
         if found.decision is not None and found.decision.hardware is not None else None,
@@ -207,7 +207,7 @@ class IndexView:
         values = r.scores.get(r.metric, r.accuracy)
         return {
             "row": r,
-            "metric": "" if r.metric == "accuracy" else r.metric,
+            "metric": "" if r.metric_plain else r.metric,
             "accuracy": [NOT_MEASURED if _missing(r, v, "metrics") else
                          (fmt_metric if r.metric_share else fmt_number)(values.get(v)) for v in self.VARIANTS],
             "size": [fmt_bytes(r.size_bytes.get(v)) if r.size_bytes.get(v) else "–" for v in self.VARIANTS[:3]],

@@ -84,12 +84,11 @@ def fmt_score(x: Optional[float], share: bool = True) -> str:
     return fmt_percent(x) if share else fmt_number(x)
 
 
-def fmt_amount(delta: float, share: bool = True, metric: str = "accuracy") -> str:
-    """How much a main metric moved, unsigned: "4.3 points" (accuracy), "4.3 points of mean IoU", "0.0123 of
-    top2" (a metric that is not a share)."""
+def fmt_amount(delta: float, share: bool = True, metric: str = "accuracy", plain: bool = True) -> str:
+    """How much a main metric moved, unsigned: "4.3 points" (`plain`: the share of samples right, as
+    Report.metric_plain says), "4.3 points of mean IoU", "0.0123 of top2" (a metric that is not a share)."""
     if share:
-        return f"{abs(delta) * 100:.1f} points" + ("" if metric in ("accuracy", "exact-match accuracy") else
-                                                    f" of {metric}")
+        return f"{abs(delta) * 100:.1f} points" + ("" if plain else f" of {metric}")
     return f"{fmt_number(abs(delta))} of {metric}"
 
 

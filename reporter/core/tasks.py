@@ -42,6 +42,9 @@ class TaskKind:
     # What the verdicts call `metrics.accuracy` when they read it: a report with no main metric recorded (written
     # before `model.main_metric`, or its float not measured) is judged on this share.
     share_metric: str = "accuracy"
+    # That share is the share of samples right (a classifier's accuracy): its moves are said in plain points ("4.3
+    # accuracy points"), not "4.3 points of mAP@0.5". Words ask this (Report.metric_plain); they never compare names.
+    plain_points: bool = True
     unit: str = "samples"  # what a share of predictions counts ("predicts class 3 for 40 % of ...")
     counted_as: str = "classes"  # after the number of classes: "10 classes"
     class_count_compared: bool = True  # two reports' models differ when their numbers of classes do (diff)

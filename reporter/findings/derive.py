@@ -195,6 +195,7 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
         m = v.metrics
         n = report.dataset.num_eval
         metric, share = metric_of(report)
+        plain = report.metric_plain()
         if m.main is not None:
             low, high = m.main.low, m.main.high
         else:
@@ -218,7 +219,7 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
         finding = dict(direction=direction, accuracy=m.score, accuracy_low=low, accuracy_high=high,
                        main_metric=main, main_value=main_value, vs_float=vs_float, vs_fiq=vs_fiq,
                        labels_beyond_noise=beyond,
-                       degenerate=degenerate, score_name="" if metric == "accuracy" else metric, score_share=share)
+                       degenerate=degenerate, score_name="" if plain else metric, score_share=share)
     else:
         finding = dict(direction="reference" if v.name == variants.FLOAT else "not_measurable",
                        output_mse=v.output_error.mse if v.output_error else None,

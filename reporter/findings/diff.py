@@ -140,6 +140,7 @@ class Run:
     float_layers: int  # layers the recommended model keeps in float
     variants: int  # variants in the report
     fiq: Optional[Score] = None  # FIQ's main number, when measured
+    plain: bool = True  # the main metric is the share of samples right (Report.metric_plain): plain points
 
 
 @dataclass(frozen=True)
@@ -407,7 +408,7 @@ def _run(report: Report) -> Run:
     score = Score(metric_name(fiq), fiq.metrics.score, fiq.metrics.share) \
         if fiq is not None and fiq.ok and fiq.metrics else None
     return Run(report.dataset.num_eval, report.dataset.source, _task(report), metric_of(report)[0], _gap(report),
-               len(_kept(report)), len(report.variants), score)
+               len(_kept(report)), len(report.variants), score, report.metric_plain())
 
 
 def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_error) -> ModelDiff:

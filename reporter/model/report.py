@@ -386,6 +386,13 @@ class Report:
             return main.name, main.share
         return self.model.main_metric or self.model.task_kind.share_metric, True
 
+    def metric_plain(self) -> bool:
+        """The main metric is the kind's share of samples right (a classifier's accuracy, not the user's metric nor
+        mean IoU): the words say its moves as plain points ("4.3 accuracy points"), never "points of accuracy"."""
+        flt = self.variant(FLOAT)
+        main = flt.metrics.main if flt is not None and flt.metrics is not None else None
+        return main is None and not self.settings.metric and self.model.task_kind.plain_points
+
     def measurable(self) -> bool:
         """The report has a main metric to judge by (class scores, or the user's metric); else its scale is the
         output error against float."""

@@ -19,6 +19,7 @@ from reporter.core.targets.rules import anything, on_host
 # slow: a convolution runs without SIMD).
 REFERENCE_SAMPLES = 256
 REFERENCE_KERNELS, DEFAULT_KERNELS = "LiteRT's reference kernels", "LiteRT's default kernels"
+REFERENCE_KERNELS_RUN_BY = "what TFLite Micro and many NPUs implement"  # who runs the reference kernels, in words
 COST_SAME = 0.1  # costs this close (a tenth of a doubling) are a tie: the more accurate model is preferred
 
 

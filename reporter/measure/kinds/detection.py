@@ -253,6 +253,7 @@ class Detection(Kind):
                    " COCO matches it, AP re-accumulated per resample)")
     accuracy_label = MAP50
     share_metric = MAP50
+    plain_points = False
     unit = "detections"  # what a resample never splits (an image's detections stay together)
     per_class_title = "AP@0.5 per class"
     per_class_columns = "AP@0.5"

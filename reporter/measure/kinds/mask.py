@@ -32,6 +32,7 @@ class Mask(Regression):
     paired_test = tasks.BOOTSTRAP
     accuracy_label = "Mask IoU"
     share_metric = MASK_IOU
+    plain_points = False
     unit = "pixels"
 
     def recognise(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> TaskReading:

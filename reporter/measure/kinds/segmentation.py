@@ -37,6 +37,7 @@ class Segmentation(Kind):
     name = "segmentation"
     words = "segmentation (a class at every position)"
     main_metric = "mean IoU"
+    plain_points = False
     paired_test = BOOTSTRAP
     accuracy_label = "Pixel accuracy"
     unit = "pixels"

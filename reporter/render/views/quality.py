@@ -12,7 +12,7 @@ from reporter.render import kinds as kind_rows
 from reporter.render.views.common import DIRECTION_TONES, Basis, Cell, Row, metric_arrow, threshold_words, tone
 
 METRICS = (
-    ("accuracy", "Accuracy"),
+    ("accuracy", ""),  # "": the kind's own name for it (TaskKind.accuracy_label: "Accuracy", "Pixel accuracy")
     ("precision", "Precision (macro)"),
     ("recall", "Recall (macro)"),
     ("f1", "F1 (macro)"),
@@ -105,8 +105,7 @@ class QualityView:
                 better_up = key not in LOWER_IS_BETTER
                 shade = tone(arrow, higher_is_better=better_up) if self.beyond_noise(v.name) else "neutral"
                 cells.append(Cell(fmt_metric(value), arrow, shade))
-            if key == "accuracy":
-                label = basis.report.model.task_kind.accuracy_label
+            label = label or basis.report.model.task_kind.accuracy_label
             rows.append(Row(label, cells))
         cells = []
         for v in basis.ok_columns:

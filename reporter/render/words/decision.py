@@ -162,9 +162,9 @@ def host_transform(t) -> str:
 
 
 def agreement(a: ReferenceAgreement) -> str:
-    """"LiteRT's reference kernels (what TFLite Micro and many NPUs run) give the same output values as the default
+    """"LiteRT's reference kernels (what ... implement) give the same output values as the default
     kernels on 99.8 % of values over 256 samples (largest difference 1 quantization step; same top class on 100 %)"."""
-    text = (f"LiteRT's reference kernels (what TFLite Micro and many NPUs implement) give the same output values as"
+    text = (f"{tg.REFERENCE_KERNELS} ({tg.REFERENCE_KERNELS_RUN_BY}) give the same output values as"
             f" its default kernels on {fmt_percent(a.identical_share)} of values over {a.samples:,} samples")
     if a.max_steps > 0:
         text += f" (largest difference {a.max_steps:.0f} quantization step{'s' if a.max_steps >= 1.5 else ''}"
@@ -194,7 +194,7 @@ def _loss(report: Report, o: Option) -> str:
         metric, share = report.metric()
         p = f", {p_text(o.vs_float.p_value)}" if o.vs_float.p_value is not None else ""
         where = f" on {o.kernels}" if o.kernels else ""
-        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric))}{where}{p}"
+        return f"{worse_words(fmt_amount(-o.vs_float.delta, share, metric, report.metric_plain()))}{where}{p}"
     if o.output_mse is not None:
         return f"differs from float by {fmt_mse(o.output_mse, o.output_variance)}"
     return "falls short"

@@ -227,7 +227,7 @@ def gate_message(diff: Diff, f: GateFailure) -> str:
     change = v.heads[f.output] if f.output else v.accuracy
     limit = diff.max_accuracy_drop
     what = f" output {f.output}" if f.output else ""
-    if v.metric in ("", "accuracy") or what:
+    if not v.metric or m.new_run is None or m.new_run.plain or what:
         words = (f"accuracy {fmt_percent(f.base)} → {fmt_percent(f.new)} ({fmt_signed_points(-f.drop)}"
                  f" points; limit {limit * 100:.1f} points)")
     else:

@@ -43,14 +43,15 @@ def message(report: Report, found: Findings, verdict: gt.Verdict) -> str:
                 " apply")
     noise = f", {p_text(loss.p_value)}" if loss.p_value is not None else ""
     metric, share = report.metric()
-    if metric == "accuracy":
+    plain = report.metric_plain()
+    if plain:
         lim = f"{limit * 100:.1f}"
     else:
         lim = f"{limit * 100:.1f} points" if share else f"{limit:g}"
     if loss.output:
         return (f"{variant} accuracy drop {loss.drop * 100:.1f} points{noise} on output {loss.output} exceeds the"
                 f" limit of {lim}")
-    points = f"{loss.drop * 100:.1f} points" if share or metric == "accuracy" else fmt_number(loss.drop)
+    points = f"{loss.drop * 100:.1f} points" if share or plain else fmt_number(loss.drop)
     primary = report.primary_output()
     where = f" on output {primary}" if primary else ""
     outcome = "is within" if verdict.passed else "exceeds"

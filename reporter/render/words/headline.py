@@ -67,12 +67,12 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
         return f"FIQ's accuracy gap is not measurable ({gap.reason})."
     metric, share = report.metric()
     if gap.status == "no_gap":
-        good = "as accurate as float" if metric == "accuracy" else f"as good as float on {metric}"
+        good = "as accurate as float" if report.metric_plain() else f"as good as float on {metric}"
         what = (f"FIQ is {size} and {good} ({fmt_score(fiq.accuracy, share)} against"
                 f" {fmt_score(flt.accuracy, share)}" + (f"; {fiq.vs_float.text}" if fiq.vs_float else "") + ")")
-        if fiq.vs_float is not None and fiq.vs_float.delta < 0 and _lost(-fiq.vs_float.delta, metric, share) != \
-                _lost(0.0, metric, share):
-            what = (f"FIQ is {size} and {worse_words(_lost(-fiq.vs_float.delta, metric, share))}"
+        if fiq.vs_float is not None and fiq.vs_float.delta < 0 and _lost(report, -fiq.vs_float.delta) != \
+                _lost(report, 0.0):
+            what = (f"FIQ is {size} and {worse_words(_lost(report, -fiq.vs_float.delta))}"
                     f" ({fmt_score(flt.accuracy, share)} → {fmt_score(fiq.accuracy, share)}), {gap.reason}")
         return what + ": no layer needs to stay in float."
     p = p_text(gap.p_value) if gap.p_value is not None else "p not recorded"
@@ -82,7 +82,7 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
         return (f"FIQ is {size} and within noise of float on {metric} ({fmt_score(flt.accuracy, share)} →"
                 f" {fmt_score(fiq.accuracy, share)}, {p}), though its drop is {beyond}: the data show no loss to win"
                 " back, so no fix is offered.")
-    text = (f"FIQ {worse_words(_lost(gap.fiq_drop, metric, share))} against float ({fmt_score(flt.accuracy, share)} →"
+    text = (f"FIQ {worse_words(_lost(report, gap.fiq_drop))} against float ({fmt_score(flt.accuracy, share)} →"
             f" {fmt_score(fiq.accuracy, share)}, {p})")
     if fiq.degenerate is not None:
         unit = report.model.task_kind.unit
@@ -99,7 +99,7 @@ def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: Va
         it += " and every " + " and ".join(rec.denylisted_ops) + " op (--keep-float-ops)"
     if fix.status in ("recovered", "open") and fix.accuracy is not None:
         metric, share = report.metric()
-        won = (f"wins back {fmt_amount(fix.points_won_back, share, metric)} ({fmt_percent(fix.share_of_gap, 0)} of"
+        won = (f"wins back {fmt_amount(fix.points_won_back, share, metric, report.metric_plain())} ({fmt_percent(fix.share_of_gap, 0)} of"
                " the gap)" if fix.points_won_back is not None and fix.share_of_gap is not None else "was measured")
         against = f"{fmt_score(fix.accuracy, share)} against float's {fmt_score(flt.accuracy, share)}" + (
             f" ({fix.vs_float.text})" if fix.vs_float else "")
@@ -151,11 +151,13 @@ def _and(items: list[str]) -> str:
     return ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def _lost(drop: float, metric: str, share: bool) -> str:
-    """"4.3 accuracy points", "4.3 points of mean IoU", "0.0123 of top2"."""
-    if metric == "accuracy":
-        return f"{drop * 100:.1f} accuracy points"
-    return fmt_amount(drop, share, metric)
+def _lost(report: Report, drop: float) -> str:
+    """"4.3 accuracy points" (the share of samples right: Report.metric_plain), "4.3 points of mean IoU", "0.0123 of
+    top2"."""
+    if report.metric_plain():
+        return f"{drop * 100:.1f} {report.model.task_kind.accuracy_label.lower()} points"
+    metric, share = report.metric()
+    return fmt_amount(drop, share, metric, False)
 
 
 def _blames(found: list[VariantFinding]) -> list[str]:

@@ -46,7 +46,7 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
     if why == mf.NOISE:
         return f"the drop is within noise ({p_text(gap.p_value)})"
     if why == mf.LOSES:
-        return f"FIQ {worse_words(fmt_amount(gap.fiq_drop, share, metric))}"
+        return f"FIQ {worse_words(fmt_amount(gap.fiq_drop, share, metric, report.metric_plain()))}"
     limit = report.settings.max_accuracy_drop
     if why == mf.ALLOWED:
         return f"the drop is within --max-accuracy-drop {limit:g}"
@@ -66,7 +66,7 @@ def _searched(report: Report, gap: GapFinding) -> str:
     found = report.recommendation.gap
     metric, share = report.metric()
     return searched_words(gap.status, gap.standing, found.drop, found.p_value, report.settings.max_accuracy_drop,
-                          Scale(metric, share, _test_name(report)))
+                          Scale(metric, share, _test_name(report), report.metric_plain()))
 
 
 class Scale(NamedTuple):
@@ -75,6 +75,7 @@ class Scale(NamedTuple):
     metric: str
     share: bool
     test: str
+    plain: bool = True  # the share of samples right, said in plain points (Report.metric_plain)
 
 
 def searched_words(status: str, standing: str, drop: Optional[float], p_value: Optional[float],
@@ -82,8 +83,8 @@ def searched_words(status: str, standing: str, drop: Optional[float], p_value: O
     """A gap (`status` "no_gap" or "gap": FIQ's; "recovered" or "open": the recommended model's) from its drop on
     the main metric and its paired test, by how they stand against the accuracy target (`standing`:
     reporter.core.judgement.NOT_WORSE ... LOSES): "FIQ loses 4.3 points (McNemar p < 0.005)"."""
-    metric, share, test = scale
-    amount = fmt_amount(drop, share, metric) if drop is not None else ""
+    metric, share, test, plain = scale
+    amount = fmt_amount(drop, share, metric, plain) if drop is not None else ""
     tested = f"{test} {p_text(p_value) if p_value is not None else 'not tested'}"
     if status in ("no_gap", "gap"):
         if standing == jd.NOT_WORSE:
