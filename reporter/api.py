@@ -10,7 +10,9 @@
 `model` is a path (as on the command line), a `keras.Model` (Keras 3 or tf_keras) or the bytes of a float .tflite;
 `data` a path or `module:function` (as on the command line), a mapping of arrays named as in an .npz (`x`, `y`,
 `x_calib`, `x_<input>`, `y_<output>`, `meta_<name>`) or a `tf.data.Dataset` of `(x, y)` batches, read batch by
-batch; `calibration=` a second dataset or the converter's representative-dataset generator. The settings are the
+batch; `calibration=` a second dataset or the converter's representative-dataset generator; `plugins=` the user's
+plug-ins (module names or .py files, as `--plugin` takes them), loaded first, whose task kinds and targets the
+settings may then name (`task=`, `target=`). The settings are the
 command line's flags by their Python names (`variants=["float", "fiq"]`, `target="int8"`, `max_accuracy_drop=0.01`),
 checked by the same declarations: a bad one raises `reporter.QuantReportError` with the same one line. Without
 `out`, nothing is written beyond temporary files, removed when the report is.
@@ -36,7 +38,7 @@ from reporter.model.report import Report as _Report
 from reporter.render import FORMATS
 from reporter.inputs import materialize
 from reporter.inputs.settings import BY_NAME, GATE_BY_NAME, RunSettings, check_value
-from reporter.plugins import register_builtins
+from reporter.plugins import PluginError, load as load_plugins, register_builtins
 
 register_builtins()  # the composition root: every use of the API (a run, a report read back) has the plug-ins
 
@@ -115,7 +117,12 @@ def _report_files() -> set:
 def run(model, data, *, out: Union[str, Path, None] = None, name: Optional[str] = None, calibration=None,
         **settings) -> Report:
     """Runs every stage for one model and returns its report (see the module's documentation). Raises
-    QuantReportError with one line when the model, the data or a setting cannot be used."""
+    QuantReportError with one line when the model, the data, a plug-in (`plugins=`) or a setting cannot be used."""
+    plugins = settings.pop("plugins", None)
+    if plugins is not None:
+        settings["plugin"] = _plugins(plugins, settings.get("plugin", ()))
+    if "plugin" in settings:  # loaded before the settings are checked: they may name its kinds and targets
+        settings["plugin"] = _loaded(settings["plugin"])
     with tempfile.TemporaryDirectory(prefix="quant-report-inputs-") as scratch:
         values = _checked(settings)
         with _about("model"):
@@ -174,9 +181,31 @@ def _renamed(exc: InputError, temporary: dict) -> QuantReportError:
     return exc
 
 
+def _plugins(plugins, also) -> list:
+    """`plugins=` (one name or file, or several) and `plugin=` together, as one list of text."""
+    try:
+        given = [plugins] if isinstance(plugins, (str, os.PathLike)) else list(plugins)
+        also = [also] if isinstance(also, (str, os.PathLike)) else list(also)
+    except TypeError:
+        raise UsageError(f"plugins must be a module name, a .py file or a list of them, not {plugins!r}") from None
+    return [os.fspath(p) if isinstance(p, os.PathLike) else p for p in (*also, *given)]
+
+
+def _loaded(plugins) -> list:
+    """The plug-ins loaded, as given (a UsageError in one line, "plugins: my_kind.py: no such file", for one that
+    cannot be)."""
+    plugins = _plugins(plugins, ())
+    try:
+        load_plugins(plugins)
+    except PluginError as exc:
+        raise UsageError(f"plugins: {exc}") from exc
+    return plugins
+
+
 def run_settings(settings: RunSettings) -> tuple[_Report, Path]:
-    """The one path every run takes (the command line's and `run`'s): the settings and inputs checked before
-    TensorFlow is imported, then the pipeline. Returns the report and its folder."""
+    """The one path every run takes (the command line's and `run`'s): the plug-ins loaded, the settings and inputs
+    checked before TensorFlow is imported, then the pipeline. Returns the report and its folder."""
+    load_plugins(settings.plugin)  # loaded already by the command line and `run`; a second call does nothing
     settings.check()  # before importing the pipeline (1.4 s) and TensorFlow (4 s): bad input fails at once
     from reporter.pipeline.stages import run as pipeline_run
 

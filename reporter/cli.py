@@ -18,7 +18,7 @@ from reporter.core.errors import UsageError
 from reporter.core.exit_codes import ExitCode, exit_code, help_text
 from reporter.core.schema import COMMANDS, DEMO_MODELS, TOP
 from reporter.inputs.settings import BATCH, GATE, RUN, add_flags, from_args
-from reporter.plugins import register_builtins
+from reporter.plugins import PluginError, load as load_plugins, register_builtins, unloaded
 
 # TensorFlow's C++ start-up lines are noise for a user; run.log still gets the converter's output.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -121,8 +121,36 @@ def reference_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def _plugins_first(argv) -> Optional[int]:
+    """--plugin, read on its own and loaded before the parser is built: --task's and --target's choices and help are
+    the registries', a plug-in's kinds and targets among them. The exit code after one line naming a plug-in that
+    cannot be loaded; None when all are (or none is given; the parser then says what else is wrong)."""
+    import dataclasses
+
+    from reporter.core.schema import PLUGIN
+
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
+    first = _Parser(prog="quant-report", add_help=False, allow_abbrev=False)
+    add_flags(first, [dataclasses.replace(PLUGIN, check=lambda v: True)])  # what each is: said by loading it
+    try:
+        specs = first.parse_known_args(argv)[0].plugin
+    except UsageError:  # `--plugin` without a value: the parser's own line
+        return None
+    try:
+        load_plugins(specs)
+    except PluginError as exc:
+        command = next((a for a in argv if a in COMMANDS), "")
+        print(f"quant-report{' ' + command if command else ''}: error: argument --plugin: {exc}", file=sys.stderr)
+        return int(ExitCode.USAGE)
+    return None
+
+
 def main(argv=None) -> int:
     """The command line; returns the exit code (see reporter/core/exit_codes.py), never exits itself."""
+    register_builtins()  # the built-in and installed plug-ins, before the user's own (--plugin)
+    failed = _plugins_first(argv)
+    if failed is not None:
+        return failed
     try:
         args = build_parser().parse_args(argv)
     except UsageError as exc:
@@ -265,6 +293,10 @@ def _baseline_readable(base) -> bool:
     except DiffError as exc:
         _error(f"--baseline: {exc}")
         return False
+    needs = unloaded(base)  # made with a plug-in's kind this run does not load: never compared as another kind
+    if needs:
+        _error(f"--baseline: {needs}")
+        return False
     return True
 
 
@@ -312,6 +344,10 @@ def _diff(args) -> int:
     from reporter.pipeline import conclude
     from reporter.render.formats import write_atomic
 
+    needs = unloaded(args.base) or unloaded(args.new)  # made with a plug-in's kind: never read as another kind
+    if needs:
+        _error(needs)
+        return int(ExitCode.USAGE)
     try:
         result = conclude.compare_runs(args.base, args.new, args.max_accuracy_drop)
         data = rdiff.render(result, args.format)
@@ -390,6 +426,14 @@ def _render(args) -> int:
     out = Path(args.out) if args.out else src.parent / render.FILE_NAMES[args.format]
     if out.is_dir():  # --out a folder: the format's usual file name in it
         out = out / render.FILE_NAMES[args.format]
+    needs = unloaded(src, kinds=False)  # a plug-in's figures: read only through its record
+    if needs:
+        _error(needs)
+        return int(ExitCode.USAGE)
+    shown = unloaded(src)  # a plug-in's kind not loaded here: shown from what report.json stores, never as another kind
+    if shown:
+        print(f"quant-report: note: {shown.replace('give it here too', 'shown from what report.json stores')}",
+              file=sys.stderr)
     try:
         report = load_report(src)
         render.write_atomic(out, render.render(report, args.format))
@@ -428,19 +472,29 @@ def _batch(args) -> int:
     from pathlib import Path
 
     from reporter.batch import index
-    from reporter.batch.config import ConfigError, load
+    from reporter.batch.config import ConfigError, load, plugins_of
     from reporter.batch.display import Display
     from reporter.batch.executor import BatchOptions, LocalPool
     from reporter.batch.runner import run_batch
     from reporter.core.errors import QuantReportError
     from reporter.core.files import check_writable
 
+    given = load_plugins(args.plugin)  # loaded before the parser was built: their files, resolved
+    for spec, where in plugins_of(args.config):  # the file's own, before its --task values are checked
+        try:
+            load_plugins([spec])
+        except PluginError as exc:
+            _error(f"{where}: plugin {exc}")
+            return int(ExitCode.USAGE)
     try:
         config = load(args.config)
     except ConfigError as exc:
         for line in exc.problems:
             _error(line)
         return int(ExitCode.USAGE)
+    for entry in config.models:  # each report records every plug-in its worker had (`render` names them)
+        if given:
+            entry.options["plugin"] = list(dict.fromkeys([*given, *entry.options.get("plugin", ())]))
     try:
         check_writable(args.out)
     except QuantReportError as exc:

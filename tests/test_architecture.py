@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "reporter"
 # The entry points (command line, Python API) and their composition root (the built-in plug-ins registered).
-TOP_LEVEL_FILES = {"__init__.py", "__main__.py", "cli.py", "api.py", "plugins.py"}
+TOP_LEVEL_FILES = {"__init__.py", "__main__.py", "cli.py", "api.py", "plugins.py", "testing.py"}
 
 
 def test_import_linter_contract_is_kept():

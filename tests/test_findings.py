@@ -98,7 +98,7 @@ def test_a_significant_collapse_names_the_culprits_and_the_fix(base):
     rows = {row.label: row for row in ReportView(r).before_after_rows}
     vs_fiq, vs_float = rows["Accuracy"].cells[3], rows["Accuracy"].cells[4]
     assert vs_fiq.tone == "good" and vs_fiq.text.startswith("+32.5 points")
-    assert vs_float.tone == "neutral" and "exactly the same samples" in vs_float.text
+    assert vs_float.tone == "neutral" and "the same samples right" in vs_float.text
 
 
 def test_no_gap_with_a_flagged_layer_is_a_false_alarm_not_a_fix(base):
@@ -115,7 +115,7 @@ def test_no_gap_with_a_flagged_layer_is_a_false_alarm_not_a_fix(base):
     assert [h.code for h in f.hints] == ["rule_false_alarm"]
     assert "no layer needs to stay in float" in f.headline[1]  # after the model to ship
     html = render.render_html(r).decode()
-    assert "Layers to keep in float" not in html and "Reproduce the recommended model" not in html
+    assert "Layers to keep in float" not in html and "Reproduce the search's model" not in html
 
 
 def test_a_regression_output_gets_no_gap_sentences(base):
@@ -353,7 +353,7 @@ def test_the_gap_the_search_measured_is_worded_from_its_figures_as_the_search_on
     figures = ("status", "drop", "p_value", "fiq_drop")
     assert {k: data["recommendation"]["gap"][k] for k in figures} == {k: frozen[k] for k in figures}
     said = frozen["reason"]
-    assert said in ("the recommended model is as good as float", "FIQ is at least as good as float")
+    assert said in ("the search's model is as good as float", "FIQ is at least as good as float")
     stored = report_from_json(path.read_text()).findings
     data["recommendation"]["gap"]["reason"] = ""
     data.pop("findings")
@@ -374,7 +374,7 @@ def test_the_gap_words_say_each_standing_as_the_search_said_it():
     assert said("no_gap", jd.ALLOWED, limit=0.05) == "the drop is within --max-accuracy-drop 0.05"
     assert said("no_gap", jd.NOISE) == "the drop is within noise (McNemar p = 0.3)"
     assert said("gap", jd.LOSES, p=None) == "FIQ loses 4.3 points (McNemar not tested)"
-    assert said("recovered", jd.NOT_WORSE, 0.0) == "the recommended model is as good as float"
+    assert said("recovered", jd.NOT_WORSE, 0.0) == "the search's model is as good as float"
     assert said("recovered", jd.NOISE) == "4.3 points below float, within noise: McNemar p = 0.3"
     assert said("recovered", jd.ALLOWED, limit=0.05) == "4.3 points below float: within --max-accuracy-drop 0.05"
-    assert said("open", jd.LOSES, p=0.001) == "the recommended model still loses 4.3 points, McNemar p = 0.001"
+    assert said("open", jd.LOSES, p=0.001) == "the search's model still loses 4.3 points, McNemar p = 0.001"

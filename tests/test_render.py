@@ -87,7 +87,7 @@ def _parse(html: bytes) -> _Collector:
 def test_html_structure(report):
     doc = _parse(render.render(report, "html"))
     names = ReportView(report).column_labels
-    assert names == ["Float", "DRQ", "FIQ", "Recommended"]
+    assert names == ["Float", "DRQ", "FIQ", "FIQ with 2 ops in float"]
     for table in ("tensor-types", "metrics", "size-latency", "ops"):
         assert doc.tables[table][0][1][1:] == names, table  # one column per variant
     metrics = {row[1][0]: row[1][1:] for row in doc.tables["metrics"][1:]}
@@ -117,7 +117,7 @@ def test_html_structure(report):
     tradeoff = doc.tables["tradeoff"][1:]
     assert len(tradeoff) == len(distinct) + 1
     chosen = [r for r in tradeoff if r[0].get("class") == "chosen"]
-    assert len(chosen) == 1 and "RECOMMENDED" in chosen[0][1][-1]
+    assert len(chosen) == 1 and "PICKED" in chosen[0][1][-1]
     assert chosen[0][1][0] == str(len(rec.denylisted_nodes))
     assert chosen[0][1][4] == f"{rec.selective.metrics.accuracy:.3f}"
     assert [r for r in tradeoff if r[0].get("class") == "rule"][0][1][4] == f"{rec.rule.selective.metrics.accuracy:.3f}"

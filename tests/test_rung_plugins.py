@@ -13,6 +13,7 @@ import pytest
 import detector_fixtures
 import repair_fixtures
 import rewrite_fixtures
+import shared_scale_fixtures
 from reporter.convert import rungs
 from reporter.convert.rungs.base import RepairOptions, Workspace
 
@@ -94,6 +95,8 @@ def refusal(code: str) -> Workspace:
         return Workspace(mlp(), X, X)  # no bias, no leading normalization, no NEG, no outlier channel, no depthwise
     if code == "float_detection_outputs":
         return Workspace(mlp(), X, X)  # no detection postprocess
+    if code == "split_output_scale":
+        return Workspace(mlp(), X, X)  # no output made by a concatenation
     raise AssertionError(f"rung {code!r} has no refusal case in this suite: add one")
 
 
@@ -114,6 +117,11 @@ def own_fixture(code: str, cache):
         data = np.load(files["data"])
         fx = types.SimpleNamespace(float_model=files["tflite"].read_bytes(), x_calib=data["x_calib"],
                                    x_select=data["x_calib"][:64], x=data["x"])
+    elif code == "split_output_scale":
+        folder = shared_scale_fixtures.ensure(cache)
+        data = np.load(folder / "data.npz")
+        fx = types.SimpleNamespace(float_model=(folder / "model.tflite").read_bytes(), x_calib=data["x_calib"],
+                                   x_select=data["x_calib"][:64], x=data["x"])
     else:
         raise AssertionError(f"rung {code!r} has no fixture in this suite: add one")
     return fx
@@ -121,8 +129,8 @@ def own_fixture(code: str, cache):
 
 # --- the suite ----------------------------------------------------------------------------------------------------
 def test_the_registry_lists_each_rung_once_in_ladder_order():
-    assert CODES == ["static_batch1", "float_detection_outputs", "ranges", "bias_correction", "host_normalization", "layernorm_without_neg",
-                     "smoothquant", "cross_layer_equalization", "int16x8"]
+    assert CODES == ["static_batch1", "float_detection_outputs", "ranges", "split_output_scale", "bias_correction",
+                     "host_normalization", "layernorm_without_neg", "smoothquant", "cross_layer_equalization", "int16x8"]
     for rung in rungs.REGISTRY:
         assert rung.label and isinstance(rung.exact, bool)
 

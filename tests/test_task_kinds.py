@@ -64,6 +64,14 @@ def _fixture(name):
         return (4, 4, 1), "LOGISTIC", y, out.reshape(N, -1), None, iou
     if name == "detection":
         return _detections(rng)
+    if name == "yolo":  # a v8 output [4 + 3, 16], normalized boxes, labels packed as bind_labels packs them
+        import yolo_fixtures
+
+        return yolo_fixtures.conformance(rng, N)
+    if name == "keypoints":  # heatmaps (8, 8, 4), labels (N, 4, 3) with some keypoints not labelled
+        import keypoint_fixtures
+
+        return keypoint_fixtures.conformance(rng, N)
     raise KeyError(name)
 
 
@@ -94,11 +102,11 @@ def _detections(rng, k=5, boxes=3, classes=3):
     return ("detector", k, classes), "", y, out, classes, expected
 
 
-FIXTURES = ("classification", "binary", "multilabel", "segmentation", "regression", "mask", "detection")
+FIXTURES = ("classification", "binary", "multilabel", "yolo", "segmentation", "regression", "mask", "detection", "keypoints")
 # kind: the fixture of another kind whose labels and output it must refuse
 REFUSES = {"classification": "binary", "binary": "classification", "multilabel": "classification",
            "segmentation": "classification", "regression": "segmentation", "mask": "regression",
-           "detection": "segmentation"}
+           "detection": "segmentation", "keypoints": "segmentation", "yolo": "segmentation"}
 # kind: (`model.task`, `model.binary_sigmoid` in report.json, the kind a report read back names)
 RECORDED = {"classification": ("classification", False, "classification"),
             "binary": ("classification", True, "binary"),
@@ -106,7 +114,9 @@ RECORDED = {"classification": ("classification", False, "classification"),
             "segmentation": ("segmentation", False, "segmentation"),
             "regression": ("regression", False, "regression"),
             "mask": ("regression", False, "regression"),  # with `model.main_metric` "mask IoU"
-            "detection": ("detection", False, "detection")}
+            "detection": ("detection", False, "detection"),
+            "keypoints": ("keypoints", False, "keypoints"),
+            "yolo": ("yolo", False, "yolo")}
 KINDS = [k.name for k in tasks.kinds()]
 
 

@@ -24,6 +24,8 @@ RECORDED = {
     "regression": ("regression", False, None, ""),
     "mask": ("regression", False, None, "mask IoU"),  # recorded as a regression judged by mask IoU
     "detection": ("detection", False, 2, "mAP@0.5"),
+    "keypoints": ("keypoints", False, 2, "PCK@0.1"),
+    "yolo": ("yolo", False, 2, "mAP@0.5"),
 }
 # kind: what the rendered report says (Markdown summary, then the HTML page)
 WORDS = {
@@ -42,6 +44,10 @@ WORDS = {
              ["<th>Mask IoU</th>"]),
     "detection": (["Measured as a detector (REASON)", "| Variant | mAP@0.5 |", "points of mAP@0.5 against float"],
                   ["<th>mAP@0.5</th>"]),
+    "keypoints": (["Measured as a keypoint model (REASON)", "keras model, 2 keypoints,", "| Variant | PCK@0.1 |",
+                   "points of PCK@0.1 against float"], ["<th>PCK@0.1</th>"]),
+    "yolo": (["Measured as a YOLO detector (REASON)", "| Variant | mAP@0.5 |", "points of mAP@0.5 against float"],
+             ["<th>mAP@0.5</th>"]),
 }
 
 
@@ -107,10 +113,16 @@ READINGS = {
     # y_boxes (4, 1, 4) and y_classes (4, 1) packed as bind_labels gives them: boxes, then class ids
     "detection": (("detector", 5, 3), np.array([[.1, .1, .5, .5, 0], [.2, .2, .6, .6, 2], [0, 0, 0, 0, -1],
                                                 [.3, .1, .9, .4, 1]], np.float32), 3),
+    # y_keypoints (4, 2, 2): y, x normalized, for heatmaps (8, 8, K = 2)
+    "keypoints": ((8, 8, 2), np.array([[[.1, .2], [.5, .5]]] * 4, np.float32), 2),
+    # a raw YOLO output (7, 8) with y_boxes/y_classes packed as for the detector: v8 [4 + 3, 8] and v5 [7, 5 + 3]
+    # both fit 3 classes; --task yolo reads v8
+    "yolo": ((7, 8), np.array([[.1, .1, .5, .5, 0], [.2, .2, .6, .6, 2], [0, 0, 0, 0, -1],
+                               [.3, .1, .9, .4, 1]], np.float32), 3),
 }
 # The classes an output named without labels has, where it is not the labelled reading's: a detector's come from its
 # op's attributes, which one output of several (a head) does not carry.
-UNLABELLED_CLASSES = {"detection": None}
+UNLABELLED_CLASSES = {"detection": None, "yolo": None}
 
 
 @pytest.mark.parametrize("kind", sorted(READINGS))
@@ -188,6 +200,36 @@ def _outputs(kind):
                         [.2, .2, .9, .9]])
         y = np.array([[1, 0, 1, 0], [0, 1, 0, 0], [0, 0, 0, 1], [1, 1, 0, 1], [0, 1, 0, 1], [0, 1, 1, 1]], np.float32)
         return out, y, skm.jaccard_score(y.ravel(), (out >= 0.5).ravel().astype(int))
+    if kind == "keypoints":  # heatmaps (4, 4, 2): each keypoint at its top cell's centre, (row + 0.5) / 4; right
+        # within 0.1 x the diagonal of the box of the image's labelled keypoints (visibility > 0), of the image's
+        # (sqrt 2) where that box is flat
+        out = np.zeros((6, 4, 4, 2))
+        top = [((0, 0), (3, 3)), ((1, 1), (2, 2)), ((0, 3), (3, 0)), ((2, 2), (2, 2)), ((0, 0), (0, 1)),
+               ((3, 3), (0, 0))]
+        for i, cells in enumerate(top):
+            for k, (r, c) in enumerate(cells):
+                out[i, r, c, k] = 1.0
+        y = np.array([[[.125, .125, 2], [.875, .875, 2]],  # both right
+                      [[.375, .375, 2], [.9, .9, 2]],  # 0.39 off, the diagonal 0.74: one right
+                      [[.2, .8, 2], [.8, .2, 2]],  # each 0.106 off, the diagonal 0.85: none right
+                      [[.1, .1, 0], [.625, .625, 2]],  # one labelled keypoint, right
+                      [[.125, .125, 2], [.125, .625, 2]],  # a flat box: 0.25 off the image's 0.14: one right
+                      [[.5, .5, 2], [.125, .125, 2]]])  # 0.53 off, the diagonal 0.53: one right
+        return out.reshape(6, -1), y.reshape(6, -1), 6 / 11
+    if kind == "yolo":  # the detection case's boxes as a v8 [4 + 2, 4] head, 3 anchors empty: its mAP by hand
+        import detection_reference
+        import yolo_fixtures
+
+        y_boxes = np.array([[[.1, .1, .5, .5]], [[.2, .2, .6, .6]], [[.5, .5, .9, .9]]] * 2)
+        y_classes = np.array([[0], [1], [1], [0], [0], [1]])
+        out = np.zeros((6, 6, 4))
+        b = y_boxes[:, 0] + 0.02
+        out[:, 0, 0], out[:, 1, 0], out[:, 2, 0], out[:, 3, 0] = (b[:, 1] + b[:, 3]) / 2, (b[:, 0] + b[:, 2]) / 2, \
+            b[:, 3] - b[:, 1], b[:, 2] - b[:, 0]
+        out[np.arange(6), 4 + np.array([0, 1, 0, 0, 1, 1]), 0] = [.9, .8, .6, .4, .9, .7]
+        y = np.concatenate([y_boxes.reshape(6, -1), y_classes], axis=1)
+        dets = yolo_fixtures.reference_detections(out, "v8", 1.0)
+        return out.reshape(6, -1), y, detection_reference.score(dets, y_boxes, y_classes)["map50"]
     out = np.array([[0.1], [0.2], [0.3], [0.4], [0.5], [0.6]])
     return out, out[:, 0], None
 
@@ -201,6 +243,8 @@ SCORES = {
     "regression": (None, None),
     "mask": ("mask IoU", True),
     "detection": ("mAP@0.5", True),
+    "keypoints": ("PCK@0.1", True),
+    "yolo": ("mAP@0.5", True),
 }
 
 
@@ -210,8 +254,13 @@ def test_every_kind_is_measured_by_its_own_main_metric(kind):
     from reporter.inputs.metric import task_score
 
     out, y, expected = _outputs(kind)
-    shape = {"segmentation": (2, 2, 3)}.get(kind, out.shape[1:])
-    score = task_score(Task.of(tasks.of(kind), int(np.prod(shape)), shape), y)
+    shape = {"segmentation": (2, 2, 3), "keypoints": (4, 4, 2)}.get(kind, out.shape[1:])
+    task = Task.of(tasks.of(kind), int(np.prod(shape)), shape)
+    if kind == "yolo":
+        from reporter.measure.kinds.yolo import YoloTask
+
+        task = YoloTask(tasks.of(kind), 2, 0.001, layout="v8", dims=(6, 4))
+    score = task_score(task, y)
     name, bootstrapped = SCORES[kind]
     if name is None:
         assert score is None  # a regression is measured by its output error, not a main metric

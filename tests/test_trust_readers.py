@@ -213,7 +213,8 @@ PAYLOAD = (" <script>alert(1)</script> [x](javascript:alert(1)) ![i](javascript:
 STRUCTURAL = {"status", "name", "task", "direction", "verdict", "kind", "reference", "method", "scheme", "phase",
               "calibration_source", "source", "fingerprint", "correct_bits", "dtype", "generated_at", "recommend",
               "picks", "score", "converter", "variants", "main_metric", "score_name"}
-TAGS = {"p", "h2", "h3", "table", "thead", "tbody", "tr", "th", "td", "strong", "em", "code", "br"}
+TAGS = {"p", "h2", "h3", "table", "thead", "tbody", "tr", "th", "td", "strong", "em", "code", "br",
+        "details", "summary"}  # the last two: summary.md's own fold, written by its template
 
 
 def _hostile() -> dict:

@@ -85,6 +85,39 @@ def _is_function_spec(value: str, base: Path) -> bool:
     return ":" in value and not value.endswith(".npz") and not (base / value).exists() and not Path(value).is_absolute()
 
 
+def _resolved(table, base: Path):
+    """A [defaults] or [[model]] table with its `plugin` files, relative to the batch file's folder, made absolute
+    (a module is kept as named): what the checks, the driver and the workers read."""
+    value = table.get("plugin") if isinstance(table, dict) else None
+    if not isinstance(value, list):
+        return table
+    return {**table, "plugin": [str((base / v).resolve()) if isinstance(v, str) and (v.endswith(".py") or "/" in v)
+                                and not Path(v).expanduser().is_absolute() else v for v in value]}
+
+
+def plugins_of(path) -> list[tuple[str, str]]:
+    """The plug-ins a batch file names ([defaults] and [[model]] `plugin`), each with "FILE:LINE", files made
+    absolute: the driver loads them before the file's --task values are checked. Nothing for a file that cannot be
+    read (`load` says why)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        check_depth(_TOML_SKIP.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text))
+        data = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, JSONLimitError, RecursionError, tomllib.TOMLDecodeError):
+        return []
+    lines = _key_lines(text)
+    models = data.get("model") if isinstance(data.get("model"), list) else []
+    tables = [("defaults", -1, data.get("defaults"))] + [("model", i, m) for i, m in enumerate(models)]
+    found = []
+    for table, index, values in tables:
+        values = _resolved(values, path.parent)
+        if isinstance(values, dict) and isinstance(values.get("plugin"), list):
+            line = lines.get((table, index, "plugin")) or lines.get((table, index, None)) or 1
+            found += [(spec, f"{path}:{line}") for spec in values["plugin"] if isinstance(spec, str) and spec]
+    return list(dict.fromkeys(found))
+
+
 def load(path) -> BatchConfig:
     """Reads and checks the configuration; raises ConfigError listing every problem found."""
     path = Path(path)
@@ -133,7 +166,7 @@ def load(path) -> BatchConfig:
         elif value is None or settings.check_value(BATCH_KEYS[key], value):
             problem(at("batch", -1, key), f"'{key}' must be {BATCH_KEYS[key].must_be}, not {value!r}")
 
-    defaults = data.get("defaults", {})
+    defaults = _resolved(data.get("defaults", {}), base)
     if not isinstance(defaults, dict):
         problem(at("", -1, "defaults"), "'defaults' must be a table")
         defaults = {}
@@ -171,6 +204,7 @@ def load(path) -> BatchConfig:
     models: list[ModelEntry] = []
     seen: dict[str, int] = {}
     for i, raw in enumerate(raw_models):
+        raw = _resolved(raw, base)
         header = at("model", i, None)
         for key, value in raw.items():
             if key not in MODEL_KEYS:

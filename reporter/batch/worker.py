@@ -1,9 +1,10 @@
 """One model of a batch, in its own process: the typed job, the worker function and its outcome.
 
 The local pool (reporter.batch.runner) and the Ray executor (reporter.batch.ray) both run `work` and turn
-what it reports into an `Outcome` with `outcome`. The process has the built-in plug-ins before `work` runs: a
-local worker is a reporter.core.children.Child, which runs the driver's `AT_START` (reporter.plugins) first, and a
-Ray task runs them itself (reporter.batch.ray).
+what it reports into an `Outcome` with `outcome`. The process has the driver's plug-ins before `work` runs (the
+built-in and installed ones, and the user's: `--plugin`, the batch file's `plugin`): a local worker is a
+reporter.core.children.Child, which runs the driver's `AT_START` (reporter.plugins) first, and a Ray task runs them
+itself (reporter.batch.ray).
 """
 
 from __future__ import annotations

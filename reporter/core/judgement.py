@@ -46,6 +46,19 @@ def clipping_notable(share: float) -> bool:
     return share >= CLIPPED_NOTABLE_SHARE
 
 
+# An integer output a CONCATENATION joins from parts whose float spans differ by this factor or more shares one scale
+# that fits none of them: said when the shared grid also rounds at least ROUNDED_TO_ZERO_NOTABLE of some part's
+# nonzero values to 0 (an int16 output's finer grid may hold them all).
+SHARED_SCALE_RATIO = 10.0
+ROUNDED_TO_ZERO_NOTABLE = 0.01
+
+
+def shared_scale_notable(ratio: float, zero_shares) -> bool:
+    """The parts of one integer output differ in range by SHARED_SCALE_RATIO or more, and the grid they share rounds
+    a notable share of some part's values to 0."""
+    return ratio >= SHARED_SCALE_RATIO and any(share >= ROUNDED_TO_ZERO_NOTABLE for share in zero_shares)
+
+
 def nonzero(value: float) -> bool:
     """A difference beyond float rounding."""
     return abs(value) > TOLERANCE
@@ -154,9 +167,25 @@ def worse_beyond_noise(is_significant: Optional[bool], delta: float) -> bool:
 MIN_TIMED_RUNS = 10  # fewer timed runs than this tell no spread: their latencies are never "faster" or "slower"
 
 
-def timing_spread(p90: Optional[float], runs: int) -> Optional[float]:
-    """A latency's 90th percentile as the spread `faster` reads, or None when too few runs were timed to tell it."""
-    return p90 if runs >= MIN_TIMED_RUNS else None
+# A model timed within this many times an empty invoke on this host (a one-op model, timed the same way:
+# Latency.overhead) is mostly the interpreter's overhead and the timer's resolution: its latency is shown, never
+# compared ("faster", "slower", the decision's cost), so the same model on the same host gets the same words.
+TIMING_FLOOR_FACTOR = 10
+
+
+def timing_floor(overhead: float) -> float:
+    """The latency under which this host cannot tell models apart (ms): TIMING_FLOOR_FACTOR empty invokes."""
+    return TIMING_FLOOR_FACTOR * overhead
+
+
+def below_timing_floor(median: Optional[float], overhead: float) -> bool:
+    return median is not None and overhead > 0 and median < timing_floor(overhead)
+
+
+def timing_spread(median: float, p90: Optional[float], runs: int, overhead: float = 0.0) -> Optional[float]:
+    """A latency's 90th percentile as the spread `faster` reads; None (no claim) when too few runs were timed to
+    tell it, or when the model runs under this host's timing floor (`below_timing_floor`)."""
+    return p90 if runs >= MIN_TIMED_RUNS and not below_timing_floor(median, overhead) else None
 
 
 def faster(a_median: Optional[float], a_p90: Optional[float], b_median: Optional[float],
@@ -174,8 +203,9 @@ def latency_step(a_median: Optional[float], a_p90: Optional[float], b_median: Op
                  b_p90: Optional[float]) -> Optional[int]:
     """`a`'s latency against `b`'s, by `faster` (spreads as `timing_spread` gives them): 0 neither is faster beyond
     timing noise (a tie), -1 / +1 faster / slower, -2 / +2 more than COUNT_BIG_RATIO times; None when either
-    was not timed. Every table cell, arrow and colour for latency reads this, as the sentences read `faster`."""
-    if not a_median or not b_median:
+    was not timed or its spread tells nothing (too few runs, under the host's timing floor: `timing_spread`), so no
+    claim is made. Every table cell, arrow and colour for latency reads this, as the sentences read `faster`."""
+    if not a_median or not b_median or a_p90 is None or b_p90 is None:
         return None
     if faster(a_median, a_p90, b_median, b_p90):
         return -2 if b_median / a_median > COUNT_BIG_RATIO else -1

@@ -88,6 +88,24 @@ def _number(check: Callable[[float], bool]) -> Callable[[Any], bool]:
         isinstance(v, int) or math.isfinite(v)) and check(v)
 
 
+def _plugins(v) -> bool:
+    """A list of plug-ins: each a .py file that exists, or the name of a module Python finds (its parent packages are
+    imported to find it: the user named it to be run)."""
+    import importlib.util
+    import os
+
+    def found(item: str) -> bool:
+        if item.endswith(".py") or "/" in item or os.sep in item:
+            return os.path.isfile(item)
+        if not all(part.isidentifier() for part in item.split(".")):
+            return False
+        try:
+            return importlib.util.find_spec(item) is not None
+        except (ImportError, ValueError):
+            return False
+    return _list_of()(v) and all(found(x) for x in v)
+
+
 def _list_of(choices: tuple = (), nonempty: bool = False) -> Callable[[Any], bool]:
     def ok(v):
         if not isinstance(v, (list, tuple)) or (nonempty and not v):
@@ -139,8 +157,9 @@ RUN = (
             "a list of .json files", lambda v: _list_of()(v) and all(x.lower().endswith(".json") for x in v),
             metavar="FILE.json", repeatable=True, comma=False),
     Setting("target", "choice", targets.DEFAULT,
-            targets.help_text(),
-            " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS, choices=targets.TARGETS),
+            targets.help_text,  # read when shown: a plug-in's targets (--plugin) are registered after this import
+            lambda: " or ".join(f'"{t}"' for t in targets.TARGETS), lambda v: v in targets.TARGETS,
+            choices=targets.TARGETS),
     Setting("primary_output", "str", None,
             "a model with several outputs: the output the report's main numbers and the search's target are about"
             " (default: every labelled output counts for the search and the gate; the first labelled leads)",
@@ -149,6 +168,13 @@ RUN = (
             f"sigmoid outputs (binary or multi-label): a class or label is predicted where the output is at least T"
             f" (default: {BINARY_THRESHOLD:g})", "a number between 0 and 1", _number(lambda v: 0 < v < 1),
             metavar="T"),
+    Setting("plugin", "list", (),
+            "a plug-in of yours: an importable MODULE or a FILE.py (a path; in a batch file, relative to it) whose"
+            " import registers task kinds (reporter.measure.kinds.register) or targets"
+            " (reporter.core.targets.register), which --task and --target then offer; loaded in every process the run"
+            " starts (repeatable; recorded in report.json, so that `render` can say which plug-in a report needs)",
+            "an importable module name or a .py file that exists", _plugins, metavar="MODULE|FILE.py",
+            repeatable=True, comma=False),
     Setting("task", "list", (),
             lambda: f"what an output is, when the report's reading of its shape, activation and labels is not what you"
                     f" mean: KIND, or OUTPUT=KIND for one of several outputs (repeatable; KIND:"
@@ -268,6 +294,8 @@ BASELINE = _argument("baseline", "str", None, BASELINE_HELP, "a report.json, rep
                      _optional_text, metavar="BASE")
 MAX_ACCURACY_DROP = GATE_BY_NAME["max_accuracy_drop"]  # `batch --baseline`'s and `diff`'s: the gate's own check
 RUN_OPTIONS = (OUT, *RUN, QUIET, DEBUG)  # `run`'s and `demo`'s
+# `batch`'s, `diff`'s and `render`'s --plugin: the run's check; loaded before the parser is built (reporter.cli)
+PLUGIN = replace(BY_NAME["plugin"], recorded=False)
 
 COMMANDS: dict[str, tuple[Setting, ...]] = {
     "run": (
@@ -291,7 +319,9 @@ COMMANDS: dict[str, tuple[Setting, ...]] = {
                   " instead of returning the files", "true or false", _bool),
         replace(MAX_ACCURACY_DROP,
                 help_text="with --baseline: fail (exit 3) when a variant's accuracy falls more than D (0-1) below"
-                          " BASE's")),
+                          " BASE's"),
+        replace(PLUGIN, help_text="a plug-in of yours (MODULE or FILE.py) loaded in the batch and in every worker,"
+                                  " added to each model's `plugin` (repeatable)")),
     "diff": (
         _argument("base", "str", None, "the earlier run (e.g. the base branch's)",
                   "a report.json, report folder or batch folder", _text, metavar="BASE", positional=True),
@@ -302,7 +332,9 @@ COMMANDS: dict[str, tuple[Setting, ...]] = {
         replace(OUT, default=None, help_text="output file (default: print to standard output)",
                 must_be_text="a file or folder", check=_optional_text),
         replace(MAX_ACCURACY_DROP,
-                help_text="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's")),
+                help_text="fail (exit 3) when a variant's accuracy in NEW is more than D (0-1) below BASE's"),
+        replace(PLUGIN, help_text="a plug-in (MODULE or FILE.py) whose task kinds or targets the reports were made"
+                                  " with (repeatable)")),
     "render": (
         _argument("report", "str", None, "a report.json written by quant-report", "a report.json or report folder",
                   _text, positional=True),
@@ -310,6 +342,8 @@ COMMANDS: dict[str, tuple[Setting, ...]] = {
                   choices=FORMATS, required=True),
         replace(OUT, default=None, help_text="output file (default: report.html, report.pdf or summary.md beside it)",
                 must_be_text="a file or folder", check=_optional_text),
+        replace(PLUGIN, help_text="a plug-in (MODULE or FILE.py) whose task kind or target the report was made with"
+                                  " (repeatable; report.json's settings.plugin names those the run loaded)"),
         DEBUG),
     "demo": (
         _argument("models", "list", None, f"comma-separated subset of: {', '.join(DEMO_MODELS)}",

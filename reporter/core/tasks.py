@@ -108,10 +108,31 @@ def of(name: str) -> TaskKind:
     return _kinds()[name]
 
 
-def recorded(task: str, binary_sigmoid: bool, has_classes: bool) -> TaskKind:
+class Unloaded(TaskKind):
+    """A kind report.json records that no kind registered here records: a plug-in's (--plugin) this process has not
+    loaded. Never a classifier by default: it stands for the kind with what the report stores of it (its name, its
+    main metric's name, whether it counts classes); its words, verdicts and figures are the report's own, as stored.
+    `render` shows such a report and says which plug-in made it; `diff` and `--baseline` refuse to compare it."""
+
+    named = False
+    plain_points = False  # its share is its own metric's: "4.3 points of top-2 accuracy"
+
+    def __init__(self, task: str, has_classes: bool, main_metric: str = ""):
+        self.name = task
+        self.words = f"a {task} model (a plug-in's kind, not loaded here)"
+        self.has_classes = has_classes
+        if main_metric:
+            self.main_metric = self.share_metric = main_metric
+            self.accuracy_label = main_metric[:1].upper() + main_metric[1:]
+
+
+def recorded(task: str, binary_sigmoid: bool, has_classes: bool, main_metric: str = "") -> TaskKind:
     """The kind of a model as report.json records it: `model.task`, `model.binary_sigmoid` and whether it counts
-    classes (`model.num_classes`). A name no kind records reads as the first kind recorded as a classifier (or,
-    without classes, a regression) that counts classes as the record does."""
+    classes (`model.num_classes`). A name some kind records, but not with these classes, reads as the first kind
+    recorded as a classifier (or, without classes, a regression) that counts classes as the record does. A name no
+    kind records is a plug-in's not loaded here: `Unloaded`, with the report's `main_metric`, never a classifier."""
+    if not any(k.record.task == task for k in kinds()):
+        return Unloaded(task, has_classes, main_metric)
     binary_sigmoid = binary_sigmoid and has_classes
     for name in (task, "classification" if has_classes else "regression"):
         found = next((k for k in kinds() if k.record == Record(name, binary_sigmoid) and k.has_classes == has_classes),

@@ -40,6 +40,7 @@ from reporter.model.findings import (MEETS, NO_CANDIDATE, NONE_MEETS, NOT_QUANTI
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import Report, VariantResult
+    from reporter.model.variant import Latency
 
 # The questions the run may ask while it measures, before the report exists (tests/test_architecture.py): whether a
 # repair rung's model, or any model measured so far, meets the accuracy target on the target (the ladder). Whether a
@@ -88,13 +89,14 @@ def judge(report: "Report") -> list[Option]:
             name=m.name, label=label(report, m.name), score=score, standing=worst, meets=meets, runs=_runs(m, target),
             quantized=tg.quantized(m.tensor_types, m.weight_coverage), size_bytes=m.size_bytes,
             latency_ms=m.latency_ms.median if m.latency_ms else None,
-            latency_p90_ms=jd.timing_spread(m.latency_ms.p90, m.latency_ms.runs) if m.latency_ms else None,
+            latency_p90_ms=spread(m.latency_ms) if m.latency_ms else None,
             latency_vs_float=latency_step(m, flt) if m.name != variants.FLOAT else None,
             loses=cmp is not None and jd.worse_beyond_noise(cmp.significant, cmp.delta), vs_float=cmp,
             higher_is_better=hib, output_mse=seen.output_error.mse if seen.output_error else None,
             output_variance=seen.output_error.float_variance if seen.output_error else None,
             kernels=on.kernels if on is not None else "", not_there=on.error if on is not None and not on.runs else "",
-            one_class=one_class(seen.metrics), tools=on.tools if on is not None else None, **target.prices(on)))
+            one_class=one_class(seen.metrics), tools=on.tools if on is not None else None,
+            tried=on is not None and not on.tool_failure, **target.prices(on)))
     return out
 
 
@@ -180,7 +182,15 @@ def latency_step(m: "VariantResult", ref: Optional["VariantResult"]) -> Optional
     a, b = m.latency_ms, ref.latency_ms if ref is not None else None
     if a is None or b is None:
         return None
-    return jd.latency_step(a.median, jd.timing_spread(a.p90, a.runs), b.median, jd.timing_spread(b.p90, b.runs))
+    if m.name != variants.FLOAT and not tg.quantized(m.tensor_types, m.weight_coverage):
+        return 0  # nothing quantized: float by another name, never "faster" than float by timing noise
+    return jd.latency_step(a.median, spread(a), b.median, spread(b))
+
+
+def spread(lat: "Latency") -> Optional[float]:
+    """A timed latency's spread as the timing-noise rule reads it (judgement.timing_spread: None, no claim, for too
+    few runs or a model under this host's timing floor)."""
+    return jd.timing_spread(lat.median, lat.p90, lat.runs, lat.overhead)
 
 
 def one_class(metrics) -> Optional[int]:
@@ -533,5 +543,14 @@ def table(report: "Report", decision: Optional[Decision]) -> list[TradeoffPoint]
         name=o.name, label=o.label, score=o.score, score_text="", vs_float=o.vs_float,
         size_bytes=o.size_bytes, latency_ms=o.latency_ms, meets_target=o.meets, pareto=on_front,
         picks=[roles[o.name]] if o.name in roles and o.name else [],
-        chosen=o.name == decision.variant, runs_on_target=o.runs, why=o.why, share=share)
+        chosen=o.name == decision.variant, runs_on_target=o.runs if o.tried or not _own_tool(report) else None,
+        why=o.why, share=share)
         for o, on_front in zip(found, pk.front(points))]
+
+
+def _own_tool(report: "Report") -> bool:
+    """The run's target is checked by a runtime or compiler of its own (TFLite Micro, Vela): whether a model runs
+    there is that tool's to say, and a model it never ran is "not tried" (the int8 target's spec is read from a
+    model's tensor types, so every model has its answer)."""
+    check = tg.of(report.settings.target).check
+    return check is not None and check.kernels != tg.REFERENCE_KERNELS

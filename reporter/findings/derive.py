@@ -183,8 +183,7 @@ def _variant(report: "Report", v: "VariantResult", judged: dict[str, mf.Option])
     ref_lat = ref.latency_ms.median if ref and ref.latency_ms else None
     lat_ratio = lat / ref_lat if lat and ref_lat else None
     slower = bool(lat_ratio and lat_ratio >= jd.LATENCY_NOTABLE_RATIO and v.name != variants.FLOAT
-                  and jd.faster(ref_lat, jd.timing_spread(ref.latency_ms.p90, ref.latency_ms.runs), lat,
-                                jd.timing_spread(v.latency_ms.p90, v.latency_ms.runs)))
+                  and jd.faster(ref_lat, choice.spread(ref.latency_ms), lat, choice.spread(v.latency_ms)))
     base = dict(size_bytes=v.size_bytes, size_ratio=size_ratio, latency_ms=lat, latency_ratio=lat_ratio,
                 slower=slower, not_measured=dict(v.measurement_errors),
                 latency_vs_float=choice.latency_step(v, ref) if v.name != variants.FLOAT else None,

@@ -1,9 +1,14 @@
 """Two runs compared: what a change did to each model and variant (`quant-report diff BASE NEW`), decided.
 
-BASE and NEW are report.json files, report folders, or batch output folders (their index.json), matched
-by model name. Accuracy changes are tested on the same samples with McNemar (each report stores which
-samples every variant gets right, and a fingerprint of the evaluation data); where the samples differ
-or an older report did not store them, the report says so and tests nothing. Two runs measured on different
+BASE and NEW are report.json files, report folders, batch output folders (their index.json), or folders
+whose sub-folders are report folders (a `run` or `demo` --out folder: reporter.findings.diff_sides reads each
+side), matched by model name. Beside the
+measurements, each model's decision is compared: the model to ship, its target, the decision's verdict and the
+run's gate, as each report.json's findings hold them (`ModelDiff.decision`).
+
+Accuracy changes are tested on the same samples with McNemar (each report stores which samples every
+variant gets right, and a fingerprint of the evaluation data); where the samples differ or an older report
+did not store them, the report says so and tests nothing. Two runs measured on different
 data, or of different tasks or main metrics, are shown side by side, each number under its own run's metric
 name, and never gated (`ModelDiff.incomparable` says why): a gate the user asked for that cannot be applied
 so is `Diff.gate_not_applied`, a failure of its own (the CLI's exit 2), never a silent pass. What counts as a change is
@@ -11,9 +16,9 @@ reporter.core.judgement's; variant names are reporter.core.variants'. Pure: no T
 
 The records hold the decisions only: numbers, flags, short codes and names. Their sentence fields
 (`Change.text`, `VariantDiff.why`, `ModelDiff.samples_note`, `gap`, `headline`, `error` and `gate_note`,
-`GateFailure.message`) stay empty here: reporter.render.words.diff writes them from the fields marked
-`unstored` (reporter.core.records: what the words read, which diff.json does not keep), so that diff.json
-reads as it always did.
+`GateFailure.message`, `DecisionChange.lines`) stay empty here: reporter.render.words.diff writes them from the
+fields marked `unstored` (reporter.core.records: what the words read, which diff.json does not keep), so that
+diff.json reads as it always did.
 """
 
 from __future__ import annotations
@@ -27,21 +32,16 @@ from typing import Optional
 from reporter.core import judgement as jd
 from reporter.core import statistics
 from reporter.core import variants
-from reporter.core.errors import QuantReportError
 from reporter.core.records import as_stored, unstored
 from reporter.core.variants import short
 from reporter.measure.metrics import unpack_correct
-from reporter.model.decode import JSONLimitError, OutOfBounds, got, kind, show_string
-from reporter.model.decode import loads as bounded_loads
 from reporter.model.report import Report, VariantResult
+from reporter.findings import decision as choice
 from reporter.findings.basis import metric_of
+from reporter.findings.diff_sides import DiffError, load_side  # noqa: F401  (the CLI reads both from here)
 from reporter.findings.gate import Loss, failing
 
 DIFF_SCHEMA_VERSION = 1
-
-
-class DiffError(QuantReportError):
-    """BASE or NEW cannot be read as quant-report results."""
 
 
 # --- the records -------------------------------------------------------------------------------------
@@ -65,6 +65,12 @@ ACCURACY_CHANGED = "accuracy_changed"  # beyond noise, or any change where untes
 OUTPUT_ERROR_CHANGED = "output_error_changed"
 SIZE_CHANGED = "size_changed"
 LATENCY_CHANGED = "latency_changed"
+
+# What of a model's decision changed (`DecisionChange.changed`), in the order the words list them.
+SHIP_CHANGED = "ship"  # another model to ship (its variant, or what it keeps in float: its label)
+TARGET_CHANGED = "target"  # the run's --target
+VERDICT_CHANGED = "verdict"  # the decision's verdict (findings.decision.why: meets, float_cheaper, none_meets, ...)
+GATE_CHANGED = "gate"  # the run's own gate (findings.gate): passed, failed, or not asked for
 
 # Why BASE's numbers are no baseline for NEW's (`ModelDiff.incomparable`), so that no gate applies.
 OTHER_DATA = "other_data"  # the data fingerprints differ
@@ -129,6 +135,28 @@ class Score:
 
 
 @dataclass(frozen=True)
+class Shipped:
+    """A run's decision as its report.json holds it: `findings.decision` (the model to ship for its --target, and
+    why) and `findings.gate` (the run's own gate, when one was asked for)."""
+
+    target: str
+    variant: str  # the model to ship; "" when nothing for the target can ship
+    label: str  # how the decision names it ("FIQ with 2 ops in float")
+    why: str  # the verdict: reporter.model.findings MEETS, FLOAT_CHEAPER, NONE_MEETS, NO_CANDIDATE, FLOAT_DEGENERATE
+    gate: Optional[bool] = None  # the run's gate passed; None: no gate was asked for
+
+
+@dataclass(frozen=True)
+class DecisionChange:
+    """The decision of a model in BASE and NEW, and what of it changed."""
+
+    base: Shipped
+    new: Shipped
+    changed: tuple[str, ...] = ()  # SHIP_CHANGED, TARGET_CHANGED, VERDICT_CHANGED, GATE_CHANGED; () when the same
+    lines: list[str] = field(default_factory=list)  # each change in words ("Model to ship: A (cpu) → B (int8)")
+
+
+@dataclass(frozen=True)
 class Run:
     """What the words of a model's diff read from one run's report."""
 
@@ -141,6 +169,16 @@ class Run:
     variants: int  # variants in the report
     fiq: Optional[Score] = None  # FIQ's main number, when measured
     plain: bool = True  # the main metric is the share of samples right (Report.metric_plain): plain points
+    shipped: Optional[Shipped] = None  # its decision; None: a report without one
+
+
+@dataclass(frozen=True)
+class PairContext:
+    """What every variant of a model is compared on: the samples both runs measured, and each run's main metric."""
+
+    same: Optional[bool]  # the same samples in both runs; None: cannot tell (`ModelDiff.same_samples`)
+    num_eval: int  # BASE's samples evaluated: each variant's right answers are read for this many
+    metrics: tuple[str, str] = ("", "")  # what each run's main numbers are (accuracy, mean IoU, ...)
 
 
 @dataclass(frozen=True)
@@ -152,12 +190,13 @@ class ModelDiff:
     variants: list[VariantDiff] = field(default_factory=list)
     float_layers_added: list[str] = field(default_factory=list)
     float_layers_removed: list[str] = field(default_factory=list)
-    gap: str = ""  # the recommended model's gap status, "recovered → open"
+    gap: str = ""  # FIQ's gap status with the searched layers kept in float, "recovered → open"
     headline: str = ""
     error: str = ""
     # Why BASE and NEW are not comparable (other data, task or main metric), so that no gate applies to this
     # model, in words: "" when they are (`incomparable` decides it).
     gate_note: str = ""
+    decision: Optional[DecisionChange] = None  # the decision in BASE and NEW; None when a report has none
     base_run: Optional[Run] = unstored(None)  # None: not in BASE, or failed there
     new_run: Optional[Run] = unstored(None)
     base_error: Optional[str] = unstored(None)  # why the model failed in BASE
@@ -168,6 +207,21 @@ class ModelDiff:
     @property
     def gated(self) -> bool:
         return self.status == "compared" and not self.incomparable
+
+    @property
+    def decision_changed(self) -> bool:
+        """Another model to ship, target, verdict or gate verdict in NEW than in BASE."""
+        return self.decision is not None and bool(self.decision.changed)
+
+    @property
+    def decision_lines(self) -> list[str]:
+        """The decision's changes in words (`DecisionChange.lines`); [] when it did not change."""
+        return self.decision.lines if self.decision is not None else []
+
+    @property
+    def any_change(self) -> bool:
+        """Something changed: the decision, a variant, or the layers kept in float."""
+        return bool(self.decision_changed or self.changed or self.float_layers_added or self.float_layers_removed)
 
     @property
     def changed(self) -> list[VariantDiff]:
@@ -185,7 +239,8 @@ class ModelDiff:
         return self.variant(variants.FIQ)
 
     @property
-    def recommended(self) -> Optional[VariantDiff]:
+    def float_kept(self) -> Optional[VariantDiff]:
+        """FIQ with the layers the search (or the rule) keeps in float: not necessarily the model to ship."""
         return self.variant(variants.SELECTIVE)
 
 
@@ -237,91 +292,6 @@ class Diff:
         return json.dumps(as_stored(self), indent=2, allow_nan=False) + "\n"
 
 
-# --- reading a side ------------------------------------------------------------------------------------
-def load_side(path) -> tuple[dict[str, Report], dict[str, str]]:
-    """The reports of one side by model name, and the models that failed there (name -> error)."""
-    path = Path(path)
-    if not path.exists():
-        raise DiffError(f"{path}: no such file or folder")
-    if path.is_dir():
-        if (path / "index.json").is_file():
-            return _from_index(path / "index.json")
-        if (path / "report.json").is_file():
-            path = path / "report.json"
-        else:
-            raise DiffError(f"{path}: neither a report folder (report.json) nor a batch folder (index.json)")
-    if path.name == "index.json":
-        return _from_index(path)
-    report = _read_report(path)
-    return {report.model.name: report}, {}
-
-
-def _read_report(path: Path) -> Report:
-    """A report.json read and migrated (its findings are not needed: the diff compares measurements)."""
-    try:
-        return Report.from_json(path.read_text(encoding="utf-8"))
-    except JSONLimitError as exc:
-        raise DiffError(f"{path}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DiffError(f"{path}: not a JSON file ({exc})") from None
-    except OSError as exc:
-        raise DiffError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    except OutOfBounds as exc:
-        raise DiffError(f"{path}: {exc}") from None
-    except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
-        raise DiffError(f"{path}: not a quant-report report.json ({exc})") from None
-
-
-def _index_rows(path: Path) -> list[dict]:
-    """index.json's rows, each checked: an object with a `name` (a non-empty string, once) and a `folder`
-    inside the batch folder; DiffError naming the file and the row otherwise."""
-    try:
-        data = bounded_loads(path.read_text(encoding="utf-8"))
-    except JSONLimitError as exc:
-        raise DiffError(f"{path}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DiffError(f"{path}: not a JSON file ({exc})") from None
-    except OSError as exc:
-        raise DiffError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
-    if not isinstance(data, dict) or "rows" not in data:
-        raise DiffError(f"{path}: not a quant-report index.json (no \"rows\" list)")
-    rows = data["rows"]
-    if not isinstance(rows, list):
-        raise DiffError(f"{path}: not a quant-report index.json (rows: expected a list, got {kind(rows)})")
-    seen = set()
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise DiffError(f"{path}: rows[{i}]: expected an object, got {kind(row)}")
-        name = row.get("name")
-        if not isinstance(name, str) or not name.strip():
-            problem = "required field is missing" if "name" not in row else f"expected a model name, got {got(name)}"
-            raise DiffError(f"{path}: rows[{i}].name: {problem}")
-        if name in seen:
-            raise DiffError(f"{path}: rows[{i}].name: {show_string(name)} appears twice")
-        seen.add(name)
-        for key in ("folder", "status", "error"):
-            if row.get(key) is not None and not isinstance(row[key], str):
-                raise DiffError(f"{path}: rows[{i}].{key}: expected a string, got {got(row[key])}")
-        folder = row.get("folder") or ""
-        parts = Path(folder).parts
-        if Path(folder).is_absolute() or ".." in parts or "\\" in folder or any(not p.isprintable() for p in folder):
-            raise DiffError(f"{path}: rows[{i}].folder: {show_string(folder)} is not a folder inside"
-                            f" {path.parent}")
-    return rows
-
-
-def _from_index(path: Path) -> tuple[dict[str, Report], dict[str, str]]:
-    reports, failed = {}, {}
-    for row in _index_rows(path):
-        name, folder = row["name"], row.get("folder") or ""
-        report_path = path.parent / folder / "report.json"
-        if row.get("status") == "failed" or not folder or not report_path.is_file():
-            failed[name] = row.get("error") or "no report.json"
-            continue
-        reports[name] = _read_report(report_path)
-    return reports, failed
-
-
 # --- comparing -----------------------------------------------------------------------------------------
 def compare(base_path, new_path, max_accuracy_drop: Optional[float] = None) -> Diff:
     """BASE and NEW compared, decided; reporter.render.words.diff words it."""
@@ -359,9 +329,11 @@ def _gate_failures(models: list[ModelDiff], limit: float) -> list[GateFailure]:
 
 
 def _single(path) -> bool:
-    """A report.json or a report folder, not a batch."""
+    """A report.json or a report folder, not a batch nor a folder of report folders."""
     path = Path(path)
-    return not (path.name == "index.json" or (path.is_dir() and (path / "index.json").is_file()))
+    if path.name == "index.json":
+        return False
+    return not path.is_dir() or (path / "report.json").is_file() and not (path / "index.json").is_file()
 
 
 def _variants(report: Report) -> dict[str, VariantResult]:
@@ -408,7 +380,40 @@ def _run(report: Report) -> Run:
     score = Score(metric_name(fiq), fiq.metrics.score, fiq.metrics.share) \
         if fiq is not None and fiq.ok and fiq.metrics else None
     return Run(report.dataset.num_eval, report.dataset.source, _task(report), metric_of(report)[0], _gap(report),
-               len(_kept(report)), len(report.variants), score, report.metric_plain())
+               len(_kept(report)), len(report.variants), score, report.metric_plain(), _shipped(report))
+
+
+def _shipped(report: Report) -> Optional[Shipped]:
+    """The report's decision and gate verdict as its findings hold them; an older report whose findings the
+    migration dropped has them decided again (reporter.findings.derive, as every reader of a report does)."""
+    found = report.findings
+    if found is not None:
+        decision, passed = found.decision, (found.gate.passed if found.gate is not None else None)
+    else:
+        from reporter.findings import derive
+
+        decided = derive.decide(report)
+        decision, passed = decided.findings.decision, (decided.gate.passed if decided.gate is not None else None)
+    if decision is None:
+        return None
+    return Shipped(decision.target, decision.variant, decision.label if decision.variant else "", decision.why,
+                   passed)
+
+
+def _decision(base: Optional[Shipped], new: Optional[Shipped]) -> Optional[DecisionChange]:
+    """The decision in BASE and NEW, and what of it changed; None when a run has none."""
+    if base is None or new is None:
+        return None
+    changed = []
+    if (base.variant, base.label) != (new.variant, new.label):
+        changed.append(SHIP_CHANGED)
+    if base.target != new.target:
+        changed.append(TARGET_CHANGED)
+    if base.why != new.why:
+        changed.append(VERDICT_CHANGED)
+    if base.gate != new.gate:
+        changed.append(GATE_CHANGED)
+    return DecisionChange(base, new, tuple(changed))
 
 
 def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_error) -> ModelDiff:
@@ -423,13 +428,24 @@ def _model(name, base: Optional[Report], new: Optional[Report], base_error, new_
     bv, nv = _variants(base), _variants(new)
     order = [v for v in [*bv, *nv] if v in bv or v in nv]
     same = _same_samples(base, new)
-    metrics = (base_run.metric, new_run.metric)
-    found = [_variant(v, bv.get(v), nv.get(v), same, base.dataset.num_eval, metrics) for v in dict.fromkeys(order)]
+    pair = PairContext(same, base.dataset.num_eval, (base_run.metric, new_run.metric))
+    found = [_variant(v, bv.get(v), nv.get(v), pair, _label(base, new, v)) for v in dict.fromkeys(order)]
     b_layers, n_layers = _kept(base), _kept(new)
     return ModelDiff(name, "compared", same, variants=found,
                      float_layers_added=[n for n in n_layers if n not in b_layers],
-                     float_layers_removed=[n for n in b_layers if n not in n_layers], base_run=base_run,
+                     float_layers_removed=[n for n in b_layers if n not in n_layers],
+                     decision=_decision(base_run.shipped, new_run.shipped), base_run=base_run,
                      new_run=new_run, incomparable=_incomparable(base, new))
+
+
+def _label(base: Report, new: Report, name: str) -> str:
+    """How the diff names a variant: its short name; FIQ with layers kept in float as the decision names it (what
+    it keeps, "FIQ with 2 ops in float", NEW's count when the runs keep different layers), never "Recommended":
+    the model to ship is the decision's, `ModelDiff.decision`."""
+    if name != variants.SELECTIVE:
+        return short(name)
+    found = new if new.recommendation and new.recommendation.selective else base
+    return choice.label(found, name)
 
 
 def _kept(report: Report) -> list[str]:
@@ -442,10 +458,11 @@ def _gap(report: Report) -> str:
     return rec.gap.status if rec and rec.gap else ""
 
 
-def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], same: Optional[bool],
-             num_eval: int, metrics: tuple[str, str] = ("", "")) -> VariantDiff:
-    """One variant in BASE and NEW; `metrics`: what each run's main numbers are (accuracy, mean IoU, ...)."""
-    label = short(name)
+def _variant(name: str, b: Optional[VariantResult], n: Optional[VariantResult], pair: PairContext,
+             label: str = "") -> VariantDiff:
+    """One variant in BASE and NEW, compared on `pair` (the samples, and what each run's main numbers are)."""
+    same, num_eval, metrics = pair.same, pair.num_eval, pair.metrics
+    label = label or short(name)
     if b is None:
         return VariantDiff(name, label, "added", reasons=((ADDED, ""),))
     if n is None:

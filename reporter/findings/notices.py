@@ -15,6 +15,7 @@ from reporter.core import judgement as jd
 from reporter.core import variants
 from reporter.findings.basis import columns
 from reporter.model.findings import GapFinding
+from reporter.model.shared_scale import SPLIT_RUNG
 
 if TYPE_CHECKING:  # pragma: no cover
     from reporter.model.report import LayerStat, Report, VariantResult
@@ -104,6 +105,38 @@ def clipped(report: "Report", v: "VariantResult", output: str) -> Fact:
     return Fact("output_clipped", **base, fix=mine, fix_state=FIX_MEASURED)
 
 
+def shared_scales(report: "Report", cols: list) -> list[Fact]:
+    """One warning per output whose parts of different ranges share one integer scale that rounds them away
+    (judgement.shared_scale_notable): about FIQ where it has it, else the first model that does (`items`: the other
+    models that share it), with that output's figures and those of the repair rung that quantizes the parts apart
+    where the ladder built it (FIX_NONE where it did not)."""
+    by_output: dict[str, list] = {}
+    for v in cols:
+        for output, s in (v.shared_scales.items() if v.ok else ()):
+            if jd.shared_scale_notable(s.ratio, [p.zero_share for p in s.parts]):
+                by_output.setdefault(output, []).append(v)
+    facts = []
+    for output, found in by_output.items():
+        v = next((v for v in found if v.name == variants.FIQ), found[0])
+        base = dict(subject=v.name, detail=output, output=output, figure=output_figure(report, v, output),
+                    items=tuple(o.name for o in found if o is not v))
+        rung = next((r for r in report.repairs if r.rung == SPLIT_RUNG), None)
+        model = rung.model if rung is not None else None
+        if rung is None or (model is None and not rung.error):
+            facts.append(Fact("shared_scale", **base, fix_state=FIX_NONE))
+        elif model is None or not model.ok:
+            facts.append(Fact("shared_scale", **base, fix_state=FIX_FAILED,
+                              fix_error=rung.error or (model.error if model is not None else "") or ""))
+        else:
+            mine = output_figure(report, model, output)
+            own = base["figure"]
+            comparable = mine is not None and own is not None and mine.measured and own.measured and (
+                (mine.score is None) == (own.score is None))
+            facts.append(Fact("shared_scale", **base, fix=mine,
+                              fix_state=FIX_MEASURED if comparable else FIX_UNMEASURED))
+    return facts
+
+
 def nonfinite(report: "Report") -> list["VariantResult"]:
     """The measured models whose outputs were NaN or inf on some evaluation samples (the data are checked finite
     when read: the models made these values)."""
@@ -141,6 +174,7 @@ def warnings(report: "Report") -> list[Fact]:
         out.append(Fact("nonfinite_outputs", items=tuple(v.name for v in found)))
     out += [clipped(report, v, output) for v in cols if v.ok for output in v.clipped_outputs
             if jd.clipping_notable(v.clipped_outputs[output].share)]
+    out += shared_scales(report, cols)
     if report.debugger_error:
         out.append(Fact("debugger_failed"))
     if rec and rec.search and not rec.search.target_met and rec.selective is not None:
@@ -182,6 +216,11 @@ def hints(report: "Report", gap: GapFinding) -> list[Fact]:
         out.append(Fact("bootstrap"))
     if report.settings.latency_runs == 0:
         out.append(Fact("latency_skipped"))
+    timed = [v.latency_ms for v in report.variants if v.ok and v.latency_ms is not None]
+    under = sum(jd.below_timing_floor(t.median, t.overhead) for t in timed)
+    if under:  # said once: their latencies are shown, never compared (judgement.timing_spread)
+        overhead = max(t.overhead for t in timed)
+        out.append(Fact("latency_floor", count=under, items=(len(timed), jd.timing_floor(overhead), overhead)))
     rec = report.recommendation
     flagged = [layer for layer in report.layers if layer.suspect]
     if gap.status == "no_gap" and flagged:

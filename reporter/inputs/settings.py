@@ -54,6 +54,7 @@ class RunSettings:
     target: str = _DEFAULT["target"]
     primary_output: Optional[str] = _DEFAULT["primary_output"]
     threshold: float = _DEFAULT["threshold"]
+    plugin: tuple[str, ...] = _DEFAULT["plugin"]
     task: tuple[str, ...] = _DEFAULT["task"]
     metric: Optional[str] = _DEFAULT["metric"]
     metric_mode: str = _DEFAULT["metric_mode"]

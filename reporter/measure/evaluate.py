@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from typing import Optional
 
@@ -21,9 +22,10 @@ def signature(model: bytes, input_names=None, output_names=None, joined: bool = 
 
 
 def _joined(model: bytes, sig: Signature):
-    """How a registered task kind reads the several outputs of `model` as one (reporter.measure.kinds.base.Joined),
-    or None."""
-    if len(sig.outputs) < 2:
+    """How a registered task kind reads the outputs of `model` as one (reporter.measure.kinds.base.Joined: a
+    detector's four postprocess outputs; a raw YOLO output with the input's size its pixel boxes are divided by), or
+    None."""
+    if not sig.outputs:
         return None
     from reporter.core import tasks
 
@@ -101,6 +103,17 @@ def set_timing_lock(lock):
     global _timing_lock
     previous, _timing_lock = _timing_lock, lock
     return previous
+
+
+@functools.lru_cache(maxsize=1)
+def timing_overhead_ms(runs: int = 200) -> float:
+    """The median of an empty invoke on this host (a model of one ADD on one float), timed as `latency_ms` times a
+    model: what the interpreter and the timer cost whatever the model (judgement.timing_floor). Once per process."""
+    import tensorflow as tf
+
+    one = tf.function(lambda x: x + 1.0, input_signature=[tf.TensorSpec([1, 1], tf.float32)])
+    model = tf.lite.TFLiteConverter.from_concrete_functions([one.get_concrete_function()], one).convert()
+    return latency_ms(model, np.zeros((1, 1), np.float32), runs=runs)[0]
 
 
 def latency_ms(model: bytes, sample, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:

@@ -228,7 +228,7 @@ class Measurer:
             with progress.stage("latency", detail=name):
                 timed = attempt("latency", lambda: evaluate.latency_ms(tflite, data.x[:1], runs=self.latency_runs))
             if timed is not None:
-                latency = Latency(median=timed[0], p90=timed[1], runs=timed[2])
+                latency = Latency(median=timed[0], p90=timed[1], runs=timed[2], overhead=evaluate.timing_overhead_ms())
         quality = (f"{metrics.main.name} {metrics.main.value:.4g}" if metrics and metrics.main else
                    f"accuracy {metrics.accuracy:.1%}" if metrics and metrics.accuracy is not None else None) or (
             f"output MSE vs float {output_error.mse:.3g}" if output_error else

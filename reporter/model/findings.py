@@ -248,7 +248,8 @@ class TradeoffPoint:
     pareto: bool  # no other model is smaller, faster and better at once
     picks: list[str] = field(default_factory=list)  # what the decision names it: SHIP, RUNNER_UP or NOT_QUANTIZED
     chosen: bool = False  # the decided model (`Decision.variant`)
-    runs_on_target: bool = True  # runs on the decision's --target as built
+    # runs on the decision's --target as built; None: not tried by the target's own tool (TFLite Micro, Vela)
+    runs_on_target: Optional[bool] = True
     why: str = ""  # the decision's reason it is not the model shipped (`Option.why`, OPT_*)
     share: bool = unstored(True)  # the main metric is a share (0..1): `score_text` in percent
 
@@ -329,6 +330,7 @@ class Option:
     one_class: Optional[int] = figure(CLASS_ID, None)
     loses: bool = unstored(False)  # worse than float beyond noise (`vs_float`'s paired test)
     tools: Optional[ToolFigures] = unstored(None)  # its target tools' figures (its variant's on_target keeps them)
+    tried: bool = unstored(False)  # the target's own check ran it (its variant's on_target is recorded)
     # Its latency against float's and the shipped model's, as VariantFinding.latency_vs_float (None: not timed)
     latency_vs_float: Optional[int] = unstored(None)
     latency_vs_ship: Optional[int] = unstored(None)

@@ -54,7 +54,9 @@ Format history (SCHEMA_VERSION):
      A kind's own figures are `metrics.figures.<kind>` (reporter.model.figures: the record the kind declares):
      `metrics.detection` is now `metrics.figures.detection`, `metrics.mean_iou` and `.iou_per_class`
      `metrics.figures.segmentation`; files with the old fields are migrated when read (`_figures_by_kind`, as each
-     kind's record says what it replaces).
+     kind's record says what it replaces). `variants[].shared_scales` (reporter.model.shared_scale: an integer output
+     a CONCATENATION joins from parts, by output name: the scale and zero point they share, each part's float range
+     and the share of its nonzero values that grid rounds to 0).
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ class ModelInfo:
     @property
     def task_kind(self) -> tasks.TaskKind:
         """The registry's entry for this model's task (`task`, `binary_sigmoid` and its classes as recorded)."""
-        return tasks.recorded(self.task, self.binary_sigmoid, self.num_classes is not None)
+        return tasks.recorded(self.task, self.binary_sigmoid, self.num_classes is not None, self.main_metric)
 
 
 @dataclass(frozen=True)

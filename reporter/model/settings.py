@@ -18,8 +18,8 @@ from typing import Optional
 from reporter.core import schema
 from reporter.model.decode import OutOfBounds
 
-# Written only when set (a batch's notes, a gate on one variant): not listed when empty.
-WHEN_SET = frozenset({"gate_variant", "latency_timing", "inputs_sha256", "micro_arena"})
+# Written only when set (a batch's notes, a gate on one variant, the plug-ins a run loaded): not listed when empty.
+WHEN_SET = frozenset({"gate_variant", "latency_timing", "inputs_sha256", "micro_arena", "plugin"})
 
 
 # The recorded settings read back with their declaration's check: the numbers (a choice or a list a later version
@@ -48,6 +48,7 @@ class Settings:
     target: Optional[str] = None
     primary_output: Optional[str] = None
     threshold: Optional[float] = None
+    plugin: list[str] = field(default_factory=list)  # the plug-ins the run loaded (--plugin): what `render` needs
     task: list[str] = field(default_factory=list)
     metric: Optional[str] = None
     metric_mode: Optional[str] = None
@@ -72,4 +73,4 @@ class Settings:
         """(name, value) of every setting as the run recorded it, in order; those written only when set skipped
         when they were not."""
         return [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)
-                if not (f.name in WHEN_SET and getattr(self, f.name) is None)]
+                if not (f.name in WHEN_SET and getattr(self, f.name) in (None, []))]

@@ -14,6 +14,7 @@ from reporter.model.figures import Figures
 from reporter.model.kernels import ReferenceAgreement
 from reporter.model.hardware import ToolFigures
 from reporter.model.output_range import ClippedOutput
+from reporter.model.shared_scale import SharedScale
 from reporter.model.regression import TargetError
 
 
@@ -27,6 +28,7 @@ MEASUREMENTS = {
     "latency": "latency",
     "heads": "metrics of each output",
     "clipping": "output range against float's values", "reference_kernels": "agreement with the reference kernels",
+    "shared_scale": "the output scale its concatenated parts share",
 }
 
 
@@ -35,6 +37,9 @@ class Latency:
     median: float = figure(LATENCY)
     p90: float = figure(LATENCY)
     runs: int = figure(COUNT)
+    # An empty invoke on this host (a one-op model timed the same way, median ms): under judgement.timing_floor of it
+    # a latency is shown, never compared. 0: not measured (reports written before it), no floor.
+    overhead: float = figure(LATENCY, 0.0)
 
 
 @dataclass(frozen=True)
@@ -222,6 +227,8 @@ class VariantResult:
     nonfinite_outputs: int = figure(COUNT, 0)
     target_error: Optional[TargetError] = None  # a regression output with targets: error against them
     clipped_outputs: dict[str, ClippedOutput] = field(default_factory=dict)  # integer outputs that clip, by name
+    # integer outputs a CONCATENATION joins from parts, by name: the one scale they share and what it rounds to 0
+    shared_scales: dict[str, SharedScale] = field(default_factory=dict)
     reference_kernels: Optional[ReferenceAgreement] = None  # --target int8: default against reference kernels
     # tensors its ops compute with, by type (int8 spec)
     op_tensor_types: dict[str, int] = figure(COUNT, default_factory=dict)

@@ -26,7 +26,7 @@ from reporter.core.errors import (FloatNotMeasuredError, InputError, QuantReport
 from reporter.core.files import as_the_user_knows, folder_name, staged_folder, write_atomic
 from reporter.core.progress import Progress
 from reporter.debug import blame, debugger, overlays
-from reporter.measure import engines, evaluate, kernels, structure
+from reporter.measure import engines, evaluate, kernels, shared_scale, structure
 from reporter.measure import metrics as qmetrics
 from reporter.measure.measurer import Measurer
 from reporter.measure.task import KindError
@@ -353,6 +353,7 @@ def _measure(ctx: RunContext,
         fixed = output_range.output_float_fix(m, ctx.quantizer, fiq, (ctx.folder / f"{fiq.name}.tflite").read_bytes())
         if fixed is not None:
             results[variants.OUTPUT_FLOAT] = fixed
+    results = shared_scale.attach(m, ctx.float_model, results)  # an output whose concatenated parts share a scale
     if targets.of(s.target).reference_kernels:
         results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
     return m, results

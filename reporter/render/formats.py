@@ -45,6 +45,7 @@ def environment(autoescape: bool) -> jinja2.Environment:
     env.filters["truncate_lines"] = truncate_lines
     env.filters["breakable"] = breakable
     env.filters["tensor_name"] = tensor_name
+    env.filters["titled_names"] = titled_names
     env.filters["md_code"] = md_code
     return env
 
@@ -88,6 +89,14 @@ def tensor_name(value, limit: int = TENSOR_NAME_LIMIT) -> markupsafe.Markup:
     if short == text:
         return breakable(text)
     return markupsafe.Markup('<span title="{}">{}</span>').format(text, breakable(short))
+
+
+def titled_names(pieces) -> markupsafe.Markup:
+    """Text cut by LayersView.name_pieces, escaped: each shortened name in a <span> whose title is its full name (a
+    name cut with "…" cannot be searched for in Netron or Model Explorer), the rest as it is."""
+    return markupsafe.Markup("").join(
+        markupsafe.Markup('<span title="{}">{}</span>').format(full, breakable(piece)) if full else breakable(piece)
+        for piece, full in pieces)
 
 
 def _no_controls(text: str) -> str:

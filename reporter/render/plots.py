@@ -1,9 +1,10 @@
 """Figures for the report: pure functions from the data model to a PNG data URI.
 
 Agg backend, every figure closed after saving, no software/timestamp metadata, so the same report
-gives the same bytes. Variant labels come from reporter.core.variants, the rule's default threshold from
-reporter.core.judgement. matplotlib's warnings never reach the terminal: during a run they go to run.log,
-in `quant-report render` they are dropped (`_warnings_to_log`).
+gives the same bytes. Variant labels come from reporter.core.variants; what a per-layer chart shows (the rule's
+default threshold from reporter.core.judgement among it) is planned in reporter.render.layer_plan. matplotlib's
+warnings never reach the terminal: during a run they go to run.log, in `quant-report render` they are dropped
+(`_warnings_to_log`).
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from reporter.core import judgement as jd  # noqa: E402
 from reporter.core import variants  # noqa: E402
 from reporter.core.variants import short  # noqa: E402
-from reporter.model.report import RMSE_OVER_SCALE_IDEAL, Report  # noqa: E402
+from reporter.model.report import Report  # noqa: E402
+from reporter.render.layer_plan import (  # noqa: E402
+    ANNOTATION_FONT, CATEGORIES, KEPT, LAYER_FIGSIZE, NORMAL, SUSPECT, TICK_FONT, LayerChartPlan, _category_label,
+    _text_width_in, index_tick_step, layer_ranges_plan, layer_rmse_plan, spans_decades)
+from reporter.render.layer_plan import (  # noqa: E402,F401  (read through this module before the plan had its own)
+    AXES_WIDTH_IN, MAX_INDEX_TICKS, _label_positions, kept_in_float, layer_categories, short_number)
 
-SUSPECT = "#c0392b"
-NORMAL = "#4a6fa5"
 DPI = 130
 
 plt.rcParams.update({
@@ -56,313 +59,213 @@ def _warnings_to_log(draw):
     return quiet
 
 
-def _data_uri(fig) -> str:
+def _data_uri(fig, tight: bool = True) -> str:
+    """The figure as a PNG data: URI, closed. `tight`: cropped to what is drawn; else the figure's own size (a
+    figure drawn at its printed size keeps it)."""
     buf = io.BytesIO()
     try:
-        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+        fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight" if tight else None, metadata={"Software": None})
     finally:
         plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-@_warnings_to_log
-def confusion_matrices(report: Report) -> str:
-    """Small multiples: one confusion matrix per measured variant, rows true, columns predicted."""
-    variants = [v for v in report.variants if v.ok and v.metrics and v.metrics.confusion_matrix]
+# --- log axes ----------------------------------------------------------------------------------
+
+PLAIN_DECADES = (-3, 3)  # decades written as plain numbers ("0.001" .. "1,000"); beyond, every label is 10ⁿ
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def decade_labels(exponents, shown=None) -> list[str]:
+    """Labels of the decades 10^e, e in `exponents`, in one format for the whole axis: plain numbers ("0.01", "1",
+    "1,000") when every decade `shown` (default: all of them) lies within PLAIN_DECADES, else powers of ten
+    ("10⁻⁴", "10⁰", "10²")."""
+    exponents = [int(e) for e in exponents]
+    shown = exponents if shown is None else [int(e) for e in shown]
+    if all(PLAIN_DECADES[0] <= e <= PLAIN_DECADES[1] for e in shown):
+        return [f"{10 ** e:,}" if e >= 0 else f"{10.0 ** e:.{-e}f}" for e in exponents]
+    return ["10" + str(e).translate(_SUPERSCRIPT) for e in exponents]
+
+
+def _decade_formatter():
+    from matplotlib.ticker import Formatter
+
+    class DecadeFormatter(Formatter):
+        """A log axis' major labels from `decade_labels`, the format chosen from the decades in view (the
+        locator also places one decade beyond each end, never drawn)."""
+
+        def __call__(self, x, pos=None):
+            return self.format_ticks([x])[0]
+
+        def format_ticks(self, values):
+            exps = [round(math.log10(v)) for v in values]
+            if self.axis is None:
+                return decade_labels(exps)
+            lo, hi = sorted(self.axis.get_view_interval())
+            shown = [e for e, v in zip(exps, values) if lo * (1 - 1e-9) <= v <= hi * (1 + 1e-9)]
+            return decade_labels(exps, shown or exps)
+
+    return DecadeFormatter()
+
+
+def log_axis(axis) -> None:
+    """A matplotlib axis (ax.xaxis or ax.yaxis) on a log scale with labelled ticks at powers of ten only, as many
+    as its length leaves room for (LogLocator's automatic count: two font heights apart), in one format."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+    axis.set_major_formatter(_decade_formatter())
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+    axis.set_minor_formatter(NullFormatter())
+
+
+# --- confusion matrices ------------------------------------------------------------------------
+#
+# Drawn at the size they are printed: report.css prints the figure at 52 % of A4's 184 mm text width
+# (`#confusion img`), so one inch of the figure is one printed inch and a font size is the printed size.
+
+CONFUSION_WIDTH_IN = 0.52 * 184 / 25.4  # 3.77 in
+COUNT_FONT_MIN = 7.0  # points, printed: a count smaller than this is not drawn (the cell's shade still shows it)
+COUNT_FONT_MAX = 10.0
+CONFUSION_TITLE_FONT = 7.0
+CONFUSION_TICK_FONT = 7.0
+DIGIT_WIDTH = 0.62  # a digit of DejaVu Sans, in font sizes
+ZERO_COLOR = "#9a9a9a"  # the "0" of an empty cell: there, but quieter than a count
+MIN_SHADE = 0.18  # the lightest shade of a cell with at least one sample (#e3e3e3): told apart from an empty (white) one
+MAX_CLASS_TICKS = 20  # more classes: every n-th class is labelled
+CONFUSION_MAX_HEIGHT_IN = 8.5  # the figure fits an A4 page (263 mm of text height) with its caption
+
+
+@dataclass(frozen=True)
+class ConfusionLayout:
+    """How the confusion matrices are laid out at their printed size (pure arithmetic, tested without pixels)."""
+
+    cols: int
+    rows: int
+    cell_pt: float  # one cell's side, in printed points
+    count_font: float  # the counts' size, in printed points
+    tick_step: int  # every n-th class labelled on the axes
+
+    def fits(self, count: int) -> bool:
+        """The count's digits fit inside its cell at `count_font` (and the font is at least the minimum)."""
+        width = len(str(count)) * DIGIT_WIDTH * self.count_font
+        return self.count_font >= COUNT_FONT_MIN and width <= 0.9 * self.cell_pt and \
+            self.count_font <= 0.85 * self.cell_pt
+
+
+def confusion_layout(n: int, k: int, width_in: float = CONFUSION_WIDTH_IN) -> ConfusionLayout:
+    """`n` matrices of `k` classes in a figure `width_in` wide: side by side as many as leave each its title's width
+    and a two-digit count legible at COUNT_FONT_MIN (at most 4 in a row; of the column counts that take as few rows,
+    the smallest, so that the rows are even), one per row when even that does not fit."""
+    label_in = 0.42  # each matrix's tick labels and axis label beside it, and the gap to the next
+    title_in = 0.9  # "Recommended" / "accuracy 0.956" at the title size, and a gap
+
+    def counts_fit(c: int) -> bool:
+        return (width_in / c - label_in) * 72 / k >= 2 * DIGIT_WIDTH * COUNT_FONT_MIN / 0.9
+
+    # Each layout that leaves every title its width and fits a page; then those in which a count fits.
+    shapes = [c for c in range(1, min(n, 4) + 1)
+              if width_in / c >= title_in and -(-n // c) * (width_in / c + 0.15) <= CONFUSION_MAX_HEIGHT_IN]
+    shapes = shapes or [min(n, 4)]
+    legible = [c for c in shapes if counts_fit(c)]
+    cols = min(legible, key=lambda c: (-(-n // c), c)) if legible else min(shapes)
+    cell_pt = (width_in / cols - label_in) * 72 / max(k, 1)
+    font = min(COUNT_FONT_MAX, max(COUNT_FONT_MIN, 0.42 * cell_pt))
+    # Class labels side by side under the matrix: every n-th, so that the widest fits its share of the axis.
+    step = index_tick_step(k, MAX_CLASS_TICKS)
+    while step < k and len(str(k - 1)) * DIGIT_WIDTH * CONFUSION_TICK_FONT > 0.85 * cell_pt * step:
+        step = index_tick_step(k, max(1, -(-k // step) - 1))
+    return ConfusionLayout(cols=cols, rows=-(-n // cols), cell_pt=round(cell_pt, 2), count_font=round(font, 2),
+                           tick_step=step)
+
+
+def _confusion_variants(report: Report) -> list:
+    found = [v for v in report.variants if v.ok and v.metrics and v.metrics.confusion_matrix]
     rec = report.recommendation
     if rec and rec.selective and rec.selective.ok and rec.selective.metrics and rec.selective.metrics.confusion_matrix:
-        variants.append(rec.selective)
-    if not variants:  # nothing measured, or a multi-label model: no confusion matrix
-        return ""
-    n = len(variants)
-    k = max(len(v.metrics.confusion_matrix) for v in variants)  # the matrices drawn (num_classes is only a claim)
-    # Few classes: one row of small matrices. Many: two per row, big enough to read the counts.
-    cols = n if k <= 4 else min(n, 2)
-    rows = -(-n // cols)
-    cell = 1.3 if k <= 4 else 2.2
-    fig, axes = plt.subplots(rows, cols, figsize=(cell * cols + 0.4, (cell + 0.5) * rows), squeeze=False)
+        found.append(rec.selective)
+    return found
+
+
+def confusion_figure(report: Report):
+    """The confusion matrices as a matplotlib figure (None without one): one per measured variant, rows true,
+    columns predicted, shade the share of the row; each count written where it fits at the printed size, an
+    empty cell white with a grey "0"."""
+    from matplotlib.colors import ListedColormap
+
+    found = _confusion_variants(report)
+    if not found:  # nothing measured, or a multi-label model: no confusion matrix
+        return None
+    k = max(len(v.metrics.confusion_matrix) for v in found)  # the matrices drawn (num_classes is only a claim)
+    lay = confusion_layout(len(found), k)
+    side_in = CONFUSION_WIDTH_IN / lay.cols
+    greys = plt.get_cmap("Greys")
+    # A non-empty cell is at least MIN_SHADE grey, an empty one white: the two never look alike.
+    shades = ListedColormap(["white"] + [greys(MIN_SHADE + (1 - MIN_SHADE) * i / 255) for i in range(256)])
+    fig, axes = plt.subplots(lay.rows, lay.cols, figsize=(CONFUSION_WIDTH_IN, (side_in + 0.15) * lay.rows),
+                             squeeze=False, layout="constrained")
     flat = list(axes.flat)
-    for ax in flat[n:]:
+    for ax in flat[len(found):]:
         ax.axis("off")
-    for ax, v in zip(flat, variants):
+    left_out = 0
+    for position, (ax, v) in enumerate(zip(flat, found)):
         cm = np.array(v.metrics.confusion_matrix, dtype=float)
-        rows = cm.sum(axis=1, keepdims=True)
-        share = np.divide(cm, rows, out=np.zeros_like(cm), where=rows > 0)
-        ax.imshow(share, cmap="Greys", vmin=0, vmax=1)
-        ax.set_title(f"{short(v.name)}\naccuracy {v.metrics.accuracy:.3f}", fontsize=7)
-        ax.set_xticks(range(k))
-        ax.set_yticks(range(k))
-        ax.tick_params(labelsize=6, length=0)
-        ax.set_xlabel("predicted", fontsize=7)
-        if flat.index(ax) % cols == 0:
-            ax.set_ylabel("true", fontsize=7)
-        if k <= 12:
-            for i in range(k):
-                for j in range(k):
-                    if cm[i, j]:
-                        ax.text(j, i, f"{int(cm[i, j])}", ha="center", va="center", fontsize=6 if k > 4 else 7,
-                                color="white" if share[i, j] > 0.5 else "black")
-    fig.tight_layout()
-    return _data_uri(fig)
+        totals = cm.sum(axis=1, keepdims=True)
+        share = np.divide(cm, totals, out=np.zeros_like(cm), where=totals > 0)
+        # Colour index: 0 for an empty cell, 1..256 for a share of 0..1.
+        ax.imshow(np.where(cm > 0, 1 + np.round(share * 255), 0), cmap=shades, vmin=0, vmax=256,
+                  interpolation="nearest")
+        ax.set_title(f"{short(v.name)}\naccuracy {v.metrics.accuracy:.3f}", fontsize=CONFUSION_TITLE_FONT)
+        ticks = list(range(0, len(cm), lay.tick_step))
+        ax.set_xticks(ticks)
+        ax.set_yticks(ticks)
+        ax.tick_params(labelsize=CONFUSION_TICK_FONT, length=0 if lay.tick_step == 1 else 2)
+        ax.set_xlabel("predicted", fontsize=CONFUSION_TITLE_FONT)
+        if position % lay.cols == 0:
+            ax.set_ylabel("true", fontsize=CONFUSION_TITLE_FONT)
+        for i in range(len(cm)):
+            for j in range(len(cm)):
+                count = int(cm[i, j])
+                if not lay.fits(count):
+                    left_out += 1
+                    continue
+                color = ZERO_COLOR if count == 0 else "white" if share[i, j] > 0.5 else "black"
+                ax.text(j, i, str(count), ha="center", va="center", fontsize=lay.count_font, color=color)
+    if left_out:
+        import textwrap
+
+        note = (f"{k} classes: a count is written only where it fits at this size ({left_out:,} cells without);"
+                " the shade shows every cell, white for none. Every count is in report.json.")
+        chars = int(CONFUSION_WIDTH_IN * 72 / (0.55 * CONFUSION_TICK_FONT))
+        fig.supxlabel("\n".join(textwrap.wrap(note, chars)), fontsize=CONFUSION_TICK_FONT, x=0.0, ha="left")
+    return fig
+
+
+@_warnings_to_log
+def confusion_matrices(report: Report) -> str:
+    """Small multiples: one confusion matrix per measured variant, rows true, columns predicted (a data: URI)."""
+    fig = confusion_figure(report)
+    return "" if fig is None else _data_uri(fig, tight=False)
 
 
 # --- per-layer charts --------------------------------------------------------------------------
 #
-# Each layer chart is planned first (`layer_chart_plan`: a pure function of the report, tested without
+# Each layer chart is planned first (reporter.render.layer_plan: a pure function of the report, tested without
 # pixels) and then drawn from the plan (`_draw_layer_chart`).
 
-FEW_LAYERS = 30  # up to this many layers the x axis names each one ("2 FULLY_CONNECTED")
-MAX_INDEX_TICKS = 16  # more layers: bare indices, about this many ticks at most
-ANNOTATE_TOP = 3  # more layers: the largest values are labelled with their index and op name...
-STANDS_OUT = 2.0  # ...when they are more than this many times the median (no labels on a flat chart)
-DECADE_SPAN = 10.0  # a log axis when the plotted positive values span more than this ratio
-LAYER_FIGSIZE = (5.6, 2.9)  # inches: shown at ~68 % of an 1100 px page and in an A4 PDF
-LABEL_BAND = 0.80  # with labels: the largest value reaches this share of the axis height
-AXES_WIDTH_IN = LAYER_FIGSIZE[0] - 0.75  # the axes after the y label and margins (an estimate)
-TICK_FONT = 6.5
-ANNOTATION_FONT = 6.5
-CHAR_WIDTH = 0.66  # a character of DejaVu Sans (upper case: op names), in font sizes, a little generous
-
-KEPT = "#2e7d32"  # the same green as the recommended model in the trade-off chart
-IDEAL_COLOR = "#505050"
-
-# Layer categories, drawn in this order in the legend. Colour, hatch, hatch/edge colour, legend label.
-CATEGORIES = {
-    "kept": (KEPT, "", KEPT, "kept in float (recommended)"),
-    "kept_flagged": (KEPT, "////", SUSPECT, "kept in float (recommended), flagged by the rule too"),
-    "flagged": (SUSPECT, "", SUSPECT, "flagged by the rmse/scale rule"),
-    "other": (NORMAL, "", NORMAL, "other layers"),
-}
-
-
-@dataclass(frozen=True)
-class ReferenceLine:
-    value: float
-    style: str  # matplotlib linestyle
-    color: str
-    label: str
-
-
-@dataclass(frozen=True)
-class LayerChartPlan:
-    """What one per-layer chart shows, decided before anything is drawn."""
-
-    title: str
-    ylabel: str
-    xlabel: str
-    values: tuple  # one per layer, in report order
-    categories: tuple  # one CATEGORIES key per layer
-    log: bool  # log y axis: the plotted values (reference lines included) span more than a decade
-    ylim: tuple  # (bottom, top)
-    xlim: tuple  # (left, right), in layer positions
-    ticks: tuple  # x positions that carry a label
-    tick_labels: tuple  # "0 SUB" with few layers, "40" with many
-    names_on_axis: bool  # tick labels name the op (few layers)
-    tick_rotation: int  # degrees: 45 when the names would not fit side by side
-    bar_width: float  # in layer slots: narrower with very few layers
-    lines: tuple  # ReferenceLine, in legend order
-    legend_labels: tuple  # only categories with at least one layer, then the reference lines
-    annotated: tuple  # many layers: positions of the (up to 3) largest values that stand out, left to right
-    annotations: tuple  # their labels: "37 CONV_2D: 60"
-    annotation_x: tuple  # their centres in axes fraction, spread so that they do not overlap
-    marked: tuple  # many layers: positions of the layers kept in float, marked above their thin bars
-    zeros: tuple  # few layers on a log axis: positions whose value is 0 (no bar), labelled "0"
-    # Positions whose value is not finite (an error that overflowed): inf is drawn to the top edge, NaN not at all,
-    # each labelled with its value; the limits and the log scale read the finite values only.
-    nonfinite: tuple = ()
-    note: str = ""  # under the chart, naming the layers whose value is not finite
-
-    @property
-    def heights(self) -> tuple:
-        """The bars drawn: each value, inf cut at the top edge, NaN and -inf as no bar."""
-        return tuple(v if math.isfinite(v) else self.ylim[1] if v == math.inf else 0.0 for v in self.values)
-
-
-def spans_decades(values, ratio: float = DECADE_SPAN) -> bool:
-    """True when the positive values span more than `ratio` (max / min): a log axis reads better."""
-    positive = [float(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
-    return bool(positive) and max(positive) / min(positive) > ratio
-
-
-def kept_in_float(report: Report) -> set:
-    """Tensor names the recommended (measured) model keeps in float; empty without one."""
-    rec = report.recommendation
-    return set(rec.denylisted_nodes) if rec is not None and rec.selective is not None else set()
-
-
-def layer_categories(report: Report) -> list[str]:
-    """Per layer: "kept" (in float in the recommended model), "kept_flagged" (kept, and flagged by the
-    rmse/scale rule), "flagged" (only flagged by the rule) or "other"."""
-    kept = kept_in_float(report)
-    out = []
-    for layer in report.layers:
-        if layer.tensor_name in kept:
-            out.append("kept_flagged" if layer.suspect else "kept")
-        else:
-            out.append("flagged" if layer.suspect else "other")
-    return out
-
-
-def index_tick_step(n: int, max_ticks: int = MAX_INDEX_TICKS) -> int:
-    """The smallest of 1, 2, 5, 10, 20, 50, ... that puts at most `max_ticks` ticks on `n` layers."""
-    magnitude = 1
-    while True:
-        for m in (1, 2, 5):
-            step = m * magnitude
-            if -(-n // step) <= max_ticks:
-                return step
-        magnitude *= 10
-
-
-def short_number(v: float) -> str:
-    """A value for a label: 3 significant digits, no exponent below 100,000."""
-    if v == 0:
-        return "0"
-    if abs(v) >= 1e5 or abs(v) < 1e-3:
-        return f"{v:.2e}"
-    if abs(v) >= 100:
-        return f"{v:,.0f}"
-    return f"{v:.3g}"
-
-
-def layer_chart_plan(report: Report, values, title: str, ylabel: str, lines=()) -> LayerChartPlan:
-    """The plan of a per-layer chart of `values` (one per layer) with horizontal reference `lines`."""
-    layers = report.layers
-    values = tuple(float(v) for v in values)
-    n = len(layers)
-    categories = tuple(layer_categories(report))
-    lines = tuple(lines)
-    nonfinite = tuple(i for i, v in enumerate(values) if not math.isfinite(v))
-    finite = [v for v in values if math.isfinite(v)]
-    plotted = finite + [line.value for line in lines]
-    log = spans_decades(plotted)
-
-    names_on_axis = n <= FEW_LAYERS
-    if names_on_axis:
-        ticks = tuple(range(n))
-        tick_labels = tuple(f"{layer.index} {layer.op_name}" for layer in layers)
-        xlabel = "layer (debugger order): index and op"
-        widest = max((_text_width_in(label, TICK_FONT) for label in tick_labels), default=0.0)
-        tick_rotation = 0 if widest < 0.9 * AXES_WIDTH_IN / max(n, 1) else 45
-    else:
-        step = index_tick_step(n)
-        ticks = tuple(i for i, layer in enumerate(layers) if layer.index % step == 0)
-        tick_labels = tuple(str(layers[i].index) for i in ticks)
-        xlabel = "layer index (debugger order)"
-        tick_rotation = 0
-
-    annotated = ()
-    if not names_on_axis:
-        median = float(np.median(finite)) if finite else 0.0
-        ranked = sorted((i for i in range(n) if math.isfinite(values[i]) and values[i] > STANDS_OUT * median
-                         and values[i] > 0),
-                        key=lambda i: (-values[i], i))
-        annotated = tuple(sorted(ranked[:ANNOTATE_TOP]))
-    annotations = tuple(f"{layers[i].index} {layers[i].op_name}: {short_number(values[i])}" for i in annotated)
-    marked = () if names_on_axis else tuple(i for i, c in enumerate(categories) if c.startswith("kept"))
-
-    ylim = _layer_ylim(plotted, log, headroom=bool(annotated))
-    xlim = (-0.6, n - 0.4) if names_on_axis else (-1.0, float(n))
-    annotation_x = tuple(_label_positions(
-        [(i - xlim[0]) / (xlim[1] - xlim[0]) for i in annotated],
-        [_text_width_in(text, ANNOTATION_FONT) / AXES_WIDTH_IN for text in annotations]))
-    legend_labels = tuple(_category_label(key, categories) for key in CATEGORIES if key in categories)
-    if legend_labels == (_category_label("other", categories),) and not lines:
-        legend_labels = ()  # nothing highlighted and no line: a legend would only say "layers"
-    legend_labels += tuple(line.label for line in lines)
-    return LayerChartPlan(
-        title=title, ylabel=ylabel, xlabel=xlabel, values=values, categories=categories, log=log, ylim=ylim,
-        xlim=xlim,
-        ticks=ticks, tick_labels=tick_labels, names_on_axis=names_on_axis, tick_rotation=tick_rotation,
-        bar_width=round(min(0.75, 0.75 * n / 8), 3) if names_on_axis else 0.8, lines=lines,
-        legend_labels=legend_labels, annotated=annotated, annotations=annotations, annotation_x=annotation_x,
-        marked=marked,
-        zeros=tuple(i for i in range(n) if values[i] <= 0) if log and names_on_axis else (),
-        nonfinite=nonfinite, note=_nonfinite_note(layers, values, nonfinite))
-
-
-def _nonfinite_note(layers, values, positions) -> str:
-    """The chart's note on the layers whose value is not finite: "Not finite: layer 3 CONV_2D (inf, drawn to the top
-    edge)"; "" when every value is finite."""
-    if not positions:
-        return ""
-    shown = [f"layer {layers[i].index} {layers[i].op_name} ({values[i]:g}"
-             f"{', drawn to the top edge' if values[i] == math.inf else ', not drawn'})" for i in positions[:3]]
-    more = f" and {len(positions) - 3} more" if len(positions) > 3 else ""
-    return "Not finite: " + ", ".join(shown) + more
-
-
-def _category_label(key: str, categories) -> str:
-    if key == "other" and set(categories) == {"other"}:
-        return "layers"
-    return CATEGORIES[key][3]
-
-
-def _text_width_in(text: str, fontsize: float) -> float:
-    return len(text) * CHAR_WIDTH * fontsize / 72
-
-
-def _nice_below(v: float) -> float:
-    """The largest 1, 2 or 5 x 10^k at or below `v` (> 0): a log axis then starts on a labelled tick."""
-    k = math.floor(math.log10(v))
-    for m in (5, 2, 1):
-        if m * 10.0 ** k <= v * (1 + 1e-9):
-            return m * 10.0 ** k
-    return 10.0 ** k  # pragma: no cover
-
-
-def _layer_ylim(plotted, log: bool, headroom: bool) -> tuple:
-    """Y limits that show every value and reference line; with `headroom`, room above for the labels."""
-    positive = [v for v in plotted if v > 0]
-    top_value = max(positive) if positive else 1.0
-    share = LABEL_BAND if headroom else 0.93
-    if log:
-        lo = math.log10(_nice_below(min(positive) / 1.2))
-        hi = math.log10(top_value)
-        return (10 ** lo, 10 ** (lo + (hi - lo) / share))
-    return (0.0, top_value / share)
-
-
-def layer_rmse_plan(report: Report) -> LayerChartPlan:
-    threshold = report.recommendation.threshold if report.recommendation else jd.SUSPECT_THRESHOLD
-    return layer_chart_plan(
-        report,
-        [layer.rmse_over_scale for layer in report.layers],
-        "RMSE/scale per layer",
-        "RMSE / scale",
-        lines=(ReferenceLine(RMSE_OVER_SCALE_IDEAL, ":", IDEAL_COLOR,
-                             f"ideal {RMSE_OVER_SCALE_IDEAL:.3f} (1/\u221a12: rounding only)"),
-               ReferenceLine(threshold, "--", "black", f"rule threshold {threshold:g}")),
-    )
-
-
-def layer_ranges_plan(report: Report) -> LayerChartPlan:
-    return layer_chart_plan(report, [layer.range for layer in report.layers], "Range per layer",
-                            "range (255 x scale)")
-
-
-def _label_positions(wanted, widths, lo: float = 0.01, hi: float = 0.99, gap: float = 0.04) -> list[float]:
-    """Centres near `wanted` (sorted, axes fraction) for labels `widths` wide that neither overlap nor
-    leave [lo, hi]: pushed right where they collide, then back left from the right edge."""
-    pos = [min(max(w, lo + width / 2), hi - width / 2) for w, width in zip(wanted, widths)]
-    for i in range(1, len(pos)):
-        pos[i] = max(pos[i], pos[i - 1] + (widths[i - 1] + widths[i]) / 2 + gap)
-    if pos:
-        pos[-1] = min(pos[-1], hi - widths[-1] / 2)
-    for i in range(len(pos) - 2, -1, -1):
-        pos[i] = min(pos[i], pos[i + 1] - (widths[i] + widths[i + 1]) / 2 - gap)
-    return pos
-
-
 def _draw_layer_chart(plan: LayerChartPlan) -> str:
+    return _data_uri(layer_figure(plan))
+
+
+def layer_figure(plan: LayerChartPlan):
+    """The per-layer chart drawn from its plan, as a matplotlib figure."""
     from matplotlib.legend_handler import HandlerTuple
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     n = len(plan.values)
     heights = plan.heights
     x = np.arange(n)
-    fig, ax = plt.subplots(figsize=LAYER_FIGSIZE, layout="constrained")
+    fig, ax = plt.subplots(figsize=(LAYER_FIGSIZE[0], plan.height), layout="constrained")
     few = plan.names_on_axis
     faces = [CATEGORIES[c][0] for c in plan.categories]
     edges = [CATEGORIES[c][2] if CATEGORIES[c][1] else ("black" if few else "none") for c in plan.categories]
@@ -378,11 +281,7 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
 
     if plan.log:
         ax.set_yscale("log")
-        decades = math.log10(plan.ylim[1] / plan.ylim[0])
-        subs = (1.0, 2.0, 5.0) if decades <= 1.6 else (1.0, 3.0) if decades <= 3.2 else (1.0,)
-        ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: short_number(v)))
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        log_axis(ax.yaxis)
     ax.set_ylim(*plan.ylim)
     ax.set_xlim(*plan.xlim)
     ax.grid(axis="y", which="major", color="#e3e3e3", linewidth=0.6, zorder=0)
@@ -433,7 +332,7 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
     refs = [(plt.Line2D([], [], linestyle=line.style, color=line.color, linewidth=1.0), line.label)
             for line in plan.lines]
     if not plan.legend_labels:
-        return _data_uri(fig)
+        return fig
     assert tuple(label for _, label in cats + refs) == plan.legend_labels
     if refs:
         rows = max(len(cats), len(refs))
@@ -446,7 +345,7 @@ def _draw_layer_chart(plan: LayerChartPlan) -> str:
     fig.legend([h for h, _ in entries], [label for _, label in entries], loc="outside lower center", ncol=ncol,
                fontsize=7, frameon=False, handlelength=2.2, columnspacing=2.0,
                handler_map={tuple: HandlerTuple(ndivide=None, pad=0.3)})
-    return _data_uri(fig)
+    return fig
 
 
 @_warnings_to_log
@@ -510,6 +409,7 @@ def tradeoff(report: Report) -> str:
     axes[1].xaxis.set_major_locator(MaxNLocator(integer=True))
     if spans_decades([s.size_bytes for s in steps]):
         axes[0].set_xscale("log")  # sizes a decade apart or more: a linear axis piles the small ones up
+        log_axis(axes[0].xaxis)
     axes[0].set_ylabel(ylabel)
     fig.suptitle("Search: selection score against size and against layers kept in float", fontsize=9, x=0.01,
                  ha="left")

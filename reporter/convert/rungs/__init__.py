@@ -9,13 +9,14 @@ from typing import Iterator
 
 from reporter.convert.rungs import (bias_correction, cross_layer_equalization, float_detection_outputs,
                                     host_normalization, int16x8, layernorm_without_neg, ranges, smoothquant,
-                                    static_batch1)
+                                    split_output_scale, static_batch1)
 from reporter.convert.rungs.base import RepairCandidate, RepairOptions, Rung, RunVariants, Workspace, timed
 
 REGISTRY: tuple[Rung, ...] = (
     static_batch1.RUNG,
     float_detection_outputs.RUNG,
     ranges.RUNG,
+    split_output_scale.RUNG,
     bias_correction.RUNG,
     host_normalization.RUNG,
     layernorm_without_neg.RUNG,

@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Optional
 
 from reporter.core.targets import cpu, ethos_u, gpu, int8, micro
-from reporter.core.targets.base import (COST_SAME, DEFAULT_KERNELS, REFERENCE_KERNELS, REFERENCE_KERNELS_RUN_BY,  # noqa: F401
+from reporter.core.targets.base import (COST_SAME, DEFAULT_KERNELS, REFERENCE_KERNELS,  # noqa: F401
                                         REFERENCE, REFERENCE_SAMPLES, Check, Checked, Target, Tools)
 from reporter.core.targets.rules import (HOST_OPS, INT16_STATE_OPS, INTEGER_KEYS, SUB_BYTE_KEYS, anything,  # noqa: F401
                                          float_compute, int8_spec, integer_only, integer_tensors, on_host,
@@ -66,6 +66,13 @@ class _Names(Sequence):
 
 
 TARGETS = _Names()
+
+
+def reference_kernels_run_by() -> str:
+    """Who runs LiteRT's reference kernels, in words: the runtimes the families declare (REFERENCE_RUNTIME) and many
+    NPUs ("what TFLite Micro and many NPUs implement")."""
+    runtimes = [f.REFERENCE_RUNTIME for f in FAMILIES if getattr(f, "REFERENCE_RUNTIME", "")]
+    return "what " + " and ".join([*runtimes, "many NPUs"]) + " implement"
 
 
 def help_text() -> str:

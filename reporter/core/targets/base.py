@@ -19,7 +19,6 @@ from reporter.core.targets.rules import anything, on_host
 # slow: a convolution runs without SIMD).
 REFERENCE_SAMPLES = 256
 REFERENCE_KERNELS, DEFAULT_KERNELS = "LiteRT's reference kernels", "LiteRT's default kernels"
-REFERENCE_KERNELS_RUN_BY = "what TFLite Micro and many NPUs implement"  # who runs the reference kernels, in words
 COST_SAME = 0.1  # costs this close (a tenth of a doubling) are a tie: the more accurate model is preferred
 
 
@@ -47,7 +46,8 @@ class Checked:
 @dataclass(frozen=True)
 class Check:
     """How a target measures a model's accuracy where it ships, and what its tool decides. This one runs LiteRT's
-    reference kernels (what TFLite Micro and many NPUs implement); a family with a tool of its own subclasses it."""
+    reference kernels (what microcontroller runtimes and many NPUs implement); a family with a tool of its own
+    subclasses it."""
 
     kernels: str = REFERENCE_KERNELS  # what the accuracy is measured on, as OnTarget.kernels and the words say
     key: str = ""  # the tool's name: its figures' key in OnTarget.tools ("": no figures of its own)

@@ -21,6 +21,7 @@ from reporter.core.targets.base import REFERENCE_SAMPLES, Check, Checked, Target
 NAME = "micro"
 HELP = f"{NAME} (run by TFLite Micro)"
 MICRO_KERNELS = "TFLite Micro"
+REFERENCE_RUNTIME = MICRO_KERNELS  # it implements LiteRT's reference kernels (reporter.core.targets.reference_kernels_run_by)
 TOOL = "micro"  # its figures' key in OnTarget.tools (reporter.model.hardware.MicroFigures)
 
 

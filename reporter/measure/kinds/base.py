@@ -51,6 +51,52 @@ class Joined:
     pack: Callable[[dict], np.ndarray]
 
 
+EXAMPLE_SOURCE = "synthetic.npz"  # the data an example's refusal names
+
+
+@dataclass(frozen=True)
+class Example:
+    """A kind's synthetic output and its labels for the conformance checks (reporter.testing.check_kind, which calls
+    it `Case`), as a run hands them to a kind: the output's `shape` (without the batch)
+    and the op making it, the labels `y` as the data give them, and two models' raw outputs on the same samples
+    (`out`: float's; `other`: a second model's, as a quantized one differs). `port`: the output as evaluation reads it
+    (None: one output of `shape`). `arrays`: label arrays by name instead of `y` (`{"boxes": ..., "classes": ...}`
+    for y_boxes and y_classes), joined into one as a run joins them (the first registered kind whose `join_labels`
+    takes them)."""
+
+    name: str
+    shape: tuple
+    made_by: str
+    y: Optional[np.ndarray]
+    out: np.ndarray
+    other: np.ndarray
+    port: Optional[object] = None
+    labels_are_classes: Optional[bool] = None  # None: integer labels are classes
+    arrays: Optional[dict] = None
+
+    def port_of(self):
+        from reporter.measure.signature import Port
+
+        if self.port is not None:
+            return self.port
+        return Port("out", "output_0", 0, (-1, *self.shape), "float32", allocated=(1, *self.shape))
+
+    def labels(self):
+        """The labels as a run hands them to a kind (reporter.measure.kinds.base.LabelSource); None when no
+        registered kind joins `arrays`."""
+        from reporter.core import tasks
+
+        y = self.y
+        if self.arrays is not None:
+            given = {name: (a, np.issubdtype(np.asarray(a).dtype, np.integer)) for name, a in self.arrays.items()}
+            y = next((found for found in (k.join_labels(given, self.port_of(), EXAMPLE_SOURCE) for k in tasks.kinds())
+                      if found is not None), None)
+            if y is None:
+                return None
+        classes = np.issubdtype(y.dtype, np.integer) if self.labels_are_classes is None else self.labels_are_classes
+        return LabelSource(y, bool(classes), EXAMPLE_SOURCE, "y")
+
+
 class Kind(tasks.TaskKind):
     """One kind of output: how its labels are recognised, its outputs read and measured. Stateless: every method
     takes the `Task` (the kind, the classes, the threshold) it reads for."""
@@ -91,6 +137,11 @@ class Kind(tasks.TaskKind):
         packed output `out` that it holds, flat), for measurements of one output (its int8 range's clipping);
         None, the default, for a kind that reads one output."""
         return None
+
+    def examples(self, rng: np.random.Generator, n: int) -> list[Example]:
+        """Synthetic outputs and labels of this kind's own shape, `n` samples drawn from `rng`, for the conformance
+        checks (reporter.testing.check_kind) when no shared case fits (a detector's packed outputs, heatmaps); []."""
+        return []
 
     @property
     def head(self) -> "Kind":

@@ -26,7 +26,7 @@ import numpy as np
 
 from reporter.core.errors import InputError
 from reporter.core.targets import rules
-from reporter.measure.kinds.base import Joined, Kind, LabelSource, TaskReading
+from reporter.measure.kinds.base import Example, Joined, Kind, LabelSource, TaskReading
 from reporter.measure.scoring import BOOTSTRAP_DENSE, Score, Scored, resample_weights
 from reporter.measure.signature import Port, Signature
 from reporter.measure.task import Task
@@ -196,6 +196,8 @@ def pack_labels(labels: dict, num_classes: int, source) -> np.ndarray:
     InputError naming the array that does not fit (`check_boxes`). A padding row (class -1) is no box: its
     coordinates are not read, and written 0."""
     boxes, classes = (np.asarray(labels[name][0]) for name in LABELS)
+    if classes.ndim == 1 and boxes.ndim == 3 and boxes.shape[1] == 1:  # one box slot: read_labels made (n, 1) flat
+        classes = classes[:, None]
     if boxes.ndim != 3 or boxes.shape[2] != 4 or boxes.shape[1] < 1:
         raise InputError(source, f"'y_boxes' has shape {boxes.shape}: expected (n, boxes, 4) with at least one box"
                                 " slot per image, each box ymin, xmin, ymax, xmax normalized to 0..1 (-1 classes pad)")
@@ -296,6 +298,9 @@ class Detection(Kind):
         return {keys[index]: (role, values[role]) for role, index in zip(ROLES, found.indices)}
 
     # --- recognising --------------------------------------------------------------------------------------
+    def examples(self, rng, n: int) -> list[Example]:
+        return [_example(rng, n)]
+
     def recognise(self, labels: LabelSource, port: Port, threshold: float, made_by: str = "") -> TaskReading:
         if port.key != KEY:
             raise InputError(labels.source, f"--task {self.name}: output {port.name} is not made by {POSTPROCESS};"
@@ -519,16 +524,47 @@ class MeanAP(Score):
         self.weights = resample_weights(len(y), BOOTSTRAP_DENSE)
         self.y_boxes, self.y_classes = unpack_labels(y)
 
+    def detections(self, out) -> Detections:
+        """The detections a model's output holds (here the packed postprocess outputs; a raw YOLO head's, decoded)."""
+        return Detections.unpack(out)
+
     def value(self, out) -> float:
-        return coco_scores(Detections.unpack(out), self.y_boxes, self.y_classes)["map50"]
+        return coco_scores(self.detections(out), self.y_boxes, self.y_classes)["map50"]
 
     def measure(self, out) -> Scored:
-        d = Detections.unpack(out)
+        d = self.detections(out)
         matches = match(d, self.y_boxes, self.y_classes, _classes(self.task, self.y))
-        return Scored(self.value(out), boot=resampled_map50(matches, self.weights))
+        value = coco_scores(d, self.y_boxes, self.y_classes)["map50"]
+        return Scored(value, boot=resampled_map50(matches, self.weights))
 
 
 KIND = Detection()
 # report.json's metrics.figures.detection; files written before it kept the record as `metrics.detection`
 figures.register("detection", DetectionMetrics, replaces={"detection": None})
 rules.add_host_ops(POSTPROCESS)  # integer-only hardware leaves the postprocess to the host CPU
+
+
+# --- its example for the conformance checks (reporter.testing.check_kind) -------------------------------------
+def _example(rng, n: int, k: int = 5, boxes: int = 3, classes: int = 3) -> Example:
+    """A postprocess output packed as the detection kind reads it (boxes K*4 | classes K | scores K | num), with
+    labelled boxes (ymin, xmin, ymax, xmax) and class ids (-1 pads) packed as y_boxes and y_classes are joined."""
+    top = rng.uniform(0, 0.6, (n, boxes, 2))
+    y_boxes = np.concatenate([top, top + rng.uniform(0.1, 0.4, (n, boxes, 2))], axis=-1)
+    y_classes = rng.integers(0, classes, (n, boxes))
+    y_classes[rng.uniform(size=(n, boxes)) < 0.3] = -1
+
+    def packed():
+        pick = rng.integers(0, boxes, (n, k))
+        near = np.take_along_axis(y_boxes, pick[..., None], axis=1) + rng.normal(scale=0.02, size=(n, k, 4))
+        corner = rng.uniform(0, 0.6, (n, k, 2))
+        anywhere = np.concatenate([corner, corner + rng.uniform(0.1, 0.4, (n, k, 2))], axis=-1)
+        found = np.clip(np.where(rng.uniform(size=(n, k, 1)) < 0.8, near, anywhere), 0, 1)  # ymin < ymax, xmin < xmax
+        found_classes = np.where(rng.uniform(size=(n, k)) < 0.8, np.take_along_axis(y_classes, pick, axis=1),
+                                 rng.integers(0, classes, (n, k))).clip(0, None)
+        num = rng.integers(1, k + 1, n)
+        return np.concatenate([found.reshape(n, -1), found_classes, rng.uniform(size=(n, k)), num[:, None]],
+                              axis=1).astype(np.float32)
+
+    port = Layout((0, 1, 2, 3), k, classes, 0.0).port()
+    return Example("detector outputs", tuple(port.shape[1:]), "", None, packed(), packed(), port=port,
+                labels_are_classes=False, arrays={"boxes": y_boxes.astype(np.float32), "classes": y_classes})

@@ -23,6 +23,7 @@ class Regression(Kind):
     words = "a regression"
     has_classes = False
     main_metric = ""
+    plain_points = False  # no share of samples right: a recorded main metric (mask IoU) is said by its name
     paired_test = ""
     class_count_compared = False
     sample_correct = False

@@ -5,7 +5,7 @@ registers it in one line, `register(name, FigureRows(...))`, under the kind's na
 every kind whose figures a variant holds and lays out what it gives, never naming a kind.
 """
 
-from reporter.render.kinds import detection, segmentation  # noqa: F401 - the built-in kinds' rows register
+from reporter.render.kinds import detection, keypoints, segmentation  # noqa: F401 - the built-in kinds' rows register
 from reporter.render.kinds.rows import FigureRows, of, register, shown, unregister
 
 __all__ = ["FigureRows", "of", "register", "shown", "unregister"]

@@ -10,6 +10,12 @@ from reporter.model.report import RMSE_OVER_SCALE_IDEAL
 from reporter.render.views.common import Basis, latency_note, threshold_words
 
 
+# Model Explorer's own package, as pyproject.toml's `explorer` extra requires it (a test keeps the two the same). The
+# hint names the package, not the extra: quant-report is installed from a clone, and no index serves
+# "quant-report[explorer]"; the package installs from any index whichever way quant-report came.
+EXPLORER_REQUIREMENT = "ai-edge-model-explorer>=0.1.34"
+
+
 def legend_entries() -> tuple[tuple[str, str], ...]:
     """Every term the report uses, with the thresholds judgement applies now."""
     words = threshold_words()
@@ -40,8 +46,8 @@ def legend_entries() -> tuple[tuple[str, str], ...]:
         ("Selection score", "what the search chooses on: agreement with the float model's predictions on the"
                             " selection samples (or 1 - output MSE / variance for a regression output)."),
         ("Pareto", "a candidate that no other candidate beats on both size and accuracy."),
-        ("Gap recovered", "(recommended - FIQ) / (float - FIQ) accuracy: 100 % means the recommended model is as"
-                          " accurate as float."),
+        ("Gap recovered", "(the search's model - FIQ) / (float - FIQ) accuracy, the search's model being FIQ with"
+                          " the layers it keeps in float: 100 % means it is as accurate as float."),
     )
 
 
@@ -72,6 +78,11 @@ class AppendixView:
         if not note:
             return entries
         return tuple((term, f"{text} {note}" if term == "Latency" else text) for term, text in entries)
+
+    @property
+    def explorer_install(self) -> str:
+        """The shell command that installs Model Explorer (`model-explorer`)."""
+        return f'pip install "{EXPLORER_REQUIREMENT}"'
 
     @property
     def explorer_commands(self) -> list[tuple[str, str]]:

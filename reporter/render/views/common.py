@@ -148,8 +148,16 @@ class Basis:
 
     @property
     def column_labels(self) -> list[str]:
-        """The built variants' short names, for the tables' header rows."""
-        return [short(v.name) for v in self.ok_columns]
+        """The built variants' short names, for the tables' header rows (the search's float-keep set by what it
+        keeps: `label`)."""
+        return [self.label(v.name) for v in self.ok_columns]
+
+    def label(self, name: str) -> str:
+        """A variant's short name; the search's float-keep set as the decision names it ("FIQ with 2 ops in float"),
+        never "Recommended", which is the model to ship's role."""
+        decision = self.findings.decision
+        option = decision.option(name) if decision is not None and name == variants.SELECTIVE else None
+        return option.label if option is not None else short(name)
 
     @cached_property
     def float(self) -> Optional[VariantResult]:

@@ -3,6 +3,7 @@ matter first, and every quantized variant against float, tensor by tensor."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -10,6 +11,81 @@ from reporter.core.formatting import fmt_number
 from reporter.core.variants import short
 from reporter.model.report import RMSE_OVER_SCALE_IDEAL, LayerStat
 from reporter.render.views.common import Basis
+
+
+ELLIPSIS = "\u2026"
+MIN_KEPT = 3  # characters kept on each side of the "…" for a piece of text to be taken for a shortened name
+
+
+def report_names(report) -> tuple[str, ...]:
+    """Every one-line text the report holds (tensor names among them), sorted: the full names that the shortened
+    ones in its prose and tables stand for (the search's step labels keep only a name's head and tail)."""
+    found = set()
+
+    def walk(value):
+        if isinstance(value, str):
+            if MIN_KEPT < len(value) <= 2000 and "\n" not in value and ELLIPSIS not in value:
+                found.add(value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                walk(getattr(value, f.name))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(key)
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+
+    walk(report)
+    return tuple(sorted(found))
+
+
+def _overlap_before(text: str, end: int, start: int, name: str) -> int:
+    """The longest head of `name` that `text[:end]` ends with (not reaching before `start`); 0 if none."""
+    for h in range(min(len(name) - 1, end - start), 0, -1):
+        if text.startswith(name[:h], end - h):
+            return h
+    return 0
+
+
+def _overlap_after(text: str, begin: int, name: str, limit: int) -> int:
+    """The longest tail of `name` (at most `limit` long) that `text[begin:]` starts with; 0 if none."""
+    for t in range(min(limit, len(text) - begin), 0, -1):
+        if text.startswith(name[len(name) - t:], begin):
+            return t
+    return 0
+
+
+def name_pieces(text: str, names) -> tuple[tuple[str, str], ...]:
+    """`text` cut into (piece, full name) pairs: a piece that is a name shortened in the middle with "…" (its head,
+    "…", its tail) carries the one of `names` it stands for, every other piece "" (their concatenation is `text`)."""
+    pieces, start = [], 0
+    i = text.find(ELLIPSIS)
+    while i >= 0:
+        before, after = text[max(start, i - MIN_KEPT):i], text[i + 1:i + 1 + MIN_KEPT]
+        best = None  # (kept characters, -len(name), name, head)
+        if len(before) == MIN_KEPT and len(after) == MIN_KEPT:
+            for name in names:
+                if before not in name or after not in name:
+                    continue
+                h = _overlap_before(text, i, start, name)
+                if h < MIN_KEPT:
+                    continue
+                t = _overlap_after(text, i + 1, name, len(name) - h - 1)
+                if t >= MIN_KEPT and (best is None or (h + t, -len(name)) > best[:2]):
+                    best = (h + t, -len(name), name, h)
+        if best is not None:
+            kept, _, name, h = best
+            if i - h > start:
+                pieces.append((text[start:i - h], ""))
+            end = i + 1 + kept - h
+            pieces.append((text[i - h:end], name))
+            start = end
+        i = text.find(ELLIPSIS, max(i + 1, start))
+    if start < len(text) or not pieces:
+        pieces.append((text[start:], ""))
+    return tuple(pieces)
 
 
 @dataclass(frozen=True)
@@ -63,6 +139,15 @@ class LayersView:
 
     def __init__(self, basis: Basis):
         self.basis = basis
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The report's full names, for `name_pieces` (the HTML titles each shortened name with its full name)."""
+        return report_names(self.basis.report)
+
+    def name_pieces(self, text: str) -> tuple[tuple[str, str], ...]:
+        """`text` cut around the shortened names in it, each with its full name (see `name_pieces`)."""
+        return name_pieces(str(text), self.names) if ELLIPSIS in str(text) else ((str(text), ""),)
 
     @property
     def threshold_text(self) -> str:

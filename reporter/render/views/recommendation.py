@@ -322,7 +322,8 @@ class RecommendationView:
                           vs_float=t.vs_float.text if t.vs_float else ("reference" if t.name == variants.FLOAT
                                                                        else NOT_MEASURED),
                           size=fmt_bytes(t.size_bytes), latency=or_missing(t.latency_ms, fmt_ms),
-                          runs="yes" if t.runs_on_target else "no", meets="yes" if t.meets_target else "no",
+                          runs="not tried" if t.runs_on_target is None else "yes" if t.runs_on_target else "no",
+                          meets="yes" if t.meets_target else "no",
                           role=", ".join([*t.picks, *([why_not(t.why)] if why_not(t.why) and not t.picks else [])]),
                           pareto=t.pareto, chosen=t.chosen) for t in points]
 

@@ -27,7 +27,7 @@ def text(c: Comparison) -> str:
     if c.p_value is None:
         return f"{points}, significance not recorded"
     if c.same:
-        return "±0.0 points: right on exactly the same samples"
+        return "±0.0 points, the same samples right"
     if not c.significant:
         return f"within noise: {points}, {p_text(c.p_value)}"
     return f"{points}, {p_text(c.p_value)}"

@@ -150,21 +150,18 @@ def _degenerate_float(report: Report, d: Decision, flt: Optional[Option]) -> str
 
 
 def host_transform(t) -> str:
-    """How the host must feed a model whose normalization was moved off it: "It needs the host to standardize the
-    input x: subtract [...], then divide by [...] (every value in input_transform.json beside the model)."."""
-    def numbers(values: list) -> str:
-        shown = ", ".join(f"{v:.4g}" for v in values[:4])
-        return f"[{shown}{', …' if len(values) > 4 else ''}]"
-
+    """How the host must feed a model whose normalization was moved off it, counted, not listed: "It needs the host
+    to standardize input x (30 means and 30 scales, in input_transform.json beside the model)."."""
     name = f" {t.input}" if t.input else ""
-    return (f"It needs the host to standardize the input{name}: subtract {numbers(t.subtract)}, then divide by"
-            f" {numbers(t.divide)} (every value in input_transform.json beside the model).")
+    means, scales = len(t.subtract), len(t.divide)
+    return (f"It needs the host to standardize input{name} ({means} mean{'s' * (means != 1)} and {scales}"
+            f" scale{'s' * (scales != 1)}, in input_transform.json beside the model).")
 
 
 def agreement(a: ReferenceAgreement) -> str:
     """"LiteRT's reference kernels (what ... implement) give the same output values as the default
     kernels on 99.8 % of values over 256 samples (largest difference 1 quantization step; same top class on 100 %)"."""
-    text = (f"{tg.REFERENCE_KERNELS} ({tg.REFERENCE_KERNELS_RUN_BY}) give the same output values as"
+    text = (f"{tg.REFERENCE_KERNELS} ({tg.reference_kernels_run_by()}) give the same output values as"
             f" its default kernels on {fmt_percent(a.identical_share)} of values over {a.samples:,} samples")
     if a.max_steps > 0:
         text += f" (largest difference {a.max_steps:.0f} quantization step{'s' if a.max_steps >= 1.5 else ''}"
@@ -205,9 +202,14 @@ def _cost(ship: Option, flt: Optional[Option], target: tg.Target) -> str:
     if flt is None or not flt.size_bytes:
         return ""
     parts = [size_words(ship.size_bytes / flt.size_bytes)]
-    if target.timed and ship.latency_ms and flt.latency_ms:
+    if target.timed and _told(ship) and _told(flt):  # under the host's timing floor: no latency words at all
         parts.append(_speed(ship, flt, variants.FLOAT))
     return ", " + " and ".join(parts).replace(" than float and ", " and ")
+
+
+def _told(o: Option) -> bool:
+    """`o`'s latency can be compared on this host: timed with a spread (enough runs, above the timing floor)."""
+    return bool(o.latency_ms) and o.latency_p90_ms is not None
 
 
 def _speed(o: Option, other: Option, other_name: str) -> str:

@@ -1,8 +1,10 @@
 """The words of `quant-report diff` (reporter.findings.diff decides it): each change's numbers, what changed in
-a variant, a model's headline, its notes on samples and comparability, the gate's failures and the summary.
+a variant, a change of the model to ship (and of its target, verdict and gate), a model's headline, its notes on
+samples and comparability, the gate's failures and the summary.
 
 `word(diff)` fills every sentence field of the decided diff (diff.json keeps them); the templates read those,
-and call `summary`, `main_header`, `main_cell` and `main_named_text` for the cells made of several fields.
+and call `summary`, `main_header`, `main_cell`, `main_named_text`, `ship_cell` and `other_decision_lines` for the
+cells made of several fields.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from reporter.core import variants
 from reporter.core.formatting import (fmt_bytes, fmt_change, fmt_ms, fmt_percent, fmt_score, fmt_signed_bytes,
                                       fmt_signed_points, p_text)
 from reporter.findings import diff as df
-from reporter.findings.diff import Change, Diff, GateFailure, ModelDiff, Run, Task, VariantDiff
+from reporter.findings.diff import Change, DecisionChange, Diff, GateFailure, ModelDiff, Run, Shipped, Task, VariantDiff
+from reporter.model import findings as mf
 
 
 def word(diff: Diff) -> Diff:
@@ -26,7 +29,8 @@ def word(diff: Diff) -> Diff:
 
 def _model(m: ModelDiff) -> ModelDiff:
     found = [_variant(v) for v in m.variants]
-    m = dataclasses.replace(m, variants=found)
+    decided = dataclasses.replace(m.decision, lines=decision_lines(m.decision)) if m.decision is not None else None
+    m = dataclasses.replace(m, variants=found, decision=decided)
     return dataclasses.replace(m, samples_note=samples_note(m), gap=gap(m), headline=headline(m), error=error(m),
                                gate_note=gate_note(m))
 
@@ -125,6 +129,64 @@ def main_named_text(v: VariantDiff) -> str:
     return f"{v.main_metric} {v.main.text}"
 
 
+# --- the decision ------------------------------------------------------------------------------------
+# The decision's verdict (findings.decision.why), as the diff's line says it.
+VERDICTS = {
+    mf.MEETS: "a quantized model meets the accuracy target",
+    mf.FLOAT_CHEAPER: "float kept: cheaper here than the quantized models that meet the accuracy target",
+    mf.NONE_MEETS: "no quantized model meets the accuracy target",
+    mf.NO_CANDIDATE: "no quantized model for the target was measured",
+    mf.FLOAT_DEGENERATE: "float answers one class for every sample: nothing judged",
+}
+
+
+def decision_lines(d: DecisionChange, ship: bool = True) -> list[str]:
+    """What of a model's decision changed (`DecisionChange.changed`), one line each; [] when nothing did:
+    "Model to ship: FIQ with 2 ops in float (cpu) → LiteRT static int8, input normalization on the host (int8)",
+    "Target: cpu → gpu" (only when the same model ships: the ship line names both targets), "Verdict: ...",
+    "Gate: passed → FAILED". Without `ship`, the ship line is left out (a batch table's cell holds it)."""
+    lines = []
+    if df.SHIP_CHANGED in d.changed:
+        if ship:
+            lines.append(f"Model to ship: {ship_change(d)}")
+    elif df.TARGET_CHANGED in d.changed:
+        lines.append(f"Target: {d.base.target} → {d.new.target}")
+    if df.VERDICT_CHANGED in d.changed:
+        lines.append(f"Verdict: {_verdict(d.base.why)} → {_verdict(d.new.why)}")
+    if df.GATE_CHANGED in d.changed:
+        lines.append(f"Gate: {_gate(d.base)} → {_gate(d.new)}")
+    return lines
+
+
+def ship_change(d: DecisionChange) -> str:
+    """"A (cpu) → B (int8)"; "A → B (cpu)" on one target."""
+    if d.base.target == d.new.target:
+        return f"{_ship(d.base)} → {_ship(d.new)} ({d.new.target})"
+    return f"{_ship(d.base)} ({d.base.target}) → {_ship(d.new)} ({d.new.target})"
+
+
+def _ship(s: Shipped) -> str:
+    return s.label or s.variant or "nothing"
+
+
+def _verdict(why: str) -> str:
+    return VERDICTS.get(why, why)
+
+
+def _gate(s: Shipped) -> str:
+    return "none asked for" if s.gate is None else "passed" if s.gate else "FAILED"
+
+
+def ship_cell(m: ModelDiff) -> str:
+    """A batch table's "Model to ship" cell: the change, or "–" when the same model ships."""
+    return ship_change(m.decision) if m.decision is not None and df.SHIP_CHANGED in m.decision.changed else "–"
+
+
+def other_decision_lines(m: ModelDiff) -> list[str]:
+    """The decision's lines a batch table's "Model to ship" cell does not hold (target, verdict, gate)."""
+    return decision_lines(m.decision, ship=False) if m.decision is not None else []
+
+
 # --- a model -----------------------------------------------------------------------------------------
 def main_header(m: ModelDiff) -> str:
     """The secondary metric's column name for a model's changed variants: theirs when they all agree."""
@@ -149,7 +211,8 @@ def headline(m: ModelDiff) -> str:
         return ""
     layers = m.float_layers_added or m.float_layers_removed
     if not m.changed and not layers:
-        return f"{m.name}: no change beyond noise."
+        # The decision's change has lines of its own, said first.
+        return f"{m.name}: no {'variant ' if m.decision_changed else ''}change beyond noise."
     bits = [f"{v.label} {'; '.join(v.why)}" for v in m.changed if v.why]
     if layers:
         bits.append(f"layers kept in float: {m.base_run.float_layers} → {m.new_run.float_layers}")
@@ -166,9 +229,11 @@ def error(m: ModelDiff) -> str:
     """Why a model has no diff: it failed in BASE, in NEW or in both."""
     if m.status != "failed":
         return ""
-    if m.base_run is None and m.new_run is None:
+    if m.base_error is not None and m.new_error is not None:
         return f"failed in BASE ({m.base_error}) and in NEW ({m.new_error})"
-    return f"failed in BASE: {m.base_error}" if m.base_run is None else f"failed in NEW: {m.new_error}"
+    if m.base_error is not None:
+        return f"failed in BASE: {m.base_error}" + ("; not in NEW" if m.new_run is None else "")
+    return f"failed in NEW: {m.new_error}" + ("; not in BASE" if m.base_run is None else "")
 
 
 def samples_note(m: ModelDiff) -> str:
@@ -191,7 +256,7 @@ def samples_note(m: ModelDiff) -> str:
 
 
 def gap(m: ModelDiff) -> str:
-    """The recommended model's gap status when it changed: "recovered → open"."""
+    """FIQ's gap status (with the searched layers kept in float) when it changed: "recovered → open"."""
     if m.status != "compared" or m.base_run.gap == m.new_run.gap:
         return ""
     return f"{m.base_run.gap or 'none'} → {m.new_run.gap or 'none'}"
@@ -236,14 +301,18 @@ def gate_message(diff: Diff, f: GateFailure) -> str:
 
 
 def summary(diff: Diff) -> str:
-    """"2 models compared, 1 changed; 1 added; gate FAILED (limit: 1.0 accuracy points below BASE)"."""
+    """"2 models compared, 1 changed; 1 added; another model to ship for mlp; gate FAILED (limit: 1.0 accuracy
+    points below BASE)"."""
     compared = diff.compared
-    changed = [m for m in compared if m.changed or m.float_layers_added or m.float_layers_removed]
+    changed = [m for m in compared if m.any_change]
     parts = [f"{len(compared)} model{'s' if len(compared) != 1 else ''} compared, {len(changed)} changed"]
     for status, said in (("added", "added"), ("removed", "removed"), ("failed", "failed in a run")):
         n = sum(1 for m in diff.models if m.status == status)
         if n:
             parts.append(f"{n} {said}")
+    shipped = [m.name for m in compared if m.decision is not None and df.SHIP_CHANGED in m.decision.changed]
+    if shipped:
+        parts.append(f"another model to ship for {', '.join(shipped) if len(shipped) <= 3 else len(shipped)}")
     if diff.max_accuracy_drop is not None:
         ungated = len(diff.ungated)
         if compared and ungated == len(compared):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Optional
 
+from reporter.core import targets as tg
 from reporter.core import variants
 from reporter.core.errors import plain
 from reporter.core.formatting import (fmt_amount, fmt_bytes, fmt_ms, fmt_mse, fmt_number, fmt_percent, fmt_score,
@@ -42,7 +43,7 @@ def _story(report: Report, found: Findings, recommendation: str) -> list[str]:
     lines = [_gap_line(report, found, fiq, flt)]
     rec = report.recommendation
     if fix is not None and culprits:
-        lines += _fix_lines(report, fix, culprits, flt)
+        lines += _fix_lines(report, fix, culprits, flt) + _not_shipped(report, found)
     elif fix is not None and (fix.status == "not_built" or (rec is not None and rec.denylisted_ops)):
         lines.append(recommendation)
     lines += _blames(found.variants)
@@ -116,6 +117,15 @@ def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: Va
     if fix.status == "failed":
         return [f"Keeping {where} in float was chosen, but {fix.text}."]
     return [f"The rmse/scale rule flags {where}; no model was built with {it} in float."]
+
+
+def _not_shipped(report: Report, found: Findings) -> list[str]:
+    """Where the float-keep set does not run on the target and another model ships: that path, said once."""
+    d = found.decision
+    kept = d.option(variants.SELECTIVE) if d is not None and d.variant and d.variant != variants.SELECTIVE else None
+    if kept is None or kept.runs:
+        return []
+    return [f"{kept.label} does not run {tg.of(d.target).words}, so {d.label} ships instead."]
 
 
 def _head_lines(found: Findings) -> list[str]:

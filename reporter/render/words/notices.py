@@ -6,11 +6,13 @@ from typing import Optional
 
 from reporter.core import variants
 from reporter.core.errors import plain
-from reporter.core.formatting import capital, fmt_mse, fmt_number, fmt_percent, fmt_score
+from reporter.core import judgement as jd
+from reporter.core.formatting import capital, fmt_mse, fmt_ms, fmt_number, fmt_percent, fmt_score
 from reporter.findings.notices import FIX_FAILED, FIX_MEASURED, FIX_NONE, Fact
 from reporter.model.findings import Notice
 from reporter.model.report import MEASUREMENTS, Report
 from reporter.render import kinds as kind_words
+from reporter.render.words import shared_scale as shared_scale_words
 
 BOOTSTRAP_WORDS = "a seeded bootstrap, the same resamples for every model"
 
@@ -237,6 +239,14 @@ def _latency_skipped(report: Report, fact: Fact) -> str:
     return "Latency was not measured: latency runs were set to 0."
 
 
+def _latency_floor(report: Report, fact: Fact) -> str:
+    _, floor, overhead = fact.items
+    who = "Every model here runs" if fact.count == fact.items[0] else f"{fact.count} of {fact.items[0]} models run"
+    return (f"{who} in under {fmt_ms(floor)} per sample on this host ({jd.TIMING_FLOOR_FACTOR} times an empty invoke,"
+            f" {fmt_ms(overhead)}): too fast to tell apart here, so their latencies are shown but none is called"
+            " faster or slower.")
+
+
 def _rule_false_alarm(report: Report, fact: Fact) -> str:
     worst, n = fact.layer, fact.count
     return (f"The rmse/scale rule flags {n} layer{'s' if n != 1 else ''} (worst: {worst.op_name} at"
@@ -268,9 +278,11 @@ _TEXTS = {
     "selection_overlap": _selection_overlap, "stateful": _stateful, "classes_missing": _classes_missing,
     "variant_failed": _variant_failed, "measurement_failed": _measurement_failed,
     "nonfinite_outputs": _nonfinite_outputs, "output_clipped": _output_clipped, "debugger_failed": _debugger_failed,
+    "shared_scale": shared_scale_words.text,
     "target_not_met": _target_not_met,
     "keras_twin": _keras_twin, "task": _task, "labels_as_classes": _labels_as_classes, "user_metric": _user_metric,
     "user_metric_failed": _user_metric_failed, "bootstrap": _bootstrap, "latency_skipped": _latency_skipped,
+    "latency_floor": _latency_floor,
     "rule_false_alarm": _rule_false_alarm, "wide_range": _wide_range, "primary_output": _primary_output,
     "unlabelled_output": _unlabelled_output, "tflite_changed": _tflite_changed,
     "quantization_aware": _quantization_aware,

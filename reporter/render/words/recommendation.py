@@ -55,8 +55,8 @@ def gap_reason(report: Report, gap: GapFinding, decision: Optional[Decision] = N
         cmp = fixed.vs_float if fixed is not None else None
         said = f" ({comparison_text(cmp)})" if cmp is not None else ""
         if why == mf.FIX_MEETS:
-            return f"the recommended model meets the accuracy target{said}"
-        return f"the recommended model does not meet the accuracy target{said}"
+            return f"the search's model meets the accuracy target{said}"
+        return f"the search's model does not meet the accuracy target{said}"
     raise ValueError(f"a gap for an unknown reason {why!r}")
 
 
@@ -95,12 +95,12 @@ def searched_words(status: str, standing: str, drop: Optional[float], p_value: O
             return f"the drop is within noise ({tested})"
         return f"FIQ {worse_words(amount)} ({tested})"
     if standing == jd.NOT_WORSE:
-        return "the recommended model is as good as float"
+        return "the search's model is as good as float"
     if standing == jd.NOISE:
         return f"{amount} below float, within noise: {tested}"
     if standing == jd.ALLOWED:
         return f"{amount} below float: within --max-accuracy-drop {limit:g}"
-    return f"the recommended model still {worse_words(amount)}, {tested}"
+    return f"the search's model still {worse_words(amount)}, {tested}"
 
 
 def _test_name(report: Report) -> str:
@@ -178,8 +178,11 @@ def sentence(report: Report, found: Findings) -> str:
     if rec.method == SEARCH_METHOD and search is not None and search.out_of_budget:
         text += f"; the search stopped at its budget, {_budget_words(search)}, and keeps the best set it measured"
     if fix.rule_layers is not None and fix.rule_share_of_gap is not None:
-        text += (f". The rmse/scale rule would keep {fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
-                 f" and win back {fmt_percent(fix.rule_share_of_gap, 0)}")
+        layers = f"{fix.rule_layers} layer{'s' if fix.rule_layers != 1 else ''}"
+        won = f"win back {fmt_percent(fix.rule_share_of_gap, 0)}" if fix.rule_share_of_gap > 0 else \
+            "win back none of the gap" + (f" (it ends {fmt_percent(-fix.rule_share_of_gap, 0)} of the gap below FIQ)"
+                                          if fix.rule_share_of_gap < 0 else "")
+        text += f". The rmse/scale rule would keep {layers} and {won}"
     return text + "."
 
 
