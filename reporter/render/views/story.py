@@ -104,7 +104,7 @@ class StoryView:
     def latency_label(self) -> str:
         """The latency column's header: the host's latency is said to be the host's where the target's is not it
         (a microcontroller, an NPU), and is then shown without a colour."""
-        return "Latency (median)" if self._host_is_target else "Host latency (median, not the target's)"
+        return "Latency (median)" if self._host_is_target else "Host latency (median)"
 
     @cached_property
     def _host_is_target(self) -> bool:

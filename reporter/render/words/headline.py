@@ -83,8 +83,15 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
         return (f"FIQ is {size} and within noise of float on {metric} ({fmt_score(flt.accuracy, share)} →"
                 f" {fmt_score(fiq.accuracy, share)}, {p}), though its drop is {beyond}: the data show no loss to win"
                 " back, so no fix is offered.")
-    text = (f"FIQ {worse_words(_lost(report, gap.fiq_drop))} against float ({fmt_score(flt.accuracy, share)} →"
-            f" {fmt_score(fiq.accuracy, share)}, {p})")
+    judged = found.decision.option(variants.FIQ) if found.decision is not None else None
+    if judged is not None and judged.kernels and judged.score is not None:  # the gap as the target's kernels give it
+        default = f"; {_lost(report, -fiq.vs_float.delta)} on LiteRT's default kernels" \
+            if fiq.vs_float is not None and fiq.vs_float.delta < 0 else ""
+        text = (f"FIQ {worse_words(_lost(report, gap.fiq_drop))} against float on {judged.kernels}"
+                f" ({fmt_score(flt.accuracy, share)} → {fmt_score(judged.score, share)}, {p}{default})")
+    else:
+        text = (f"FIQ {worse_words(_lost(report, gap.fiq_drop))} against float ({fmt_score(flt.accuracy, share)} →"
+                f" {fmt_score(fiq.accuracy, share)}, {p})")
     if fiq.degenerate is not None:
         unit = report.model.task_kind.unit
         text += f" and predicts class {fiq.degenerate.label} for {fmt_percent(fiq.degenerate.share, 0)} of {unit}"
