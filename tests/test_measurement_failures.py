@@ -300,7 +300,7 @@ def test_recommended_model_without_metrics_is_not_called_a_fix(fixture_report):
     assert "the recommended model's accuracy was not measured: ValueError: metrics exploded" in " ".join(found.headline)
     assert "wins back" not in " ".join(found.headline)
     md = render.render(report, "md").decode()
-    assert "| Recommended | not measured |" in md  # not measured, so not the model to ship (not in bold)
+    assert "| FIQ with 2 ops in float | not measured |" in md  # not measured, so not the model to ship (not bold)
     render.render(report, "html")
 
 

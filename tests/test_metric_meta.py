@@ -278,13 +278,13 @@ def test_gap_words_for_a_lower_is_better_metric_say_worse_by():
 # --- point 6: the batch index, a column per main metric ---------------------------------------------------
 
 def _row(name, metric, share, higher, values, drop):
-    from reporter.batch.index import ACCURACY_NAMES, IndexRow
+    from reporter.batch.index import IndexRow
 
-    is_acc = metric in ACCURACY_NAMES
+    is_acc = metric == "accuracy"  # a classifier's accuracy: the index's `accuracy` column (Report.metric_plain)
     return IndexRow(name=name, status="ok", folder=name, links={}, accuracy=values if is_acc else {},
                     size_bytes={"float": 1000, "fiq": 300}, latency_ms={}, accuracy_drop=drop if is_acc else None,
                     suspects=0, gap_recovered=None, gate=None, metric=metric, metric_share=share,
-                    higher_is_better=higher, scores={metric: values}, metric_drop=drop)
+                    higher_is_better=higher, scores={metric: values}, metric_drop=drop, metric_plain=is_acc)
 
 
 def test_index_groups_models_by_main_metric_and_keeps_json_names(tmp_path):

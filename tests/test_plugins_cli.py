@@ -257,25 +257,29 @@ def test_an_installed_packages_plugin_is_loaded_and_a_broken_one_warned_about(tm
 
 
 def test_a_report_of_a_kind_no_plugin_registers_is_never_read_as_a_classifier(tmp_path, capfd):
-    """report.json names a kind nothing here registers (and no --plugin): `render` says so in one line (exit 2), and
-    the reader's registry refuses the name instead of falling back to a classifier."""
+    """report.json names a kind nothing here registers (and no --plugin): `render` shows it as that kind's stand-in
+    (its name and main metric as recorded, never a classifier's words) and says once which plug-in it needs."""
     from conftest import FIXTURE_REPORT
     from reporter.cli import main
     from reporter.model.report import Report
 
     data = json.loads(FIXTURE_REPORT.read_text())
     data["model"]["task"] = "someone_elses_kind"
+    data["model"]["main_metric"] = "their score"
     data.pop("findings")
     path = tmp_path / "report.json"
     path.write_text(json.dumps(data))
     capfd.readouterr()
-    assert main(["render", str(path), "--format", "md", "--out", str(tmp_path / "s.md")]) == 2
+    assert main(["render", str(path), "--format", "md", "--out", str(tmp_path / "s.md")]) == 0
     (line,) = _lines(capfd.readouterr().err)
-    assert line == (f"quant-report: error: {path}: made with the task kind 'someone_elses_kind', which no plug-in"
+    assert line == (f"quant-report: note: {path}: made with the task kind 'someone_elses_kind', which no plug-in"
                     " loaded here registers, and the run recorded no --plugin (an installed package's or one"
                     " registered through the Python API): load the module that registers it with --plugin"), line
-    with pytest.raises(tasks.UnknownKind, match="someone_elses_kind"):
-        Report.from_json(path.read_text()).model.task_kind
+    kind = Report.from_json(path.read_text()).model.task_kind
+    assert isinstance(kind, tasks.Unloaded) and kind.name == "someone_elses_kind"
+    assert kind.accuracy_label == "Their score" and not any(kind is k for k in tasks.kinds())
+    text = (tmp_path / "s.md").read_text()
+    assert "Their score" in text and "a classifier (" not in text
 
 
 # --- the shipped conformance checks -----------------------------------------------------------------------------

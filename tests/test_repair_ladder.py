@@ -90,7 +90,7 @@ def test_the_ladder_ships_the_host_normalization_and_its_accuracy_is_the_written
     assert np.mean(plain == data["y"]) < float(np.mean(float_right)) - 0.1
 
     # The headline says what the host must do.
-    assert "standardize the input" in report["findings"]["headline"][0]
+    assert "standardize input" in report["findings"]["headline"][0]
     assert "Repairs in integers" in (folder / "summary.md").read_text()
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import traceback
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from reporter.debug import equalization
 from reporter.measure.measurer import Measurer
 from reporter.model.report import LayerError, LayerErrors, LayerStat, SchemeFix, VariantResult
 
+if TYPE_CHECKING:
+    from reporter.debug.layer_error import Cost
+
 COMPARE_SAMPLES = 32  # samples run through both models with every tensor kept (per-tensor error converges fast)
 FIX_MAX_LAYERS = 3  # blamed layers tried in float, one more at a time, until the loss is gone
 
@@ -30,11 +33,30 @@ def layer_errors(float_model: bytes, model: bytes, x) -> tuple[LayerErrors, list
     """The variant against float, tensor by tensor, as the report records it, and the float model's names of
     the layers to try in float, most to blame first (reporter.debug.culprit); the comparison's failure is
     recorded, not raised."""
+    return all_layer_errors(float_model, {"": model}, x)[0][""]
+
+
+def all_layer_errors(float_model: bytes, models: dict[str, bytes], x) -> tuple[dict, Optional["Cost"]]:
+    """`layer_errors` of several variants at once (the float model run once per sample for all of them, through
+    reporter.debug.layer_error.compare_all): ({name: (LayerErrors, names to blame)}, the comparison's Cost, or None
+    when it failed as a whole)."""
+    from reporter.debug import layer_error
+
+    try:
+        compared, cost = layer_error.compare_all(float_model, models, x, max_samples=COMPARE_SAMPLES)
+    except Exception as exc:  # noqa: BLE001 - the variants' other measurements stand
+        traceback.print_exc()  # into run.log
+        return {name: (LayerErrors(error=one_line(exc)), []) for name in models}, None
+    return {name: _recorded(found) for name, found in compared.items()}, cost
+
+
+def _recorded(compared) -> tuple[LayerErrors, list[str]]:
+    """One variant's comparison (or the exception it raised) as the report records it, and the names to blame."""
     try:
         from reporter.debug import culprit as rule
-        from reporter.debug import layer_error
 
-        compared = layer_error.compare(float_model, model, x, max_samples=COMPARE_SAMPLES)
+        if isinstance(compared, Exception):
+            raise compared
         culprit = rule.culprit(compared)
         to_blame = rule.blamed(compared, FIX_MAX_LAYERS)
     except Exception as exc:  # noqa: BLE001 - the variant's other measurements stand
@@ -155,9 +177,12 @@ def blame_variants(m: Measurer, float_model: bytes, results: dict[str, VariantRe
     x_calib = m.data.x_calib
     to_blame: dict[str, list[str]] = {}
     with m.progress.stage("layer error", f"per-layer error of {', '.join(quantized)} against float"):
+        models = {name: (m.folder / f"{name}.tflite").read_bytes() for name in quantized}
+        compared, cost = all_layer_errors(float_model, models, x_calib)
+        if cost is not None:
+            print(cost.line())  # into run.log
         for name in quantized:
-            model = (m.folder / f"{name}.tflite").read_bytes()
-            errors, to_blame[name] = layer_errors(float_model, model, x_calib)
+            errors, to_blame[name] = compared[name]
             results[name] = dataclasses.replace(results[name], layer_errors=errors)
             if errors.error is None:
                 (m.folder / f"layer_errors_{name}.csv").write_text(csv_text(errors), encoding="utf-8")

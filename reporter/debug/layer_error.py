@@ -37,6 +37,11 @@ How tensors are matched
 * Only the main subgraph is compared (WHILE/IF bodies are not; `RawLayerErrors.note` says so). Variable
   tensors (LSTM state) are reset before every sample and are never taken for weights.
 
+Several quantized models of one float model are compared in one pass (`compare_all`): the float model runs once
+per sample and each float tensor is read once (float64, its sum of squares) for all of them; the cost grows with the
+samples, the models and their tensors' sizes, and is stated (`Cost.line`, in run.log). Dot products run on one BLAS
+thread (see `_single_threaded_blas`).
+
 Both models run in the LiteRT interpreter as the evaluation runs them (default op resolver, so XNNPACK),
 with every tensor kept and delegate node fusion disabled, so that every op output is a kernel output.
 
@@ -54,17 +59,15 @@ caused) is kept: its error is infinite (or NaN), which is what blames it.
 
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from reporter.measure import graph, runtime
+from reporter.debug.tensor_pairs import (  # noqa: F401 - the two models side by side, what is compared
+    FLOAT_DTYPES, QDQ_OPS, WEIGHT_DTYPES, _constant_source, _dequantize, _dtype_name, _fit_inputs, _load, _match,
+    _Model, _outputs, _read, _samples, _scales, _set_inputs)
 
-QDQ_OPS = ("QUANTIZE", "DEQUANTIZE")
-WEIGHT_DTYPES = ("int4", "int8", "uint8", "int16", "float16")
-FLOAT_DTYPES = ("float32", "float64")
 
 
 @dataclass(frozen=True)
@@ -102,195 +105,6 @@ class RawLayerErrors:
 
 
 @dataclass
-class _Model:
-    it: object
-    tensors: dict  # tensor index -> detail
-    ops: list  # op details of the main subgraph (no DELEGATE nodes), in execution order
-    producer: dict  # tensor index -> position in `ops`
-    inputs: list  # input details
-    constants: set  # tensor indices holding constant data (not variables)
-    variables: set
-    const_derived: set  # constants, and outputs of ops fed by constants only (DEQUANTIZE of a weight)
-    subgraph_count: int = 1
-
-
-def _flatbuffer_facts(model: bytes) -> tuple[set | None, set, int]:
-    """(constant tensor indices or None when unreadable, variable tensor indices, number of subgraphs)
-    of the main subgraph, read from the flatbuffer."""
-    try:
-        return graph.stored_tensors(model)
-    except Exception:  # noqa: BLE001 - a damaged or unusual flatbuffer: fall back on the interpreter
-        return None, set(), 1
-
-
-def _load(model: bytes) -> _Model:
-    # Single-op delegate partitions: every op output is a kernel output, so it is kept.
-    it = runtime.load(bytes(model), preserve=True, separate_ops=True)
-    it.allocate_tensors()
-    tensors = {}
-    for d in it.get_tensor_details():
-        tensors[int(d["index"])] = d
-    ops = graph.op_details(bytes(model))
-    producer = {}
-    for k, op in enumerate(ops):
-        for t in op["outputs"]:
-            if t >= 0:
-                producer[int(t)] = k
-    inputs = it.get_input_details()
-    input_idx = {int(d["index"]) for d in inputs}
-    constants, variables, subgraphs = _flatbuffer_facts(bytes(model))
-    if constants is None:  # not produced by an op, not an input, readable: a constant (variables unknown)
-        constants = set()
-        for op in ops:
-            for t in op["inputs"]:
-                t = int(t)
-                if t >= 0 and t not in producer and t not in input_idx and _read_tensor(it, t) is not None:
-                    constants.add(t)
-    constants = {t for t in constants if t not in producer and t not in input_idx}
-    const_derived = set(constants)
-    for op in ops:  # execution order: a constant-fed op's output is constant-derived
-        ins = [int(t) for t in op["inputs"] if t >= 0]
-        if ins and all(t in const_derived for t in ins):
-            const_derived.update(int(t) for t in op["outputs"] if t >= 0)
-    return _Model(it, tensors, ops, producer, inputs, constants, variables, const_derived, subgraphs)
-
-
-# ---------------------------------------------------------------------------------------- dequantize
-
-
-def _dtype_name(d: dict) -> str:
-    try:
-        return np.dtype(d["dtype"]).name
-    except TypeError:
-        return str(d["dtype"])
-
-
-def _scales(d: dict):
-    q = d.get("quantization_parameters") or {}
-    scales = np.asarray(q.get("scales", []), dtype=np.float64)
-    zeros = np.asarray(q.get("zero_points", []), dtype=np.float64)
-    axis = int(q.get("quantized_dimension", 0) or 0)
-    if scales.size == 0:
-        return None
-    if zeros.size != scales.size:
-        zeros = np.zeros_like(scales) if zeros.size == 0 else np.full_like(scales, zeros.flat[0])
-    return scales, zeros, axis
-
-
-def _dequantize(values: np.ndarray, d: dict) -> np.ndarray | None:
-    """float64 values of a tensor: integers through their scale and zero point (per axis when there are
-    several scales), float16 widened; None when the scales fit no axis (blockwise quantization)."""
-    v = np.asarray(values)
-    if v.dtype == np.float16 or v.dtype == np.float32 or v.dtype == np.float64:
-        return v.astype(np.float64)
-    if v.dtype == np.bool_:
-        return v.astype(np.float64)
-    params = _scales(d) if np.issubdtype(v.dtype, np.integer) else None
-    if params is None:
-        return v.astype(np.float64)
-    scales, zeros, axis = params
-    if scales.size == 1:
-        return (v.astype(np.float64) - zeros[0]) * scales[0]
-    if v.ndim == 0 or axis >= v.ndim or v.shape[axis] != scales.size:
-        return None
-    shape = [1] * v.ndim
-    shape[axis] = scales.size
-    return (v.astype(np.float64) - zeros.reshape(shape)) * scales.reshape(shape)
-
-
-def _quantize_input(x: np.ndarray, d: dict) -> np.ndarray:
-    dtype = np.dtype(d["dtype"])
-    if not np.issubdtype(dtype, np.integer):
-        return x.astype(dtype)
-    params = _scales(d)
-    if params is None:
-        return x.astype(dtype)
-    scales, zeros, _ = params
-    info = np.iinfo(dtype)
-    return np.clip(np.round(x / scales[0] + zeros[0]), info.min, info.max).astype(dtype)
-
-
-# ------------------------------------------------------------------------------------------ matching
-
-
-def _shape(m: _Model, t: int):
-    d = m.tensors.get(t)
-    return None if d is None else tuple(int(s) for s in d["shape"])
-
-
-def _outputs(op) -> list[int]:
-    return [int(t) for t in op["outputs"] if t >= 0]
-
-
-def _signature(m: _Model, op) -> tuple:
-    return (op["op_name"], tuple(_shape(m, t) for t in _outputs(op)))
-
-
-def _match(fm: _Model, qm: _Model):
-    """twins: quantized tensor -> float tensor (op outputs, model inputs and what QUANTIZE/DEQUANTIZE pass
-    on); how: quantized tensor -> "name"/"position"/"alias"/"input"."""
-    twins, how = {}, {}
-    # Inputs: by name, else by position.
-    f_inputs = {d["name"]: int(d["index"]) for d in fm.inputs}
-    for k, d in enumerate(qm.inputs):
-        q = int(d["index"])
-        f = f_inputs.get(d["name"])
-        if f is None and k < len(fm.inputs):
-            f = int(fm.inputs[k]["index"])
-        if f is not None and None not in (_shape(qm, q), _shape(fm, f)) and \
-                np.prod(_shape(qm, q)) == np.prod(_shape(fm, f)):
-            twins[q], how[q] = f, "input"
-
-    f_names: dict[str, int | None] = {}
-    for op in fm.ops:
-        for t in _outputs(op):
-            name = fm.tensors[t]["name"] if t in fm.tensors else ""
-            if name:
-                f_names[name] = None if name in f_names else t  # a duplicated name matches nothing
-
-    f_main = [k for k, op in enumerate(fm.ops) if op["op_name"] not in QDQ_OPS]
-    q_main = [k for k, op in enumerate(qm.ops) if op["op_name"] not in QDQ_OPS]
-    f_sigs = [_signature(fm, fm.ops[k]) for k in f_main]
-    q_sigs = [_signature(qm, qm.ops[k]) for k in q_main]
-    aligned = {}
-    matcher = difflib.SequenceMatcher(None, q_sigs, f_sigs, autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for j in range(block.size):
-            aligned[q_main[block.a + j]] = f_main[block.b + j]
-
-    by_name = {}
-    for k in q_main:
-        for t in _outputs(qm.ops[k]):
-            name = qm.tensors[t]["name"] if t in qm.tensors else ""
-            f = f_names.get(name) if name else None
-            if (f is not None and _shape(fm, f) == _shape(qm, t)
-                    and fm.ops[fm.producer[f]]["op_name"] == qm.ops[k]["op_name"]):
-                by_name[t] = f
-    claimed = set(by_name.values())
-
-    for k, op in enumerate(qm.ops):
-        outs = _outputs(op)
-        if op["op_name"] in QDQ_OPS:
-            ins = [int(t) for t in op["inputs"] if t >= 0]
-            if ins and ins[0] in twins and outs:
-                twins[outs[0]], how[outs[0]] = twins[ins[0]], "alias"
-            continue
-        f_op = fm.ops[aligned[k]] if k in aligned else None
-        f_outs = _outputs(f_op) if f_op is not None else []
-        for slot, t in enumerate(outs):
-            if t in by_name:
-                twins[t], how[t] = by_name[t], "name"
-            elif (slot < len(f_outs) and f_outs[slot] not in claimed and _shape(qm, t) is not None
-                  and _shape(fm, f_outs[slot]) == _shape(qm, t)):
-                twins[t], how[t] = f_outs[slot], "position"
-                claimed.add(f_outs[slot])
-    return twins, how, aligned
-
-
-# ------------------------------------------------------------------------------------------- metrics
-
-
-@dataclass
 class _Acc:
     f2: float = 0.0
     q2: float = 0.0
@@ -300,16 +114,34 @@ class _Acc:
     ok: bool = True
     left_out: int = 0  # samples on which the float tensor held NaN or inf: no reference to measure against
 
-    def add(self, f: np.ndarray, q: np.ndarray):
-        if not np.isfinite(f).all():  # the float model's own NaN/inf; a quantized overflow still counts
+    def add(self, f: "_Float", q: np.ndarray):
+        """Adds one sample: `q` (float64, flat, overwritten) against the float tensor `f`."""
+        if not f.finite:  # the float model's own NaN/inf; a quantized overflow still counts
             self.left_out += 1
             return
-        e = q - f
-        self.f2 += float(np.dot(f, f))
+        self.f2 += f.f2
         self.q2 += float(np.dot(q, q))
-        self.fq += float(np.dot(f, q))
+        self.fq += float(np.dot(f.values, q))
+        e = np.subtract(q, f.values, out=q)  # q is the caller's own copy: no array of the tensor's size allocated
         self.e2 += float(np.dot(e, e))
-        self.n += f.size
+        self.n += f.values.size
+
+
+@dataclass
+class _Float:
+    """One float tensor on one sample, read once for every variant compared with it: its values (float64, flat),
+    whether they are all finite, and their sum of squares."""
+
+    values: np.ndarray
+    finite: bool
+    f2: float
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "_Float":
+        v = values.astype(np.float64).ravel()
+        f2 = float(np.dot(v, v))  # the squares of float32/float16 values cannot overflow float64: NaN or inf only
+        finite = math.isfinite(f2) if values.dtype != np.float64 else bool(np.isfinite(v).all())  # from NaN or inf
+        return cls(v, finite, f2 if finite else 0.0)
 
 
 def _snr(f2: float, e2: float) -> float:
@@ -344,29 +176,6 @@ def _drop(inputs_snr: float, snr: float) -> float:
     return inputs_snr - snr  # NaN when either is NaN
 
 
-def _constant_source(m: _Model, t: int) -> int | None:
-    """The constant behind input tensor t: t itself, or the constant a DEQUANTIZE op turns into t."""
-    if t in m.constants:
-        return t
-    k = m.producer.get(t)
-    if k is not None and m.ops[k]["op_name"] == "DEQUANTIZE":
-        ins = [int(i) for i in m.ops[k]["inputs"] if i >= 0]
-        if ins and ins[0] in m.constants:
-            return ins[0]
-    return None
-
-
-def _read_tensor(it, t: int) -> np.ndarray | None:
-    try:
-        return np.asarray(it.get_tensor(t))
-    except Exception:  # noqa: BLE001 - a tensor the interpreter cannot hand out
-        return None
-
-
-def _read(m: _Model, t: int) -> np.ndarray | None:
-    return _read_tensor(m.it, t)
-
-
 def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[float | None, float | None]:
     """(snr_db, mse) of the worst quantized constant input of q_op against f_op's constant in that slot."""
     worst = None
@@ -397,104 +206,148 @@ def _weight_error(fm: _Model, qm: _Model, q_op, f_op) -> tuple[float | None, flo
     return (None, None) if worst is None else worst
 
 
-def _samples(x, n_inputs: int, max_samples: int, interpreter=None) -> list[np.ndarray]:
-    """x as one array per model input, in the float model's input order: Inputs are matched by name
-    (through `interpreter`'s signature); a list/tuple/dict of arrays is taken in that order."""
-    from reporter.measure.signature import Inputs, by_position
+@dataclass
+class _Side:
+    """One quantized model being compared: its interpreter, its tensors' twins and their running sums."""
 
-    if isinstance(x, Inputs):
-        arrays = by_position(x, interpreter)
-    elif isinstance(x, dict):
-        arrays = list(x.values())  # in input order (see compare)
-    elif isinstance(x, (list, tuple)) and n_inputs > 1:
-        arrays = list(x)
-    else:
-        arrays = [x]
-    if len(arrays) != n_inputs:
-        raise ValueError(f"the model has {n_inputs} inputs; got {len(arrays)} input array(s)")
-    return [np.asarray(a)[:max_samples] for a in arrays]
+    qm: _Model
+    order: list  # its inputs, as positions in the float model's input order
+    twins: dict
+    how: dict
+    aligned: dict
+    accs: dict
+    has_vars: bool
+    error: Exception | None = None
 
 
-def _fit_inputs(m: _Model, arrays: list[np.ndarray], order: list[int]):
-    """Resizes inputs whose shape signature allows one sample of `arrays` (batch 1) when the allocated
-    shape does not fit it; a fixed batch larger than 1 is filled with copies of the sample."""
-    resized = False
-    for k, d in enumerate(m.inputs):
-        want = (1, *arrays[order[k]].shape[1:])
-        shape = tuple(int(s) for s in d["shape"])
-        sig = d.get("shape_signature")
-        sig = tuple(int(s) for s in sig) if sig is not None and len(sig) else shape
-        size, held = int(np.prod(want)), int(np.prod(shape))
-        if size == held or (len(shape) and shape[0] > 1 and size * shape[0] == held):
-            continue  # one sample fits as it is, or fills a fixed batch by repetition
-        if len(sig) == len(want) and all(s == -1 or s == w for s, w in zip(sig, want)):
-            m.it.resize_tensor_input(d["index"], list(want))
-            resized = True
-    if resized:
-        m.it.allocate_tensors()
-        m.inputs = m.it.get_input_details()
-        m.tensors.update({int(d["index"]): d for d in m.it.get_tensor_details()})
+@dataclass(frozen=True)
+class Cost:
+    """What a comparison of several models with one float model cost: `samples` run through the float model once
+    each, `tensors` quantized tensors compared on each (summed over the models), in `seconds`."""
+
+    models: int
+    samples: int
+    tensors: int
+    seconds: float
+
+    def line(self) -> str:
+        return (f"per-layer error of {self.models} model(s) against float: {self.samples} samples x {self.tensors}"
+                f" tensors = {self.samples * self.tensors} tensor comparisons (the float model run once per sample)"
+                f" in {self.seconds:.2f} s")
 
 
-def _set_inputs(m: _Model, arrays: list[np.ndarray], i: int, order: list[int]):
-    for k, d in enumerate(m.inputs):
-        a = arrays[order[k]][i : i + 1]
-        if not np.issubdtype(a.dtype, np.integer):
-            a = a.astype(np.float32)
-        shape = tuple(int(s) for s in d["shape"])
-        if a.shape != shape:
-            if len(shape) and shape[0] > 1 and a.size * shape[0] == int(np.prod(shape)):
-                a = np.repeat(a.reshape((1, *shape[1:])), shape[0], axis=0)  # a fixed batch: the same sample
-            elif a.size == int(np.prod(shape)):
-                a = a.reshape(shape)
-        m.it.set_tensor(d["index"], _quantize_input(a, d))
+def _single_threaded_blas():
+    """OpenBLAS splits a dot product of more than 10,000 values over its threads; each such call then waits for
+    them (milliseconds each, far more on a busy machine: a side process calibrating beside this stage made 3,744 of
+    them take 24 s), and the activations' sums are thousands of calls per model. One thread is as fast, and gives
+    the same sums on every machine (to the last bit below 10,000 values; above, within 1e-12 of a split sum).
+    Nothing is limited without threadpoolctl (scikit-learn's dependency)."""
+    import contextlib
 
-
-# --------------------------------------------------------------------------------------------- API
+    try:
+        from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) -> RawLayerErrors:
     """Runs both models on the first `max_samples` samples of `x` (one per invoke) and measures every op
     output of `quant_model` against its float twin. `x` holds samples (batch first): one array, Inputs fed by
     name, or for a model with several inputs a list (or dict, in input order) of arrays."""
-    fm, qm = _load(float_model), _load(quant_model)
-    arrays = _samples(x, len(fm.inputs), max_samples, fm.it)
-    n = min(len(a) for a in arrays)
-    if n == 0:
-        raise ValueError("no samples to compare")
+    found = compare_all(float_model, {"": quant_model}, x, max_samples)[0][""]
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
+def compare_all(float_model: bytes, quant_models: dict, x, max_samples: int = 64) -> tuple[dict, Cost]:
+    """`compare` for several quantized models of one float model at once: the float model runs once per sample and
+    each float tensor is read once for all of them. Returns ({name: RawLayerErrors, or the exception that model's
+    comparison raised}, its cost). Raises what the float model's side raises (its inputs, no samples)."""
+    import time
+
+    t0 = time.perf_counter()
+    with _single_threaded_blas():
+        fm = _load(float_model)
+        arrays = _samples(x, len(fm.inputs), max_samples, fm.it)
+        n = min(len(a) for a in arrays)
+        if n == 0:
+            raise ValueError("no samples to compare")
+        f_order = list(range(len(fm.inputs)))
+        f_pos = {d["name"]: k for k, d in enumerate(fm.inputs)}
+        _fit_inputs(fm, arrays, f_order)
+        sides: dict[str, _Side | Exception] = {}
+        for name, model in quant_models.items():
+            try:
+                sides[name] = _side(fm, model, arrays, f_pos)
+            except Exception as exc:  # noqa: BLE001 - this model's comparison fails, the others go on
+                sides[name] = exc
+        live = [s for s in sides.values() if isinstance(s, _Side)]
+        reset_float = bool(fm.variables) or any(s.has_vars for s in live)
+        for i in range(n):
+            if not any(s.error is None for s in live):
+                break
+            if reset_float:
+                fm.it.reset_all_variables()  # recurrent state must not carry over from the previous sample
+            _set_inputs(fm, arrays, i, f_order)
+            fm.it.invoke()
+            floats: dict[int, _Float | None] = {}
+            for side in live:
+                if side.error is None:
+                    try:
+                        _accumulate(fm, side, arrays, i, floats)
+                    except Exception as exc:  # noqa: BLE001 - as above
+                        side.error = exc
+    results: dict = {}
+    for name, made in sides.items():  # the weights' errors: a few dot products per op, BLAS as it is
+        if isinstance(made, _Side) and made.error is None:
+            try:
+                results[name] = _result(fm, made, n)
+            except Exception as exc:  # noqa: BLE001 - as above
+                results[name] = exc
+        else:
+            results[name] = made if isinstance(made, Exception) else made.error
+    tensors = sum(len(s.twins) for s in live)
+    return results, Cost(len(quant_models), n, tensors, time.perf_counter() - t0)
+
+
+def _side(fm: _Model, quant_model: bytes, arrays: list[np.ndarray], f_pos: dict) -> _Side:
+    qm = _load(quant_model)
     if len(qm.inputs) != len(fm.inputs):
         raise ValueError(f"the float model has {len(fm.inputs)} inputs, the quantized one {len(qm.inputs)}")
-    f_order = list(range(len(fm.inputs)))
-    f_pos = {d["name"]: k for k, d in enumerate(fm.inputs)}
-    q_order = [f_pos.get(d["name"], k) for k, d in enumerate(qm.inputs)]
-
-    _fit_inputs(fm, arrays, f_order)
-    _fit_inputs(qm, arrays, q_order)
+    order = [f_pos.get(d["name"], k) for k, d in enumerate(qm.inputs)]
+    _fit_inputs(qm, arrays, order)
     twins, how, aligned = _match(fm, qm)
-    accs = {t: _Acc() for t in twins}
-    has_vars = bool(fm.variables or qm.variables)
-    for i in range(n):
-        for m, order in ((fm, f_order), (qm, q_order)):
-            if has_vars:
-                m.it.reset_all_variables()  # recurrent state must not carry over from the previous sample
-            _set_inputs(m, arrays, i, order)
-            m.it.invoke()
-        f_cache = {}
-        for q, f in twins.items():
-            acc = accs[q]
-            if not acc.ok:
-                continue
-            qv = _read(qm, q)
-            if f not in f_cache:
-                fv = _read(fm, f)
-                f_cache[f] = None if fv is None else fv.astype(np.float64).ravel()
-            fv = f_cache[f]
-            deq = None if qv is None or q not in qm.tensors else _dequantize(qv, qm.tensors[q])
-            if fv is None or deq is None or deq.size != fv.size:
-                acc.ok = False
-                continue
-            acc.add(fv, deq.ravel())
+    return _Side(qm, order, twins, how, aligned, {t: _Acc() for t in twins}, bool(fm.variables or qm.variables))
 
+
+def _accumulate(fm: _Model, side: _Side, arrays: list[np.ndarray], i: int, floats: dict) -> None:
+    """Runs sample i through the quantized model and adds every matched tensor's error to its sums; `floats` holds
+    the float tensors already read for this sample (the float model has run it)."""
+    qm = side.qm
+    if side.has_vars:
+        qm.it.reset_all_variables()
+    _set_inputs(qm, arrays, i, side.order)
+    qm.it.invoke()
+    for q, f in side.twins.items():
+        acc = side.accs[q]
+        if not acc.ok:
+            continue
+        qv = _read(qm, q)
+        if f not in floats:
+            fv = _read(fm, f)
+            floats[f] = None if fv is None else _Float.of(fv)
+        fv = floats[f]
+        deq = None if qv is None or q not in qm.tensors else _dequantize(qv, qm.tensors[q])
+        if fv is None or deq is None or deq.size != fv.values.size:
+            acc.ok = False
+            continue
+        acc.add(fv, deq.ravel())
+
+
+def _result(fm: _Model, side: _Side, n: int) -> RawLayerErrors:
+    qm, twins, how, aligned, accs, has_vars = side.qm, side.twins, side.how, side.aligned, side.accs, side.has_vars
     # A tensor the float model filled with NaN or inf on every sample has nothing to be measured against.
     snr = {t: _snr(a.f2, a.e2) for t, a in accs.items() if a.ok and (a.n or not a.left_out)}
     layers, unmatched, renamed, multi = [], 0, 0, 0
@@ -549,4 +402,3 @@ def compare(float_model: bytes, quant_model: bytes, x, max_samples: int = 64) ->
         notes.append(f"the float model's own tensors held NaN or inf on up to {left_out} of the {n} samples:"
                      " each op's error leaves those samples out")
     return RawLayerErrors(layers=layers, unmatched=unmatched, samples=n, note="; ".join(notes))
-

@@ -549,8 +549,5 @@ def table(report: "Report", decision: Optional[Decision]) -> list[TradeoffPoint]
 
 
 def _own_tool(report: "Report") -> bool:
-    """The run's target is checked by a runtime or compiler of its own (TFLite Micro, Vela): whether a model runs
-    there is that tool's to say, and a model it never ran is "not tried" (the int8 target's spec is read from a
-    model's tensor types, so every model has its answer)."""
-    check = tg.of(report.settings.target).check
-    return check is not None and check.kernels != tg.REFERENCE_KERNELS
+    """The run's target says itself whether a model runs there (Target.tool_says_runs)."""
+    return tg.of(report.settings.target).tool_says_runs

@@ -122,6 +122,13 @@ class Target:
         return self.check.kernels if self.check is not None else DEFAULT_KERNELS
 
     @property
+    def tool_says_runs(self) -> bool:
+        """Whether a model runs here is a runtime's or compiler's of its own to say (TFLite Micro, Vela): a model it
+        never ran is "not tried". The int8 target's spec is read from a model's tensor types, so every model has its
+        answer."""
+        return self.check is not None and self.check.kernels != REFERENCE_KERNELS
+
+    @property
     def tool(self) -> str:
         return self.check.tool if self.check is not None else ""
 

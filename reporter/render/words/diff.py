@@ -75,7 +75,7 @@ def _points(c: Change) -> str:
     if c.base is None or c.new is None:
         return f"{fmt_percent(c.base)} → {fmt_percent(c.new)}: not measured in both runs"
     if c.same_answers:
-        return f"{fmt_percent(c.new)}: right on exactly the same samples"
+        return f"{fmt_percent(c.new)}, the same samples right"
     points = f"{fmt_percent(c.base)} → {fmt_percent(c.new)} ({fmt_signed_points(c.delta)} points"
     if c.p_value is None:
         return f"{points}, not tested)"
@@ -143,7 +143,7 @@ VERDICTS = {
 def decision_lines(d: DecisionChange, ship: bool = True) -> list[str]:
     """What of a model's decision changed (`DecisionChange.changed`), one line each; [] when nothing did:
     "Model to ship: FIQ with 2 ops in float (cpu) → LiteRT static int8, input normalization on the host (int8)",
-    "Target: cpu → gpu" (only when the same model ships: the ship line names both targets), "Verdict: ...",
+    "Target: BASE's → NEW's" (only when the same model ships: the ship line names both targets), "Verdict: ...",
     "Gate: passed → FAILED". Without `ship`, the ship line is left out (a batch table's cell holds it)."""
     lines = []
     if df.SHIP_CHANGED in d.changed:
