@@ -43,16 +43,23 @@ def load_side(path) -> tuple[dict[str, Report], dict[str, str]]:
     return {report.model.name: report}, {}
 
 
-def _read_report(path: Path) -> Report:
-    """A report.json read and migrated (its findings are not needed: the diff compares measurements)."""
+def _json_of(path: Path, read):
+    """`read` (a JSON reader) of the file's text; DiffError naming the file when it is too large or deep, not JSON
+    or not readable."""
     try:
-        return Report.from_json(path.read_text(encoding="utf-8"))
+        return read(path.read_text(encoding="utf-8"))
     except JSONLimitError as exc:
         raise DiffError(f"{path}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DiffError(f"{path}: not a JSON file ({exc})") from None
     except OSError as exc:
         raise DiffError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _read_report(path: Path) -> Report:
+    """A report.json read and migrated (its findings are not needed: the diff compares measurements)."""
+    try:
+        return _json_of(path, Report.from_json)
     except OutOfBounds as exc:
         raise DiffError(f"{path}: {exc}") from None
     except (ValueError, TypeError, KeyError, RecursionError, OverflowError) as exc:
@@ -62,14 +69,7 @@ def _read_report(path: Path) -> Report:
 def _index_rows(path: Path) -> list[dict]:
     """index.json's rows, each checked: an object with a `name` (a non-empty string, once) and a `folder`
     inside the batch folder; DiffError naming the file and the row otherwise."""
-    try:
-        data = bounded_loads(path.read_text(encoding="utf-8"))
-    except JSONLimitError as exc:
-        raise DiffError(f"{path}: {exc}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DiffError(f"{path}: not a JSON file ({exc})") from None
-    except OSError as exc:
-        raise DiffError(f"{path}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+    data = _json_of(path, bounded_loads)
     if not isinstance(data, dict) or "rows" not in data:
         raise DiffError(f"{path}: not a quant-report index.json (no \"rows\" list)")
     rows = data["rows"]

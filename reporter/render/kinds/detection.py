@@ -4,41 +4,15 @@ classes output does to the class ids."""
 
 from __future__ import annotations
 
-from reporter.core.formatting import NOT_MEASURED
 from reporter.render.kinds import rows as kinds
 
 NAME = "detection"
 
 
-def _figure(field: str):
-    """A detector's figure `field` of a variant's Metrics (None without them)."""
-    def read(metrics):
-        found = metrics.figures.get(NAME) if metrics is not None else None
-        return getattr(found, field) if found is not None else None
-    return read
-
-
 def per_class_rows(view, base) -> list:
     """Class id, labelled boxes, then AP@0.5 per variant, arrowed against float's."""
-    from reporter.render.views.common import Cell, Row, metric_arrow, tone  # the views import the kinds' rows
-
-    basis = view.basis
-    flt = basis.float.metrics.figures.get(NAME) if basis.float.metrics else None
-    rows = []
-    for c, support in enumerate(base.boxes_per_class):
-        cells = [Cell(f"{support:,}")]
-        for v in basis.ok_columns:
-            det = v.metrics.figures.get(NAME) if v.metrics else None
-            if det is None:
-                cells.append(Cell(NOT_MEASURED))
-                continue
-            ap = det.ap50_per_class[c] if c < len(det.ap50_per_class) else None
-            ref = flt.ap50_per_class[c] if flt is not None and c < len(flt.ap50_per_class) else None
-            arrow = "" if v is basis.float else metric_arrow(ap, ref)
-            shade = tone(arrow, higher_is_better=True) if view.beyond_noise(v.name) else "neutral"
-            cells.append(Cell("–" if ap is None else f"{ap:.2f}", arrow, shade))
-        rows.append(Row(str(c), cells))
-    return rows
+    return kinds.per_item_rows(view, NAME, "ap50_per_class",
+                               [(str(c), f"{support:,}") for c, support in enumerate(base.boxes_per_class)])
 
 
 def class_ids(clip, num_classes) -> str:
@@ -53,8 +27,8 @@ def class_ids(clip, num_classes) -> str:
 
 
 ROWS = kinds.register(NAME, kinds.FigureRows(
-    metrics=((_figure("map50"), "mAP@0.5"),
-             (_figure("map"), "COCO mAP@[.5:.95]"),
-             (_figure("recall50"), "Recall at IoU 0.5 (every detection the model returns)"),
+    metrics=((kinds.figure(NAME, "map50"), "mAP@0.5"),
+             (kinds.figure(NAME, "map"), "COCO mAP@[.5:.95]"),
+             (kinds.figure(NAME, "recall50"), "Recall at IoU 0.5 (every detection the model returns)"),
              ("agreement_with_float", "Same classes as float (every detection of an image)")),
     in_place=True, per_class=per_class_rows, clipped=class_ids))
