@@ -213,6 +213,19 @@ def check_classes(y: np.ndarray, size: int, source, what: str) -> int:
     return size
 
 
+def check_normalized(values: np.ndarray, source, what: str, things: str, tolerance: float) -> None:
+    """Labelled coordinates normalized to [0, 1] (within `tolerance`, a converted annotation's rounding): an
+    InputError naming the labels `what` when they hold NaN or inf, look like pixels, or fall below 0."""
+    if not np.all(np.isfinite(values)):
+        raise InputError(source, f"'{what}' holds NaN or inf in labelled {things}")
+    if values.max() > 1 + tolerance:
+        raise InputError(source, f"'{what}': {things} look like pixels (max {values.max():.1f}): give them normalized"
+                                 " to [0, 1] (divide by the image's height and width)")
+    if values.min() < -tolerance:
+        raise InputError(source, f"'{what}' holds coordinates below 0 (min {values.min():.4g}): give {things}"
+                                 " normalized to [0, 1]")
+
+
 def example(y: np.ndarray) -> str:
     """A value of `y` that is not a whole number (else its first), as a refusal shows it."""
     odd = y[np.isfinite(y) & (y != np.round(y))] if np.issubdtype(y.dtype, np.floating) else y[:1]

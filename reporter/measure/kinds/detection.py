@@ -26,7 +26,7 @@ import numpy as np
 
 from reporter.core.errors import InputError
 from reporter.core.targets import rules
-from reporter.measure.kinds.base import Example, Joined, Kind, LabelSource, TaskReading
+from reporter.measure.kinds.base import Example, Joined, Kind, LabelSource, TaskReading, check_normalized
 from reporter.measure.scoring import BOOTSTRAP_DENSE, Score, Scored, resample_weights
 from reporter.measure.signature import Port, Signature
 from reporter.measure.task import Task
@@ -224,14 +224,7 @@ def check_boxes(boxes: np.ndarray, real: np.ndarray, source) -> None:
         raise InputError(source, f"'y_classes' holds no box in any of the {len(real):,} images (every class id is -1):"
                                 " there is no ground truth to measure mAP against")
     b = boxes[real].astype(np.float64)
-    if not np.all(np.isfinite(b)):
-        raise InputError(source, "'y_boxes' holds NaN or inf in labelled boxes")
-    if b.max() > 1 + BOX_TOLERANCE:
-        raise InputError(source, f"'y_boxes': boxes look like pixels (max {b.max():.1f}): give them normalized to"
-                                " [0, 1] (divide by the image's height and width)")
-    if b.min() < -BOX_TOLERANCE:
-        raise InputError(source, f"'y_boxes' holds coordinates below 0 (min {b.min():.4g}): give boxes normalized to"
-                                " [0, 1]")
+    check_normalized(b, source, "y_boxes", "boxes", BOX_TOLERANCE)
     for low, high, axis in ((0, 2, "ymin > ymax"), (1, 3, "xmin > xmax")):
         flipped = b[:, low] > b[:, high]
         if flipped.any():

@@ -30,8 +30,7 @@ from typing import Optional
 import numpy as np
 
 from reporter.core.errors import InputError
-from reporter.core.tasks import BOOTSTRAP
-from reporter.measure.kinds.base import Example, Kind, LabelSource, TaskReading, choices
+from reporter.measure.kinds.base import Example, Kind, LabelSource, TaskReading, check_normalized, choices
 from reporter.measure.scoring import BOOTSTRAP_DENSE, Score, Scored, resample_weights
 from reporter.measure.signature import Port
 from reporter.measure.task import Task
@@ -235,15 +234,7 @@ class Keypoints(Kind):
         if not labelled.any():
             raise InputError(source, f"'{what}' labels no keypoint in any of the {len(y):,} images (every visibility"
                                      " is 0): there is nothing to measure PCK against")
-        points = y[..., :2][labelled]
-        if not np.all(np.isfinite(points)):
-            raise InputError(source, f"'{what}' holds NaN or inf in labelled keypoints (give them visibility 0)")
-        if points.max() > 1 + TOLERANCE:
-            raise InputError(source, f"'{what}': keypoints look like pixels (max {points.max():.1f}): give y, x"
-                                     " normalized to 0..1 (divide by the image's height and width)")
-        if points.min() < -TOLERANCE:
-            raise InputError(source, f"'{what}' holds coordinates below 0 (min {points.min():.4g}): give y, x"
-                                     " normalized to 0..1")
+        check_normalized(y[..., :2][labelled], source, what, "keypoints", TOLERANCE)
         rows = np.where(np.isfinite(y), y, 0.0)  # an unlabelled keypoint's NaN: never read, kept finite
         read = (f"{k} heatmaps of {extra[0]}x{extra[1]}, each keypoint at its heatmap's top cell's centre,"
                 if form == "heatmaps" else
