@@ -43,7 +43,8 @@ def _story(report: Report, found: Findings, recommendation: str) -> list[str]:
     lines = [_gap_line(report, found, fiq, flt)]
     rec = report.recommendation
     if fix is not None and culprits:
-        lines += _fix_lines(report, fix, culprits, flt) + _not_shipped(report, found)
+        said = found.decision is not None and found.decision.variant == variants.SELECTIVE  # its figures led the story
+        lines += _fix_lines(report, fix, culprits, flt, said) + _not_shipped(report, found)
     elif fix is not None and (fix.status == "not_built" or (rec is not None and rec.denylisted_ops)):
         lines.append(recommendation)
     lines += _blames(found.variants)
@@ -98,8 +99,10 @@ def _gap_line(report: Report, found: Findings, fiq: VariantFinding, flt: Variant
     return text + "."
 
 
-def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: VariantFinding) -> list[str]:
-    """The culprits, and what keeping them in float won back at what cost (or why nothing was built)."""
+def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: VariantFinding,
+               said: bool = False) -> list[str]:
+    """The culprits, and what keeping them in float won back at what cost (or why nothing was built); `said`: the
+    model it built ships, and the headline's first sentence gave its figures against float already."""
     rec = report.recommendation
     where = culprit_phrase(culprits)
     it = "it" if len(culprits) == 1 else "them"
@@ -112,7 +115,8 @@ def _fix_lines(report: Report, fix: FixFinding, culprits: list[Culprit], flt: Va
         against = f"{fmt_score(fix.accuracy, share)} against float's {fmt_score(flt.accuracy, share)}" + (
             f" ({fix.vs_float.text})" if fix.vs_float else "")
         if fix.status == "recovered":
-            return [f"The cause is {where}. Keeping {it} in float {won}: {against}, {_cost(report, fix)}."]
+            return [f"The cause is {where}. Keeping {it} in float {won}"
+                    + (f", {_cost(report, fix)}." if said else f": {against}, {_cost(report, fix)}.")]
         return [f"The search blames {where}. Keeping {it} in float {won}, but the gap stays open:"
                 f" {against}, {_cost(report, fix)}."]
     if fix.status == "measured" and fix.text and (fix.output_mse is None or fix.fiq_output_mse is None):
