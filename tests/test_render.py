@@ -351,27 +351,60 @@ def test_the_pdf_is_printed_from_a_page_without_what_print_hides(report):
     full, printed = render.render_html(many, images).decode(), render.render_html(many, images, printed=True).decode()
     assert 'id="all-layers"' in full and 'id="all-layers"' not in printed
     assert 'class="appendix-analyzer"' in full and 'class="appendix-analyzer"' not in printed
-    assert render.render_pdf(many, printed.encode()) == render.render_pdf(many, full.encode())
+    # the same break opportunities in names: as zero-width spaces instead of <wbr> elements (WeasyPrint's layout
+    # ignores <wbr>, and styles each one)
+    assert "<wbr>" not in printed and render.PRINTED_BREAK in printed and "<wbr>" in full
+    as_text = full.replace("<wbr>", render.PRINTED_BREAK).encode()
+    assert render.render_pdf(many, printed.encode()) == render.render_pdf(many, as_text)
 
 
-def test_charts_drawn_by_the_side_process_are_the_ones_drawn_here(report):
-    """The run's side process draws some charts while the run draws the others: every chart is the PNG drawn here,
-    byte for byte (the report is the same, reproducible whichever process drew it)."""
+def test_printed_names_wrap_after_their_separators(report):
+    """A long tensor name in the PDF's layer table wraps only after '/', '_' or ';' (read from WeasyPrint's own
+    layout of the printed page), never in the middle of a word."""
+    import dataclasses
+
+    import weasyprint
+    from weasyprint.formatting_structure import boxes
+
+    name = "model/" + "/".join(f"block{k}conv" for k in range(9)) + "/BiasAdd"
+    layers = [dataclasses.replace(report.layers[0], tensor_name=name)] + list(report.layers[1:])
+    page = render.render_html(dataclasses.replace(report, layers=layers), {c: "" for c in render.CHARTS},
+                              printed=True).decode()
+    document = weasyprint.HTML(string=page, url_fetcher=render.DataOnlyFetcher(), base_url=None).render()
+    lines = []
+    for p in document.pages:
+        for box in p._page_box.descendants():
+            if isinstance(box, boxes.LineBox):
+                text = "".join(b.text for b in box.descendants() if isinstance(b, boxes.TextBox))
+                if "block" in text and "conv" in text:
+                    lines.append(text.replace(render.PRINTED_BREAK, ""))
+    broken = [t for t in lines if not t.endswith("BiasAdd")]
+    assert broken, f"the name was expected to wrap: {lines}"
+    assert all(t[-1] in "/_;" for t in broken), lines
+
+
+@pytest.mark.parametrize("process", ["side", "contained"])
+def test_charts_drawn_by_the_side_process_are_the_ones_drawn_here(report, process):
+    """The run's side process (a big model's) or its contained child (a small model's, idle once the measuring is
+    done) draws some charts while the run draws the others: every chart is the PNG drawn here, byte for byte (the
+    report is the same, reproducible whichever process drew it)."""
+    from reporter.convert import contained
     from reporter.convert.side import SideConverter
 
-    class Watched:  # the side process, its jobs kept: each must have drawn, not failed into a local drawing
-        def __init__(self, side):
-            self.side, self.jobs = side, []
+    class Watched:  # the helper, its jobs kept: each must have drawn, not failed into a local drawing
+        def __init__(self, owner, side):
+            self.owner, self.side, self.jobs = owner, side, []
 
         def call(self, fn, *args):
             self.jobs.append(self.side.call(fn, *args))
             return self.jobs[-1]
 
-    helper = Watched(SideConverter())
+    owner = SideConverter() if process == "side" else contained.Child()
+    helper = Watched(owner, owner if process == "side" else owner.helper())
     try:
         beside = render.charts(report, helper)
     finally:
-        helper.side.close()
+        owner.close()
     assert len(helper.jobs) == len(render.BESIDE) and all(job.exception() is None for job in helper.jobs)
     here = render.charts(report)
     assert [name for name in render.BESIDE if here[name].startswith("data:image/png;base64,")]

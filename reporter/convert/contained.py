@@ -79,9 +79,24 @@ class Child:
         except children.ChildError as exc:
             raise ContainedError(str(exc)) from None
 
+    def helper(self):
+        """This child as a helper for work that may run beside the run once the measuring is done (the charts,
+        render.formats.charts' `helper`: `call(fn, *args)` gives a Future); None after a crash."""
+        return None if self.crashed is not None or self._child.failed is not None else _Helper(self._child)
+
     def close(self):
         """Stops the child (at once if it is busy) and removes its log."""
         self._child.close()
+
+
+class _Helper:
+    """`call(fn, *args)`: a Future of `fn(*args)` run in the child, after the steps asked before it."""
+
+    def __init__(self, child: children.Child):
+        self._child = child
+
+    def call(self, fn: Callable, *args):
+        return self._child.submit(fn, *args)
 
 
 def _import_tensorflow():

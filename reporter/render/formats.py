@@ -68,6 +68,7 @@ def _md_finalize(value):
 
 
 BREAK_AFTER = re.compile(r"([/;_])")
+PRINTED_BREAK = "\u200b"  # a zero-width space: where <wbr> lets a name wrap, in the page the PDF is printed from
 TENSOR_NAME_LIMIT = 60  # longer tensor names are shortened in the middle in tables
 
 
@@ -180,7 +181,9 @@ def render_html(report: Report, images: Optional[dict] = None, printed: bool = F
     css = markupsafe.Markup((templates_dir() / "report.css").read_text(encoding="utf-8"))
     html = environment(True).get_template("report.html.j2").render(v=view, r=report, img=images, css=css,
                                                                    printed=printed)
-    return html.encode("utf-8")
+    if printed:  # the same break opportunities as text: WeasyPrint styles and lays out each <wbr> as an element
+        html = html.replace("<wbr>", PRINTED_BREAK)  # (0.25 s of a 150-layer model's PDF); a name's own "<wbr>"
+    return html.encode("utf-8")  # is escaped, so only breakable()'s are replaced
 
 
 def render_notebook(report: Report) -> str:
