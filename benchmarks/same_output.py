@@ -5,8 +5,8 @@ Run by hand (not in CI), e.g. before and after a refactoring:
     python benchmarks/same_output.py run OUT_AFTER
     python benchmarks/same_output.py compare OUT_BEFORE OUT_AFTER
 
-`run` (optionally for one `--target`) reports the three demo models and the four collapse fixtures (from the model cache that
-`quant-report demo` and the test suite fill) with `--latency-runs 0` (latency is a time, it differs
+`run` (optionally for one `--target`) reports the three demo models, the four collapse fixtures and three float .tflite
+files (from the model cache that `quant-report demo`, the test suite and benchmarks/profile_stages.py fill) with `--latency-runs 0` (latency is a time, it differs
 run to run), as HTML, Markdown and JSON. `compare` masks what may differ between two identical runs
 (generated_at, tool and TensorFlow versions, stage timings, the search's seconds, and seconds in the
 text) and prints a unified diff of anything else; it exits 1 when any file differs.
@@ -26,6 +26,8 @@ from pathlib import Path
 
 DEMO = ("digits_cnn", "digits_lstm", "breast_cancer_mlp")
 COLLAPSE = ("wine_offset", "outlier_channel", "rule_worse", "mobilenet_offset")
+TFLITE = ("shipped-tflite-v*/digits_conv/plain.tflite", "shipped-tflite-v*/anchors/anchors.tflite",
+          "speed-v*/audio/model.tflite")  # float .tflite files as users ship them (the tests' and profile's fixtures)
 FILES = ("report.json", "summary.md", "report.html")
 TIME_KEYS = {"generated_at", "tool_version", "tensorflow_version", "timings_s", "seconds", "seconds_per_candidate"}
 
@@ -42,6 +44,10 @@ def _models() -> dict[str, tuple[Path, Path]]:
             sys.exit(f"{name}: not in the model cache {_cache()}; run `quant-report demo` and the slow tests first")
         data = hits[-1].with_name("data.npz")
         found[name] = (hits[-1], data if data.exists() else hits[-1].with_suffix(".npz"))
+    for pattern in TFLITE:  # those the cache holds (the tests build the shipped ones, the profile the speed ones)
+        hits = sorted(_cache().glob(pattern))
+        if hits:
+            found[f"{hits[-1].parent.name}_{hits[-1].stem}_tflite"] = (hits[-1], hits[-1].with_name("data.npz"))
     return found
 
 

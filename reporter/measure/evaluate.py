@@ -109,11 +109,7 @@ def set_timing_lock(lock):
 def timing_overhead_ms(runs: int = 200) -> float:
     """The median of an empty invoke on this host (a model of one ADD on one float), timed as `latency_ms` times a
     model: what the interpreter and the timer cost whatever the model (judgement.timing_floor). Once per process."""
-    import tensorflow as tf
-
-    one = tf.function(lambda x: x + 1.0, input_signature=[tf.TensorSpec([1, 1], tf.float32)])
-    model = tf.lite.TFLiteConverter.from_concrete_functions([one.get_concrete_function()], one).convert()
-    return latency_ms(model, np.zeros((1, 1), np.float32), runs=runs)[0]
+    return latency_ms(graph.one_add_model(), np.zeros((1, 1), np.float32), runs=runs)[0]
 
 
 def latency_ms(model: bytes, sample, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:

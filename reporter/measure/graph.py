@@ -1,5 +1,6 @@
 """The one flatbuffer graph editor: a .tflite read into objects, its ops, tensors and buffers found, constants
-replaced, tensors no op uses dropped, and the model written back (tensorflow.lite.tools.flatbuffer_utils)."""
+replaced, tensors no op uses dropped, and the model written back (LiteRT's flatbuffer_utils, TensorFlow's where the
+LiteRT wheel lacks it: reading and writing a model imports no TensorFlow)."""
 
 from __future__ import annotations
 
@@ -18,29 +19,60 @@ def schema():
     return found
 
 
+def _flatbuffer_utils():
+    """LiteRT's flatbuffer_utils (the same reader and writer as TensorFlow's, on LiteRT's schema), else
+    TensorFlow's."""
+    try:
+        from ai_edge_litert.tools import flatbuffer_utils
+    except ImportError:  # pragma: no cover - an ai-edge-litert without its tools
+        from tensorflow.lite.tools import flatbuffer_utils
+    return flatbuffer_utils
+
+
 def objects():
     """The object-API classes (ModelT, BufferT, TensorT ...) of the schema flatbuffer_utils reads and writes with: new
     objects must be of the classes it packs."""
-    from tensorflow.lite.tools import flatbuffer_utils
-
-    return flatbuffer_utils.schema_fb
+    return _flatbuffer_utils().schema_fb
 
 
 def read_model(model: bytes):
     """The model as a mutable object tree (ModelT)."""
-    from tensorflow.lite.tools import flatbuffer_utils
-
-    return flatbuffer_utils.convert_bytearray_to_object(bytearray(model))
+    return _flatbuffer_utils().convert_bytearray_to_object(bytearray(model))
 
 
 def write_model(obj, drop_orphans: bool = True) -> bytes:
     """The model object as .tflite bytes; with `drop_orphans`, the buffers of constants an edit replaced emptied
     first."""
-    from tensorflow.lite.tools import flatbuffer_utils
-
     if drop_orphans:
         drop_orphan_buffers(obj)
-    return bytes(flatbuffer_utils.convert_object_to_bytearray(obj))
+    return bytes(_flatbuffer_utils().convert_object_to_bytearray(obj))
+
+
+def one_add_model() -> bytes:
+    """The smallest model: y = x + 1 on one float32 [1, 1] (one ADD, its constant in a buffer), written with the
+    schema's object API (what TensorFlow's converter makes of `lambda x: x + 1.0`, without importing it)."""
+    fb, ops = objects(), schema().BuiltinOperator
+    one = np.array([1.0], dtype="<f4")
+    model = fb.ModelT()
+    model.version = 3
+    model.description = "quant-report: one ADD"
+    model.operatorCodes = [fb.OperatorCodeT()]
+    model.operatorCodes[0].builtinCode = model.operatorCodes[0].deprecatedBuiltinCode = ops.ADD
+    model.operatorCodes[0].version = 1
+    model.buffers = [fb.BufferT() for _ in range(4)]  # buffer 0 is empty by convention; 2 holds the constant
+    model.buffers[2].data = np.frombuffer(one.tobytes(), dtype=np.uint8)
+    tensors = []
+    for k, (name, shape) in enumerate((("x", [1, 1]), ("one", [1]), ("y", [1, 1]))):
+        t = fb.TensorT()
+        t.name, t.shape, t.type, t.buffer = name, shape, schema().TensorType.FLOAT32, k + 1
+        tensors.append(t)
+    op = fb.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    op.builtinOptionsType, op.builtinOptions = schema().BuiltinOptions.AddOptions, fb.AddOptionsT()
+    sub = fb.SubGraphT()
+    sub.tensors, sub.inputs, sub.outputs, sub.operators, sub.name = tensors, [0], [2], [op], "main"
+    model.subgraphs = [sub]
+    return write_model(model, drop_orphans=False)
 
 
 def tensor_name(t) -> str:

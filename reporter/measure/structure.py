@@ -148,13 +148,21 @@ def ops(model: bytes) -> dict[str, int]:
 
 
 def analyzer_text(model: bytes) -> str:
-    """The TFLite Analyzer's own report on the model, as text."""
-    import tensorflow as tf
+    """The TFLite Analyzer's own report on the model, as text: what `tf.lite.experimental.Analyzer.analyze(
+    model_content=model)` prints, from LiteRT's copy of its C++ analyzer (no TensorFlow import), TensorFlow's where the
+    LiteRT wheel lacks it."""
+    try:
+        from ai_edge_litert import _pywrap_analyzer_wrapper as wrapper
+    except ImportError:  # pragma: no cover - an ai-edge-litert without the analyzer
+        import tensorflow as tf
 
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        tf.lite.experimental.Analyzer.analyze(model_content=model)
-    return buf.getvalue()
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            tf.lite.experimental.Analyzer.analyze(model_content=model)
+        return buf.getvalue()
+    # the Analyzer's two prints: its title, then the wrapper's report (input_is_filepath False, gpu_compatibility
+    # False)
+    return "=== TFLite ModelAnalyzer ===\n\n" + wrapper.ModelAnalyzer(model, False, False) + "\n"
 
 
 def _name(tensor) -> str:

@@ -125,7 +125,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
                                                     target, s.custom_objects, s.code_dir, s.target))
         if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
             child.warm()
-        import tensorflow  # noqa: F401 - imported here so that its start-up chatter lands in run.log
+        if Path(s.model).suffix.lower() != ".tflite":  # a float .tflite is measured and quantized by LiteRT: no
+            import tensorflow  # noqa: F401 - TensorFlow (2.5 s); imported here, its start-up chatter in run.log
         from reporter.pipeline import preload
 
         preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
@@ -452,17 +453,33 @@ def _target_tools(ctx: RunContext) -> dict[str, str]:
     return {name: version for name, version in hardware.versions().items() if name in wanted}
 
 
+def _tensorflow_version() -> str:
+    """TensorFlow's version: the imported module's, else the installed distribution's (a float .tflite's run imports
+    no TensorFlow)."""
+    import sys
+    from importlib import metadata
+
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"].__version__
+    for dist in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    import tensorflow as tf  # installed under another name
+
+    return tf.__version__
+
+
 def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], debugged: _Debugged) -> Report:
     """The measured report (its findings are derived from it afterwards)."""
-    import tensorflow as tf
-
     s, sig, data, task, float_model = ctx.settings, ctx.signature, ctx.data, ctx.task, ctx.float_model
     num_classes = task.num_classes
     return Report(
         schema_version=SCHEMA_VERSION,
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
-        tensorflow_version=tf.__version__,
+        tensorflow_version=_tensorflow_version(),
         target_tools=_target_tools(ctx),
         model=ModelInfo(
             name=s.display_name,
