@@ -136,6 +136,43 @@ def test_the_integer_repair_rungs_build_on_the_model(batch, micro_run, files):
         assert not op_names(c.model) & SHAPE_OPS, (code, sorted(op_names(c.model)))
 
 
+def test_the_ladder_reads_the_runs_calibration_instead_of_calibrating_again(micro_run, files):
+    """The repair ladder's batch-1 model is calibrated from the run's own LiteRT Quantizer calibration of the float
+    model (a dynamic batch, its SHAPE ops folded by the batch edit), kept to the batch-1 model's tensors: the same
+    statistics as LiteRT Quantizer's own calibration of the batch-1 model, and the same int8 model (issue 67: never
+    calibrate the same thing twice)."""
+    from litert_quantizer import quantizer, recipe
+
+    from reporter.convert import litert
+    from reporter.convert.rungs.base import RunVariants, Workspace, static_int8
+
+    assert micro_run["code"] == 0, micro_run["error"]
+    float_model = dynamic_batch_float(files[0])
+    data = micro_run["data"]
+    x_calib = data["x_calib"][:40].astype(np.float32)
+    asked = []
+
+    def runs_calibration():
+        asked.append(1)
+        return litert.LiteRtModels(float_model, x_calib).quantizer().calibration()
+
+    space = Workspace(float_model, x_calib, data["x"][:10], run=RunVariants(calibration=runs_calibration))
+    batch1 = space.base.batch1()[0]
+    assert bool(op_names(float_model) & SHAPE_OPS) and not op_names(batch1) & SHAPE_OPS
+    reused = space.base.calibration()
+    assert asked == [1]
+    q = quantizer.Quantizer(batch1, recipe.static_wi8_ai8())
+    key = next(iter(q.get_signature_list())) if hasattr(q, "get_signature_list") else space.base.key
+    own = q.calibrate({key: [{space.inputs[0]: x_calib[i:i + 1]} for i in range(len(x_calib))]})
+    assert set(reused) == set(own)
+    for name, stats in own.items():
+        assert stats.keys() == reused[name].keys(), name
+        for k in stats:
+            np.testing.assert_array_equal(np.asarray(reused[name][k]), np.asarray(stats[k]), err_msg=name)
+    assert static_int8(batch1, reused) == static_int8(batch1, own)
+    assert space.base._collected_for_batch1() is not None  # what the ladder read was the run's, not its own
+
+
 @pytest.mark.parametrize("target, static", [("micro", True), ("ethos-u55-128", True), ("int8", False), (None, False)])
 def test_a_target_that_runs_one_sample_at_a_time_gets_a_static_batch(target, static, mlp_files, tmp_path, capfd):
     """A dynamic-batch Keras model (the breast-cancer demo MLP) converts with a static batch of 1 for micro and Ethos-U

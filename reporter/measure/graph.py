@@ -545,6 +545,17 @@ def stored_tensors(model) -> tuple[set, set, int]:
     return constants, variables, m.SubgraphsLength()
 
 
+def float_activation_names(model: bytes) -> Optional[set[str]]:
+    """The names of the main subgraph's float32 tensors the model computes (neither constant nor variable): those
+    LiteRT Quantizer's calibration collects statistics for. None for a model of several subgraphs."""
+    constants, variables, subgraphs = stored_tensors(model)
+    if subgraphs != 1:
+        return None
+    sg, f32 = schema().Model.GetRootAs(model, 0).Subgraphs(0), schema().TensorType.FLOAT32
+    return {sg.Tensors(i).Name().decode("utf-8", "replace") for i in range(sg.TensorsLength())
+            if i not in constants and i not in variables and sg.Tensors(i).Type() == f32}
+
+
 def subgraph_names(model: bytes) -> list[tuple[bytes, Optional[bytes], list, list[int]]]:
     """Each subgraph as (its name, the key of the first signature on it or None, its tensors' names, its ops'
     output tensors in op order), read without unpacking the model; names as stored (bytes or None)."""

@@ -177,7 +177,8 @@ def _candidates(ctx: RunContext, report: Report, x_select):
 
     measured = frozenset(v.name for v in report.variants)  # the run's own 16x8 is not built again
     yield from rungs.candidates(ctx.float_model, ctx.data.x_calib, x_select, target=targets.of(report.settings.target),
-                                run=rungs.RunVariants(measured, ctx.litert_models.build))
+                                run=rungs.RunVariants(measured, ctx.litert_models.build,
+                                                      lambda: ctx.litert_models.quantizer().calibration()))
 
 
 def _option(report: Report, name: str):

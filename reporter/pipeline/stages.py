@@ -340,8 +340,6 @@ def _measure(ctx: RunContext,
         build, converter = _crashed_builder(ctx, variant, crash) if crash is not None else (None, None)
         build, converter = (build, converter) if build is not None else _builder(ctx, variant)
         results[variant] = m.build_and_measure(variant, build, converter)
-    if side_conv is not None and not ctx.litert_models.has_calibration():  # after the variants' latencies,
-        side_conv.submit_calibration(ctx.float_model, ctx.data.x_calib)  # before the debugger and the search
     if m.score_error:  # the user's metric failed: the task's own metric is the main one for every model
         ctx.progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
                          f" {ctx.task_score.name if ctx.task_score else 'the output error'} instead")
@@ -356,6 +354,9 @@ def _measure(ctx: RunContext,
         if fixed is not None:
             results[variants.OUTPUT_FLOAT] = fixed
     results = shared_scale.attach(m, ctx.float_model, results)  # an output whose concatenated parts share a scale
+    if side_conv is not None and not ctx.litert_models.has_calibration():  # after every latency of this stage (a
+        side_conv.submit_calibration(ctx.float_model, ctx.data.x_calib)  # latency waits for the side process to be
+        # done: a blamed DRQ's fix waited 2 s for it), before the debugger and the search that read it
     if targets.of(s.target).reference_kernels:
         results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
     return m, results

@@ -18,7 +18,7 @@ import numpy as np
 
 from reporter.convert.rungs.batch import static_batch
 from reporter.core.targets import int8_spec
-from reporter.measure import runtime, structure
+from reporter.measure import graph, runtime, structure
 from reporter.model.repair import InputTransform
 
 TOLERANCE = 1e-4  # largest |rewritten - original| float output, relative to the output's largest |value|
@@ -201,8 +201,10 @@ class Base:
     Quantizer's calibration on that, its plain static int8, and what rungs add (`once`), each made once on first use.
     `reference`: float's outputs on the selection samples and their kinds, what agreement is measured against."""
 
-    def __init__(self, float_model: bytes, x_calib: dict, x_select: dict, reference: Callable):
+    def __init__(self, float_model: bytes, x_calib: dict, x_select: dict, reference: Callable,
+                 collected: Optional[Callable[[], Optional[dict]]] = None):
         self.float_model, self.calib, self.select, self.reference = float_model, x_calib, x_select, reference
+        self.collected = collected  # the run's LiteRT calibration of this float model on these samples (None: none)
         self.key = runtime.signature_names(float_model)[0]
         self.batched = runtime.takes_batches(float_model)
         self.cache: dict = {}
@@ -219,10 +221,26 @@ class Base:
         def make():
             from litert_quantizer import quantizer, recipe
 
+            reused = self._collected_for_batch1()
+            if reused is not None:
+                return reused
+
             data = {self.key: [{k: a[i:i + 1] for k, a in self.calib.items()} for i in range(samples(self.calib))]}
             return quantizer.Quantizer(self.batch1()[0], recipe.static_wi8_ai8()).calibrate(
                 data, num_threads=os.cpu_count() or 1)  # its default: 16 threads, on a machine of a few cores
         return self.once("calibration", make)
+
+    def _collected_for_batch1(self) -> Optional[dict]:
+        """The run's own calibration of the float model (`collected`), kept to the batch-1 model's tensors: the same
+        statistics LiteRT Quantizer collects on the batch-1 model (each sample runs alone either way; tested), not
+        collected twice. None when there is none or it lacks one of those tensors (a tensor the batch edit made)."""
+        found = self.collected() if self.collected is not None else None
+        if not found:
+            return None
+        wanted = graph.float_activation_names(self.batch1()[0])
+        if wanted is None or not wanted <= found.keys():
+            return None
+        return {name: found[name] for name in found if name in wanted}
 
     def plain(self) -> bytes:
         return self.once("plain", lambda: static_int8(self.batch1()[0], self.calibration()))
@@ -244,10 +262,12 @@ class Base:
 @dataclass(frozen=True)
 class RunVariants:
     """The run's own variants, where a rung needs them: `measured`, those the run measured already; `build(name)`,
-    a variant of the run built (None: the run builds none here)."""
+    a variant of the run built (None: the run builds none here); `calibration()`, the run's LiteRT Quantizer
+    calibration of the same float model on the same calibration samples (None: the rungs collect their own)."""
 
     measured: frozenset = frozenset()
     build: Optional[Callable[[str], bytes]] = None
+    calibration: Optional[Callable[[], Optional[dict]]] = None  # LiteRT Quantizer's calibration of the float model
 
 
 class Workspace:
@@ -262,7 +282,7 @@ class Workspace:
         calib = runtime.keyed(x_calib, self.inputs)
         self.select = runtime.keyed(x_select, self.inputs)
         self._reference = None
-        self.base = Base(self.float_model, calib, self.select, self.reference)
+        self.base = Base(self.float_model, calib, self.select, self.reference, run.calibration)
         self.cache: dict = {}
 
     def reference(self) -> tuple[dict, dict]:
