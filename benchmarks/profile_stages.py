@@ -21,7 +21,8 @@ notebook's TensorFlow calls: convert float, DRQ and FIQ, evaluate each, run the 
 bench_pipeline.py's bare_notebook) and a fresh `quant-report run` process (every format unless --formats), and with
 --baseline-src the same run from another checkout ("before"). It prints medians of the wall times and the ratio
 tool/bare, each stage's median seconds and share of the run (from report.json's timings_s), the search's share of
-each run (its spread across the repeats) and the candidates it measured, and the ladder's rungs.
+each run (its spread across the repeats) and the candidates it measured, the ladder's rungs, and how many LiteRT
+Quantizer calibrations and TensorFlow (MLIR) quantizations each run made (counted in run.log, where each prints once).
 Aims (issue 67): MobileNetV2 <= 0.35x, EfficientNet-B0 <= 0.33x, EfficientNet-B0 --target int8 <= 0.4x, the
 transformer (every format) <= 0.9x, the MLP (html, md, json) <= 0.8x the bare calls; the "layer error" stage <= 20 %
 of the stages on the audio and anchors fixtures; the search's share of an EfficientNet-B0 run within 2 points across
@@ -82,11 +83,14 @@ def tool_run(model: Path, data: Path, out: Path, flags: list, formats: str, src:
     report = json.loads((out / "m" / "report.json").read_text())
     search = (report.get("recommendation") or {}).get("search") or {}
     rungs = [f"{r['rung']} {r['status']}" for r in report.get("repairs") or [] if r["status"] != "not_tried"]
+    log = (out / "m" / "run.log").read_text(errors="replace")  # what the libraries print once per call
+    work = {"LiteRT Quantizer calibrations": log.count("Running Calibration::   0%"),
+            "TensorFlow quantizations": log.count("fully_quantize:")}
     return {"run_s": seconds, "stages": report.get("timings_s") or {}, "search_s": search.get("seconds"),
             "evaluations": search.get("evaluations"), "steps": [s.get("change") for s in search.get("steps") or []],
             "kept": len((report.get("recommendation") or {}).get("denylisted_nodes") or []),
             "budget_note": search.get("stop_reason", ""), "rungs": rungs,
-            "decision": ((report.get("findings") or {}).get("decision") or {}).get("variant")}
+            "decision": ((report.get("findings") or {}).get("decision") or {}).get("variant"), "work": work}
 
 
 def summary(label: str, runs: list[dict], bare: list[float], aim) -> None:
@@ -117,6 +121,8 @@ def summary(label: str, runs: list[dict], bare: list[float], aim) -> None:
               f" [aim <= {SHARE_SPREAD_AIM * 100:.0f}]); {runs[0]['evaluations']} candidates,"
               f" {'the same' if same else 'DIFFERENT'} candidates in every run; {runs[0]['kept']} layer(s) kept in"
               f" float; stopped: {runs[0]['budget_note']}")
+    print("    work counted in run.log: " + ", ".join(f"{k} {runs[0]['work'][k]}" for k in runs[0]["work"])
+          + ("" if all(r["work"] == runs[0]["work"] for r in runs) else " (DIFFERENT in other runs)"))
     if runs[0]["rungs"]:
         print(f"    ladder: {', '.join(runs[0]['rungs'])}; ships {runs[0]['decision'] or 'nothing'}")
 

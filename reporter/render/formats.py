@@ -139,18 +139,24 @@ def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
 
 
 CHARTS = ("confusion", "ranges", "rmse", "tradeoff")
-BESIDE = ("ranges", "tradeoff")  # drawn by a helper process when there is one: about half of the drawing
-
-
 def charts(report: Report, helper=None) -> dict[str, str]:
     """The report's charts as data: URIs (drawn once for the HTML and the PDF). `helper`: another process whose
-    `call(fn, *args)` gives a Future (the run's side process; None: all drawn here) draws some of them meanwhile,
-    the same bytes (one matplotlib, one report); one it fails to draw is drawn here."""
+    `call(fn, *args)` gives a Future (the run's side process or contained child; None: all drawn here) shares the
+    drawing: every chart is handed to it in order, and this process draws from the last one back, taking each the
+    helper has not started (its Future cancelled), so that neither waits on the other whatever each chart costs. The
+    same bytes either way (one matplotlib, one report); one the helper fails to draw is drawn here."""
     import traceback
 
-    elsewhere = {name: helper.call(draw_chart, name, report) for name in BESIDE} if helper is not None else {}
-    drawn = {name: draw_chart(name, report) for name in CHARTS if name not in elsewhere}
-    for name, job in elsewhere.items():
+    jobs = {name: helper.call(draw_chart, name, report) for name in CHARTS} if helper is not None else {}
+    drawn: dict[str, str] = {}
+    for name in reversed(CHARTS):
+        job = jobs.get(name)
+        if job is not None and not job.cancel():  # the helper has this one, and every one before it
+            break
+        drawn[name] = draw_chart(name, report)
+    for name, job in jobs.items():
+        if name in drawn:
+            continue
         try:
             drawn[name] = job.result()
         except Exception:  # noqa: BLE001 - drawn here instead (the helper's traceback goes to run.log)
