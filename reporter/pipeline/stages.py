@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
-from reporter.core.version import __version__
+from reporter.core.version import __version__, tensorflow_version
 from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
@@ -454,24 +454,6 @@ def _target_tools(ctx: RunContext) -> dict[str, str]:
     return {name: version for name, version in hardware.versions().items() if name in wanted}
 
 
-def _tensorflow_version() -> str:
-    """TensorFlow's version: the imported module's, else the installed distribution's (a float .tflite's run imports
-    no TensorFlow)."""
-    import sys
-    from importlib import metadata
-
-    if "tensorflow" in sys.modules:
-        return sys.modules["tensorflow"].__version__
-    for dist in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    import tensorflow as tf  # installed under another name
-
-    return tf.__version__
-
-
 def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], debugged: _Debugged) -> Report:
     """The measured report (its findings are derived from it afterwards)."""
     s, sig, data, task, float_model = ctx.settings, ctx.signature, ctx.data, ctx.task, ctx.float_model
@@ -480,7 +462,7 @@ def _report(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], deb
         schema_version=SCHEMA_VERSION,
         generated_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         tool_version=__version__,
-        tensorflow_version=_tensorflow_version(),
+        tensorflow_version=tensorflow_version(),
         target_tools=_target_tools(ctx),
         model=ModelInfo(
             name=s.display_name,
