@@ -154,7 +154,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
                          f" {len(data.x_calib):,}: calibrating on those")
         report = conclude.attach(_run_loaded(RunStart(s, folder, progress, side_conv), model, data, child))
         _write_input_transform(report, folder)  # the findings, decided and worded, and what they ask of the host
-        # the charts: some drawn by the side process, else by the contained child, idle by now
+        # the charts, shared with the side process, else with the contained child (idle by now)
         return report, _charts(report, s.formats, side_conv or (child.helper() if child is not None else None))
     finally:
         evaluate.set_timing_lock(previous_lock)
