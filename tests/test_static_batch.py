@@ -162,8 +162,7 @@ def test_the_ladder_reads_the_runs_calibration_instead_of_calibrating_again(micr
     reused = space.base.calibration()
     assert asked == [1]
     q = quantizer.Quantizer(batch1, recipe.static_wi8_ai8())
-    key = next(iter(q.get_signature_list())) if hasattr(q, "get_signature_list") else space.base.key
-    own = q.calibrate({key: [{space.inputs[0]: x_calib[i:i + 1]} for i in range(len(x_calib))]})
+    own = q.calibrate({space.base.key: [{space.inputs[0]: x_calib[i:i + 1]} for i in range(len(x_calib))]})
     assert set(reused) == set(own)
     for name, stats in own.items():
         assert stats.keys() == reused[name].keys(), name
