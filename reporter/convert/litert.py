@@ -110,16 +110,13 @@ class LiteRtQuantizer:
         if self._calibration is None and self._collected is not None:
             self._calibration = self._collected()  # None when that failed: collected here then
         if self._calibration is None:
-            from litert_quantizer import quantizer
-
-            q = quantizer.Quantizer(self.float_model, _recipe(variants.FIQ))
             x = as_inputs(self._x_calib)
             single = x.single()
             if single is not None:  # one input: whatever the data call it
                 x = Inputs({self._inputs[0]: single})
             data = {self._signature: [{k: (a if np.issubdtype(a.dtype, np.integer) else a.astype(np.float32))
                                        for k, a in x.sample(i).items()} for i in range(len(x))]}
-            self._calibration = q.calibrate(data, num_threads=os.cpu_count() or 1)  # its default: 16 threads
+            self._calibration = _calibrate(self.float_model, _recipe(variants.FIQ), data)
         return self._calibration
 
     # --- models --------------------------------------------------------------------------------
@@ -202,6 +199,45 @@ def reproduction_code(scheme: str, layers: Mapping[str, str], ops: Iterable[str]
         lines.append("model = q.quantize().quantized_model")
     lines.append("open('model.tflite', 'wb').write(model)")
     return "\n".join(lines) + "\n"
+
+
+def _calibrate(float_model: bytes, entries: list, data: dict):
+    """LiteRT Quantizer's calibration of `float_model` for the recipe `entries` (`Quantizer.calibrate`'s statistics)
+    with each op's recipe looked up once instead of once per sample: LiteRT Quantizer 0.11 matches every op's scope
+    against every recipe regex and re-checks its config for every calibration sample (a quarter of EfficientNet-B0's
+    calibration over 100 samples, 0.65 s of 2.5 s). Through `Quantizer.calibrate` when its calibrator or recipe
+    manager is not where 0.11 has them."""
+    from litert_quantizer import quantizer
+
+    try:
+        from litert_quantizer import calibrator, recipe_manager
+
+        manager = recipe_manager.RecipeManager()
+        manager.load_quantization_recipe(entries)
+        calib = calibrator.Calibrator(float_model, num_threads=os.cpu_count() or 1)  # as Quantizer.calibrate does
+    except (ImportError, AttributeError, TypeError):
+        return quantizer.Quantizer(float_model, entries).calibrate(data, num_threads=os.cpu_count() or 1)
+    if not manager.need_calibration():
+        return {}
+    calib.calibrate(data, _LookedUpOnce(manager))
+    return calib.get_model_qsvs()
+
+
+class _LookedUpOnce:
+    """A recipe manager whose `get_quantization_configs(op, scope)` answers each (op, scope) once (a pure lookup
+    in the loaded recipe); everything else is the manager's own."""
+
+    def __init__(self, manager):
+        self._manager, self._found = manager, {}
+
+    def get_quantization_configs(self, op, scope):
+        key = (op, scope)
+        if key not in self._found:
+            self._found[key] = self._manager.get_quantization_configs(op, scope)
+        return self._found[key]
+
+    def __getattr__(self, name):
+        return getattr(self._manager, name)
 
 
 class LiteRtModels:
