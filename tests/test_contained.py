@@ -122,9 +122,26 @@ def test_the_debugger_runs_in_the_child_and_its_crash_is_contained(crashed_run, 
     try:
         there = FiqQuantizer(None, x_calib, float_model=float_model, child=child)
         layers_there, csv_there = debugger.layer_statistics(there, x_calib)
+        # The whole-model view by a helper (the run's side process; here the child's own), the local one in the
+        # child: the same table; a helper that fails hands its view back to the child.
+        started = []
+        _, csv_beside = debugger.layer_statistics(there, x_calib, child.helper(), lambda: started.append(1))
+        _, csv_handed_back = debugger.layer_statistics(there, x_calib, _FailingHelper())
     finally:
         child.close()
     assert csv_there == csv_here and len(layers_there) == len(layers_here) > 0
+    assert csv_beside == csv_here and csv_handed_back == csv_here and started == [1]
+
+
+class _FailingHelper:
+    """A helper whose every call fails (a side process that died)."""
+
+    def call(self, fn, *args):
+        import concurrent.futures
+
+        future = concurrent.futures.Future()
+        future.set_exception(RuntimeError("the side process died"))
+        return future
 
 
 def test_a_dead_batch_workers_log_keeps_what_its_run_wrote(tmp_path):

@@ -62,3 +62,29 @@ def test_a_model_that_quantized_nothing_says_so(fixture_report):
     line = found.variant("dynamic_wi4b32_afp32").verdict
     assert "quantized nothing: every tensor is still float32" in line
     assert "quantized nothing" not in found.variant("fiq").verdict
+
+
+def test_the_calibration_equals_litert_quantizers_own(mlp_files):
+    """The run looks each op's recipe up once instead of once per sample (issue 67); the statistics are LiteRT
+    Quantizer's own `Quantizer.calibrate` on the same float model and samples, array for array."""
+    import keras
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+    from litert_quantizer import quantizer, recipe
+
+    from reporter.convert import litert
+
+    model, data = mlp_files
+    float_model = tf.lite.TFLiteConverter.from_keras_model(keras.saving.load_model(model, compile=False)).convert()
+    x = np.load(data)["x_calib"][:40].astype(np.float32)
+    (signature, inputs), = Interpreter(model_content=float_model).get_signature_list().items()
+    (name,) = inputs["inputs"]
+    theirs = quantizer.Quantizer(float_model, recipe.static_wi8_ai8()).calibrate(
+        {signature: [{name: x[i:i + 1]} for i in range(len(x))]})
+    ours = litert.LiteRtQuantizer(float_model, x).calibration()
+    assert sorted(ours) == sorted(theirs) and len(ours) >= 4  # the input and the three Dense layers at least
+    for tensor, stats in theirs.items():
+        assert sorted(ours[tensor]) == sorted(stats), tensor
+        for key, value in stats.items():
+            mine = np.asarray(ours[tensor][key])
+            assert mine.dtype == np.asarray(value).dtype and np.array_equal(mine, value), (tensor, key)

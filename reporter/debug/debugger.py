@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Optional
+import traceback
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -49,12 +50,39 @@ def _rmse_over_scale(mse: float, scale: float) -> float:
     return math.sqrt(mse) / scale if scale > 0 else 0.0
 
 
-def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray) -> tuple[list[LayerStat], str]:
-    """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv."""
+def _statistics_beside(helper, debug_model: bytes, x_calib: np.ndarray, child: Optional[contained.Child]):
+    """`_statistics` run by `helper` (another process with TensorFlow whose `call(fn, *args)` gives a Future: the
+    run's side process) while `child` runs the other view; when the helper fails (its traceback goes to run.log)
+    the view runs in `child` after all, so a crash still names the debugger."""
+    import pandas as pd
+
+    pending = helper.call(_statistics_csv, bytes(debug_model), x_calib)
+
+    def frame():
+        try:
+            return pd.read_csv(io.StringIO(pending.result()))
+        except Exception:  # noqa: BLE001 - run again where it is contained; a genuine error is raised there
+            traceback.print_exc()
+            return _statistics(debug_model, x_calib, child)()
+
+    return frame
+
+
+def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray, helper=None,
+                     started: Callable[[], None] = lambda: None) -> tuple[list[LayerStat], str]:
+    """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv. The two
+    views run at once when `helper` (the side process) is given: the local one in the quantizer's child, the
+    whole-model one in the helper (each view invokes every calibration sample through its debug model: on
+    EfficientNet-B0 a second each). `started` is called once both are under way (the helper's next work queues
+    behind them)."""
     child = getattr(quantizer, "child", None)
     local = _statistics(quantizer.debug_model(whole_model=False), x_calib, child)
     whole_model = quantizer.debug_model(whole_model=True)  # built here while the child runs the local view
-    whole = _statistics(whole_model, x_calib, child) if whole_model is not None else None
+    whole = None
+    if whole_model is not None:
+        whole = _statistics_beside(helper, whole_model, x_calib, child) if helper is not None \
+            else _statistics(whole_model, x_calib, child)
+    started()
     frame = local()
     propagated: dict[str, tuple[float, float]] = {}
     if whole is not None:
@@ -105,10 +133,12 @@ def check_not_everything(nodes: list[str], all_nodes: list[str]) -> Optional[str
     return None
 
 
-def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, progress) -> list[LayerStat]:
+def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, progress, helper=None,
+               started: Callable[[], None] = lambda: None) -> list[LayerStat]:
     """The per-layer table of the FIQ model: the TFLite debugger's local and propagated error for a model of
-    TF's converter (layer_stats.csv written into `folder`), or for LiteRT Quantizer's FIQ, which that debugger
-    cannot read, the comparison with float (reporter.debug.blame). Raises when neither can be had."""
+    TF's converter (layer_stats.csv written into `folder`; `helper` and `started` as in layer_statistics), or for
+    LiteRT Quantizer's FIQ, which that debugger cannot read, the comparison with float (reporter.debug.blame).
+    Raises when neither can be had."""
     from reporter.convert import litert
     from reporter.debug.blame import layer_stats
 
@@ -118,6 +148,6 @@ def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, pro
             raise RuntimeError(f"the per-layer comparison of FIQ with float failed: {errors.error if errors else 'not run'}")
         return layer_stats(errors, (folder / "fiq.tflite").read_bytes())
     with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
-        layers, csv_text = layer_statistics(quantizer, x_calib)
+        layers, csv_text = layer_statistics(quantizer, x_calib, helper, started)
         (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
     return layers

@@ -354,9 +354,6 @@ def _measure(ctx: RunContext,
         if fixed is not None:
             results[variants.OUTPUT_FLOAT] = fixed
     results = shared_scale.attach(m, ctx.float_model, results)  # an output whose concatenated parts share a scale
-    if side_conv is not None and not ctx.litert_models.has_calibration():  # after every latency of this stage (a
-        side_conv.submit_calibration(ctx.float_model, ctx.data.x_calib)  # latency waits for the side process to be
-        # done: a blamed DRQ's fix waited 2 s for it), before the debugger and the search that read it
     if targets.of(s.target).reference_kernels:
         results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
     return m, results
@@ -429,9 +426,9 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
     layers, recommendation, debugger_error = [], None, calibration_error
     if ctx.quantizer is not None and results[variants.FIQ].ok:
         since = ctx.progress.mark()
-        try:
+        try:  # the debugger's whole-model view in the side process while the child runs the local one
             layers = debugger.fiq_layers(ctx.quantizer, results[variants.FIQ], ctx.folder, ctx.data.x_calib,
-                                         ctx.progress)
+                                         ctx.progress, ctx.side, functools.partial(_side_litert_calibration, ctx))
         except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
             traceback.print_exc()
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
@@ -443,7 +440,16 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             except KindError as exc:  # a plug-in task kind's code failed in the search: the report stands without it
                 traceback.print_exc()
                 ctx.progress.say(f"the search stopped: {exc} (traceback in run.log); no model is recommended")
+    _side_litert_calibration(ctx)  # when the debugger did not start it (a no-op when it did)
     return _Debugged(layers, recommendation, debugger_error)
+
+
+def _side_litert_calibration(ctx: RunContext):
+    """LiteRT Quantizer's calibration started in the side process (once), for the search's LiteRT models: after
+    every latency of the measure stage (a latency waits for the side process to be done: a blamed DRQ's fix waited
+    2 s for it) and behind the debugger's view there (2.5 s on EfficientNet-B0: the view would wait for it)."""
+    if ctx.side is not None and not ctx.litert_models.has_calibration():
+        ctx.side.submit_calibration(ctx.float_model, ctx.data.x_calib)
 
 
 def _target_tools(ctx: RunContext) -> dict[str, str]:
