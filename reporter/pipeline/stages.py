@@ -428,7 +428,7 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
         since = ctx.progress.mark()
         try:  # the debugger's whole-model view in the side process while the child runs the local one
             layers = debugger.fiq_layers(ctx.quantizer, results[variants.FIQ], ctx.folder, ctx.data.x_calib,
-                                         ctx.progress, ctx.side, functools.partial(_side_litert_calibration, ctx))
+                                         ctx.progress, ctx.side, functools.partial(_after_the_debuggers_views, ctx))
         except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
             traceback.print_exc()
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
@@ -442,6 +442,18 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
                 ctx.progress.say(f"the search stopped: {exc} (traceback in run.log); no model is recommended")
     _side_litert_calibration(ctx)  # when the debugger did not start it (a no-op when it did)
     return _Debugged(layers, recommendation, debugger_error)
+
+
+def _after_the_debuggers_views(ctx: RunContext):
+    """What the helper processes do once the debugger's views are queued there: the side process calibrates LiteRT
+    Quantizer, and the process that shares the charts (the side process, else the contained child) imports
+    matplotlib, so that its first chart starts at once when the report is done."""
+    _side_litert_calibration(ctx)
+    if {"html", "pdf"} & set(ctx.settings.formats):
+        child = ctx.quantizer.child if ctx.quantizer is not None else None
+        helper = ctx.side or (child.helper() if child is not None else None)
+        if helper is not None:
+            helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
 
 
 def _side_litert_calibration(ctx: RunContext):

@@ -165,6 +165,12 @@ def charts(report: Report, helper=None) -> dict[str, str]:
     return {name: drawn[name] for name in CHARTS}
 
 
+def warm_charts() -> None:
+    """Imports what drawing the charts needs (matplotlib, 0.3 s): run by a helper process while it would idle, so
+    that its share of `charts` starts at once."""
+    from reporter.render import plots  # noqa: F401 - the import is the point
+
+
 def draw_chart(name: str, report: Report) -> str:
     """One of the report's CHARTS as a data: URI ("" when the report has nothing for it)."""
     from reporter.render import plots  # matplotlib (0.3 s to import) only when a format needs the charts
