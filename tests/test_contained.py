@@ -125,8 +125,9 @@ def test_the_debugger_runs_in_the_child_and_its_crash_is_contained(crashed_run, 
         # The whole-model view by a helper (the run's side process; here the child's own), the local one in the
         # child: the same table; a helper that fails hands its view back to the child.
         started = []
-        _, csv_beside = debugger.layer_statistics(there, x_calib, child.helper(), lambda: started.append(1))
-        _, csv_handed_back = debugger.layer_statistics(there, x_calib, _FailingHelper())
+        beside = debugger.Beside(child.helper(), lambda: started.append(1))
+        _, csv_beside = debugger.layer_statistics(there, x_calib, beside)
+        _, csv_handed_back = debugger.layer_statistics(there, x_calib, debugger.Beside(_FailingHelper()))
     finally:
         child.close()
     assert csv_there == csv_here and len(layers_there) == len(layers_here) > 0

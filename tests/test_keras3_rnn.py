@@ -307,14 +307,14 @@ def test_a_custom_objects_module_that_does_not_import_is_one_line(capfd, scaled_
 
 @pytest.mark.slow
 def test_the_side_process_exports_the_twin(lstm_files, tmp_path):
-    """Big models export on the side (reporter.convert.side calls export_saved_model): that export is the
-    twin's too, and converts to the fused LSTM op."""
+    """Big models export on the side (reporter.convert.side calls reporter.inputs.described.export_described): that
+    export is the twin's too, and converts to the fused LSTM op."""
     import tensorflow as tf
 
-    from reporter.inputs import model_loading
+    from reporter.inputs import described
 
     model, _ = lstm_files
-    folder = model_loading.export_saved_model(str(model), False, str(tmp_path / "saved"))
+    folder = described.export_described(str(model), False, str(tmp_path / "saved"))
     assert "UNIDIRECTIONAL_SEQUENCE_LSTM" in _ops(tf.lite.TFLiteConverter.from_saved_model(folder).convert())
 
 
@@ -360,11 +360,11 @@ def test_a_sequence_of_unknown_length_takes_the_datas(any_length_files, tmp_path
 
 def test_the_side_process_leaves_an_unknown_length_to_the_run(any_length_files, tmp_path):
     """The side process has no data to size the twin with: it declines, and the run exports the twin itself."""
-    from reporter.inputs import model_loading
+    from reporter.inputs import described
 
     model, _ = any_length_files
     with pytest.raises(RuntimeError, match="come from the data"):
-        model_loading.export_saved_model(str(model), False, str(tmp_path / "saved"))
+        described.export_described(str(model), False, str(tmp_path / "saved"))
 
 
 @pytest.mark.slow

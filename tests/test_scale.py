@@ -86,10 +86,16 @@ def test_converting_on_a_second_process_changes_no_number(mlp_files, tmp_path, m
         used.append((variant, found is not None))
         return found
 
+    from reporter.inputs import model_loading
+
+    loaded_here = []  # the Keras model read in this process: the side process opened and described it instead
+    read = model_loading.read_keras
+    monkeypatch.setattr(model_loading, "read_keras", lambda *a, **k: loaded_here.append(a) or read(*a, **k))
     monkeypatch.setattr(side, "MIN_MODEL_BYTES", 0)
     monkeypatch.setattr(side.SideConverter, "result", recorded)
     assert run_cli(model, data, tmp_path / "side", *flags, name="m") == 0
     assert all(ok for _, ok in used) and {"drq", "f16", side.LITERT_CALIBRATION} <= {v for v, _ in used}
+    assert loaded_here == []
     for variant in ("drq", "f16"):
         assert (tmp_path / "side" / "m" / f"{variant}.tflite").read_bytes() == \
             (tmp_path / "alone" / "m" / f"{variant}.tflite").read_bytes()

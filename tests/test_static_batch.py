@@ -175,12 +175,12 @@ def test_the_ladder_reads_the_runs_calibration_instead_of_calibrating_again(micr
 @pytest.mark.parametrize("target, static", [("micro", True), ("ethos-u55-128", True), ("int8", False), (None, False)])
 def test_a_target_that_runs_one_sample_at_a_time_gets_a_static_batch(target, static, mlp_files, tmp_path, capfd):
     """A dynamic-batch Keras model (the breast-cancer demo MLP) converts with a static batch of 1 for micro and Ethos-U
-    and keeps its dynamic batch elsewhere, in the run's own export and in the side process's (`export_saved_model`);
-    the line run.log gets names the target."""
+    and keeps its dynamic batch elsewhere, in the run's own export and in the side process's
+    (`described.export_described`); the line run.log gets names the target."""
     import tensorflow as tf
 
     from reporter.convert import converter
-    from reporter.inputs import model_loading
+    from reporter.inputs import described, model_loading
 
     model_path, _ = mlp_files
     loaded = model_loading.load_model(model_path, target=target, scratch=tmp_path)
@@ -188,7 +188,7 @@ def test_a_target_that_runs_one_sample_at_a_time_gets_a_static_batch(target, sta
         ours = converter.convert(loaded.make_converter, "float", None)
     finally:
         loaded.make_converter.cleanup()
-    side = model_loading.export_saved_model(str(model_path), False, str(tmp_path / "side"), target=target)
+    side = described.export_described(str(model_path), False, str(tmp_path / "side"), target=target)
     theirs = bytes(tf.lite.TFLiteConverter.from_saved_model(side).convert())
     for model in (ours, theirs):
         _, signatures = input_signature(model)

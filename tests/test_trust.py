@@ -60,6 +60,22 @@ def test_a_legacy_h5_lambda_is_refused_and_its_code_never_runs(lambda_h5, tmp_pa
 
 
 @pytest.mark.slow
+def test_refused_the_same_way_when_the_side_process_opens_it(lambda_h5, tmp_path, capfd, monkeypatch):
+    """A big model is opened by the side process, which describes it to the run (reporter.inputs.described): that
+    one refuses it too, and the run, loading it itself, says why in the same line; its code runs in neither."""
+    from reporter.convert import side
+
+    model, data, marker = lambda_h5
+    monkeypatch.setenv("QR_MARKER", str(marker))
+    monkeypatch.setattr(side, "MIN_MODEL_BYTES", 0)
+    out = tmp_path / "out"
+    code = main(["run", str(model), "--data", str(data), "--out", str(out), "--quiet"])
+    line = one_error_line(code, capfd.readouterr().err, out)
+    assert str(model) in line and "--trust-model" in line and "Lambda" in line
+    assert not marker.exists()
+
+
+@pytest.mark.slow
 def test_trust_model_loads_it_and_its_code_runs(lambda_h5, tmp_path, monkeypatch):
     """The flag does what it says (and so the refusal above is what kept the code from running)."""
     model, data, marker = lambda_h5

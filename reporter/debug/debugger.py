@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import math
 import traceback
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 
@@ -68,13 +68,21 @@ def _statistics_beside(helper, debug_model: bytes, x_calib: np.ndarray, child: O
     return frame
 
 
-def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray, helper=None,
-                     started: Callable[[], None] = lambda: None) -> tuple[list[LayerStat], str]:
+class Beside(NamedTuple):
+    """Where the whole-model view runs beside the local one: `helper`, another process with TensorFlow whose
+    `call(fn, *args)` gives a Future (the run's side process; None: the quantizer's child runs both views, one after
+    the other), and `started`, called once both views are under way (the helper's next work queues behind them)."""
+
+    helper: object = None
+    started: Callable[[], None] = lambda: None
+
+
+def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray,
+                     beside: Beside = Beside()) -> tuple[list[LayerStat], str]:
     """One LayerStat per quantized layer (local and propagated error) and the CSV for layer_stats.csv. The two
-    views run at once when `helper` (the side process) is given: the local one in the quantizer's child, the
-    whole-model one in the helper (each view invokes every calibration sample through its debug model: on
-    EfficientNet-B0 a second each). `started` is called once both are under way (the helper's next work queues
-    behind them)."""
+    views run at once when `beside` has a helper: the local one in the quantizer's child, the whole-model one in the
+    helper (each view invokes every calibration sample through its debug model: on EfficientNet-B0 a second each)."""
+    helper, started = beside
     child = getattr(quantizer, "child", None)
     local = _statistics(quantizer.debug_model(whole_model=False), x_calib, child)
     whole_model = quantizer.debug_model(whole_model=True)  # built here while the child runs the local view
@@ -133,12 +141,12 @@ def check_not_everything(nodes: list[str], all_nodes: list[str]) -> Optional[str
     return None
 
 
-def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, progress, helper=None,
-               started: Callable[[], None] = lambda: None) -> list[LayerStat]:
+def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, progress,
+               beside: Beside = Beside()) -> list[LayerStat]:
     """The per-layer table of the FIQ model: the TFLite debugger's local and propagated error for a model of
-    TF's converter (layer_stats.csv written into `folder`; `helper` and `started` as in layer_statistics), or for
-    LiteRT Quantizer's FIQ, which that debugger cannot read, the comparison with float (reporter.debug.blame).
-    Raises when neither can be had."""
+    TF's converter (layer_stats.csv written into `folder`; `beside` as in layer_statistics), or for LiteRT
+    Quantizer's FIQ, which that debugger cannot read, the comparison with float (reporter.debug.blame). Raises when
+    neither can be had."""
     from reporter.convert import litert
     from reporter.debug.blame import layer_stats
 
@@ -148,6 +156,6 @@ def fiq_layers(quantizer, fiq: "VariantResult", folder, x_calib: np.ndarray, pro
             raise RuntimeError(f"the per-layer comparison of FIQ with float failed: {errors.error if errors else 'not run'}")
         return layer_stats(errors, (folder / "fiq.tflite").read_bytes())
     with progress.stage("debug", "quantization debugger run on FIQ (local and propagated error)"):
-        layers, csv_text = layer_statistics(quantizer, x_calib, helper, started)
+        layers, csv_text = layer_statistics(quantizer, x_calib, beside)
         (folder / "layer_stats.csv").write_text(csv_text, encoding="utf-8")
     return layers

@@ -144,7 +144,24 @@ def open_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
     if suffix == ".tflite":
         prepared = _float_tflite(path)
         return LoadedModel(path, "tflite", None, tflite=prepared.data, tflite_changes=tuple(prepared.changes))
-    if suffix == ".keras":
+    if suffix not in (".keras", ".h5"):
+        raise InputError(path, f"unsupported model format '{suffix}': expected .keras, .h5 or a SavedModel folder")
+    model = read_keras(path, trust)
+    fmt = "keras" if suffix == ".keras" else "h5"
+    if fmt == "keras":
+        rnn = keras_twin.recurrent_layers(model)
+        if rnn:
+            return _through_twin(path, model, rnn, scratch)
+
+    why = static_batch_reason(model, target)
+    export = functools.partial(export_keras if fmt == "keras" else export_legacy, model, batch1=bool(why))
+    return LoadedModel(path, fmt, traced_once(model, export, scratch), model, static_batch=why)
+
+
+def read_keras(path: Path, trust: bool = False):
+    """The Keras model of a .keras (Keras 3) or .h5 (tf_keras) file, loaded in safe mode unless `trust`; InputError
+    naming the file when it is not one, needs --trust-model or a custom class, or cannot be read."""
+    if path.suffix.lower() == ".keras":
         import zipfile
 
         headers.regular_file(path, "a model")
@@ -153,28 +170,16 @@ def open_model(path, trust: bool = False, scratch: Optional[Path] = None, custom
         headers.check_keras_archive(path)  # a huge config.json or a bomb, before Keras reads a byte of it
         import keras
 
-        model = _load(path, lambda: keras.saving.load_model(str(path), compile=False, safe_mode=not trust),
-                      "Keras 3 .keras")
-        rnn = keras_twin.recurrent_layers(model)
-        if rnn:
-            return _through_twin(path, model, rnn, scratch)
-        fmt = "keras"
-    elif suffix == ".h5":
-        import tf_keras
-        from tf_keras.src.saving.serialization_lib import SafeModeScope
+        return _load(path, lambda: keras.saving.load_model(str(path), compile=False, safe_mode=not trust),
+                     "Keras 3 .keras")
+    import tf_keras
+    from tf_keras.src.saving.serialization_lib import SafeModeScope
 
-        def legacy():  # tf_keras applies safe mode to .keras archives only: an .h5 needs the scope
-            with SafeModeScope(not trust):
-                return tf_keras.models.load_model(str(path), compile=False)
+    def legacy():  # tf_keras applies safe mode to .keras archives only: an .h5 needs the scope
+        with SafeModeScope(not trust):
+            return tf_keras.models.load_model(str(path), compile=False)
 
-        model = _load(path, legacy, "legacy Keras .h5")
-        fmt = "h5"
-    else:
-        raise InputError(path, f"unsupported model format '{suffix}': expected .keras, .h5 or a SavedModel folder")
-
-    why = static_batch_reason(model, target)
-    export = functools.partial(export_keras if fmt == "keras" else export_legacy, model, batch1=bool(why))
-    return LoadedModel(path, fmt, traced_once(model, export, scratch), model, static_batch=why)
+    return _load(path, legacy, "legacy Keras .h5")
 
 
 def fixed_batch_of_one(model) -> bool:
@@ -379,7 +384,8 @@ class traced_once:
     `cleanup()` removes the export (the pipeline calls it; batch workers exit without atexit)."""
 
     def __init__(self, model, export: Callable[[str], None], scratch: Optional[Path] = None):
-        self._model, self._export, self._scratch = model, export, scratch
+        self._model, self._export, self._scratch = model, export, scratch  # `model`: a Keras model, or a stand-in
+        # whose real() gives it (reporter.inputs.described)
         self._folder: Optional[str] = None
         self._exported: Optional[bool] = None
         self._elsewhere = None  # (folder, future): exported by another process (see `adopt`)
@@ -389,7 +395,8 @@ class traced_once:
 
         if self._ensure_export():
             return converter.from_saved_model(self._folder)
-        return tf.lite.TFLiteConverter.from_keras_model(self._model)
+        return tf.lite.TFLiteConverter.from_keras_model(self._model.real() if hasattr(type(self._model), "real")
+                                                        else self._model)
 
     def adopt(self, folder: str, future) -> None:
         """The export is being made by another process into `folder` (`future` gives the folder when done): the
@@ -436,16 +443,6 @@ class traced_once:
         if self._folder:
             shutil.rmtree(self._folder, ignore_errors=True)
             self._folder, self._exported = None, None
-
-
-def export_saved_model(model_path: str, trust: bool, folder: str, custom_objects: Optional[str] = None,
-                       code_dir: Optional[str] = None, target: Optional[str] = None) -> str:
-    """Loads the Keras model (in safe mode unless `trust`, as the run does) and exports it into `folder` with the
-    run's batch (`target`: the run's --target): run in the side process (reporter.convert.side) while the run
-    imports TensorFlow and loads the model itself."""
-    loaded = open_model(model_path, trust=trust, custom_objects=custom_objects, code_dir=code_dir, target=target)
-    loaded.make_converter.export(folder)
-    return folder
 
 
 def _load(path, loader, kind):

@@ -37,7 +37,8 @@ from reporter.model.report import (SCHEMA_VERSION, DatasetInfo, InputInfo, Layer
                                    Recommendation, Report, VariantResult)
 from reporter.render import formats as render
 from reporter.inputs import binding, labels, metric, model_loading, recipes, task_reading
-from reporter.pipeline import conclude, on_target, repairs
+from reporter.inputs import described as keras_described
+from reporter.pipeline import beside, conclude, on_target, repairs
 from reporter.pipeline.context import Quantizer, RunContext, RunStart
 from reporter.inputs.data_loading import load_data
 from reporter.inputs.model_loading import LoadedModel
@@ -112,17 +113,19 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
     rendered), drawn while the side process can draw some of them."""
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
-    side_conv, exporting, child = None, None, None
+    side_conv, exporting, child, described = None, None, None, None
     try:
         if variants.FIQ in s.variants and Path(s.model).suffix.lower() != ".tflite":
             child = contained.Child()  # calibrates where a native crash cannot end the run
         if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.built_variants) \
                 and side.worth_it(Path(s.model), s.side_converter):
             side_conv = side.SideConverter()
-            if Path(s.model).suffix.lower() in (".keras", ".h5"):  # the export too, while this process loads
-                target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)
-                exporting = (target, side_conv.call(model_loading.export_saved_model, str(s.model), s.trust_model,
-                                                    target, s.custom_objects, s.code_dir, s.target))
+            if Path(s.model).suffix.lower() in (".keras", ".h5"):  # it opens the model (and describes it to this
+                target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)  # process, which need not load it
+                opened = (str(s.model), s.trust_model)  # too) and exports it (reporter.inputs.described)
+                described = side_conv.call(keras_described.describe, *opened, s.custom_objects, s.code_dir, s.target)
+                exporting = (target, side_conv.call(keras_described.export_described, *opened, target,
+                                                    s.custom_objects, s.code_dir, s.target))
         if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
             child.warm()
         if Path(s.model).suffix.lower() != ".tflite":  # a float .tflite is measured and quantized by LiteRT: no
@@ -136,26 +139,30 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if child is not None:
             child.close()
         raise
-    previous_lock = evaluate.set_timing_lock(_quiet_lock(side_conv, evaluate.set_timing_lock(None)))
+    previous_lock = evaluate.set_timing_lock(beside.quiet_lock(side_conv, evaluate.set_timing_lock(None)))
     model = None
     try:
+        if child is not None and described is not None:  # this process waits for the side process's description
+            child.warm()  # instead of loading the model: the child's TensorFlow import meanwhile
         with progress.stage("load", "model and data loaded"):
-            model = model_loading.load_model(s.model, trust=s.trust_model, scratch=folder,
-                                             custom_objects=s.custom_objects, code_dir=s.code_dir, target=s.target)
+            opening = dict(trust=s.trust_model, scratch=folder, custom_objects=s.custom_objects, code_dir=s.code_dir,
+                           target=s.target)
+            model = keras_described.load_described(s.model, described.result, **opening) if described is not None \
+                else model_loading.load_model(s.model, **opening)
             if exporting is not None and hasattr(model.make_converter, "adopt"):
                 model.make_converter.adopt(*exporting)
             data = load_data(s.data, s.calibration_samples, s.code_dir, say=progress.say, model=model,
                              timeout=s.data_timeout)
             model.fit_twin(data.x)  # a Keras 3 recurrent model's twin takes the data's sequence length
-        if child is not None and side_conv is not None:  # a third import: once this one and the load are done,
-            child.warm()  # while the side process exports and converts
+        if child is not None and side_conv is not None and described is None:  # a third import: once this one and
+            child.warm()  # the load are done, while the side process exports and converts
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
         report = conclude.attach(_run_loaded(RunStart(s, folder, progress, side_conv), model, data, child))
         _write_input_transform(report, folder)  # the findings, decided and worded, and what they ask of the host
         # the charts, shared with the side process, else with the contained child (idle by now)
-        return report, _charts(report, s.formats, side_conv or (child.helper() if child is not None else None))
+        return report, beside.charts(report, s.formats, side_conv or (child.helper() if child is not None else None))
     finally:
         evaluate.set_timing_lock(previous_lock)
         if child is not None:
@@ -164,40 +171,6 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
             side_conv.close()
         if model is not None:  # the SavedModel exported once for the conversions (batch workers skip atexit)
             getattr(model.make_converter, "cleanup", lambda: None)()
-
-
-def _charts(report: Report, formats, helper) -> Optional[dict]:
-    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile; None when no
-    format shows them or they could not be drawn (the render then says why, per format)."""
-    if not {"html", "pdf"} & set(formats):
-        return None
-    try:
-        return render.charts(report, helper)
-    except Exception:  # noqa: BLE001 - said by the render, format by format, where the measured report is kept
-        traceback.print_exc()
-        return None
-
-
-def _quiet_lock(side_conv, outer):
-    """The timing lock: the batch's (one model timed at a time across workers), and no conversion running on
-    the side while a latency is timed."""
-    return outer if side_conv is None else _QuietLock(side_conv, outer)
-
-
-class _QuietLock:
-    """Re-entered for every timing: waits for the side conversions, then holds `outer` if there is one."""
-
-    def __init__(self, side_conv, outer):
-        self.side_conv, self.outer = side_conv, outer
-
-    def __enter__(self):
-        self.side_conv.wait()
-        if self.outer is not None:
-            self.outer.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        return self.outer.__exit__(*exc) if self.outer is not None else False
 
 
 def _side_variants(start: RunStart, model: LoadedModel, x_calib=None, calibrated: bool = False):
@@ -426,9 +399,11 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
     layers, recommendation, debugger_error = [], None, calibration_error
     if ctx.quantizer is not None and results[variants.FIQ].ok:
         since = ctx.progress.mark()
-        try:  # the debugger's whole-model view in the side process while the child runs the local one
+        # the debugger's whole-model view in the side process while the child runs the local one
+        views = debugger.Beside(ctx.side, functools.partial(beside.after_the_debuggers_views, ctx))
+        try:
             layers = debugger.fiq_layers(ctx.quantizer, results[variants.FIQ], ctx.folder, ctx.data.x_calib,
-                                         ctx.progress, ctx.side, functools.partial(_after_the_debuggers_views, ctx))
+                                         ctx.progress, views)
         except Exception as exc:  # noqa: BLE001 - the report is still useful without the debugger
             traceback.print_exc()
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
@@ -440,28 +415,8 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             except KindError as exc:  # a plug-in task kind's code failed in the search: the report stands without it
                 traceback.print_exc()
                 ctx.progress.say(f"the search stopped: {exc} (traceback in run.log); no model is recommended")
-    _side_litert_calibration(ctx)  # when the debugger did not start it (a no-op when it did)
+    beside.side_litert_calibration(ctx)  # when the debugger did not start it (a no-op when it did)
     return _Debugged(layers, recommendation, debugger_error)
-
-
-def _after_the_debuggers_views(ctx: RunContext):
-    """What the helper processes do once the debugger's views are queued there: the side process calibrates LiteRT
-    Quantizer, and the process that shares the charts (the side process, else the contained child) imports
-    matplotlib, so that its first chart starts at once when the report is done."""
-    _side_litert_calibration(ctx)
-    if {"html", "pdf"} & set(ctx.settings.formats):
-        child = ctx.quantizer.child if ctx.quantizer is not None else None
-        helper = ctx.side or (child.helper() if child is not None else None)
-        if helper is not None:
-            helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
-
-
-def _side_litert_calibration(ctx: RunContext):
-    """LiteRT Quantizer's calibration started in the side process (once), for the search's LiteRT models: after
-    every latency of the measure stage (a latency waits for the side process to be done: a blamed DRQ's fix waited
-    2 s for it) and behind the debugger's view there (2.5 s on EfficientNet-B0: the view would wait for it)."""
-    if ctx.side is not None and not ctx.litert_models.has_calibration():
-        ctx.side.submit_calibration(ctx.float_model, ctx.data.x_calib)
 
 
 def _target_tools(ctx: RunContext) -> dict[str, str]:

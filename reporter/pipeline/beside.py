@@ -1,0 +1,66 @@
+"""Work the run hands its other processes: the side process (reporter.convert.side) and the contained child
+(reporter.convert.contained). What they do once the debugger's views are queued there, the charts they share, and the
+timing lock that keeps them quiet while a latency is timed."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Optional
+
+from reporter.model.report import Report
+from reporter.pipeline.context import RunContext
+from reporter.render import formats as render
+
+
+def charts(report: Report, formats, helper) -> Optional[dict]:
+    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile; None when no
+    format shows them or they could not be drawn (the render then says why, per format)."""
+    if not {"html", "pdf"} & set(formats):
+        return None
+    try:
+        return render.charts(report, helper)
+    except Exception:  # noqa: BLE001 - said by the render, format by format, where the measured report is kept
+        traceback.print_exc()
+        return None
+
+
+def quiet_lock(side_conv, outer):
+    """The timing lock: the batch's (one model timed at a time across workers), and no conversion running on
+    the side while a latency is timed."""
+    return outer if side_conv is None else _QuietLock(side_conv, outer)
+
+
+class _QuietLock:
+    """Re-entered for every timing: waits for the side conversions, then holds `outer` if there is one."""
+
+    def __init__(self, side_conv, outer):
+        self.side_conv, self.outer = side_conv, outer
+
+    def __enter__(self):
+        self.side_conv.wait()
+        if self.outer is not None:
+            self.outer.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self.outer.__exit__(*exc) if self.outer is not None else False
+
+
+def after_the_debuggers_views(ctx: RunContext):
+    """What the helper processes do once the debugger's views are queued there: the side process calibrates LiteRT
+    Quantizer, and the process that shares the charts (the side process, else the contained child) imports
+    matplotlib, so that its first chart starts at once when the report is done."""
+    side_litert_calibration(ctx)
+    if {"html", "pdf"} & set(ctx.settings.formats):
+        child = ctx.quantizer.child if ctx.quantizer is not None else None
+        helper = ctx.side or (child.helper() if child is not None else None)
+        if helper is not None:
+            helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
+
+
+def side_litert_calibration(ctx: RunContext):
+    """LiteRT Quantizer's calibration started in the side process (once), for the search's LiteRT models: after
+    every latency of the measure stage (a latency waits for the side process to be done: a blamed DRQ's fix waited
+    2 s for it) and behind the debugger's view there (2.5 s on EfficientNet-B0: the view would wait for it)."""
+    if ctx.side is not None and not ctx.litert_models.has_calibration():
+        ctx.side.submit_calibration(ctx.float_model, ctx.data.x_calib)
