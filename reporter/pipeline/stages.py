@@ -305,7 +305,7 @@ def _measure(ctx: RunContext,
              crash: Optional[contained.NativeCrash] = None) -> tuple[Measurer, dict[str, VariantResult]]:
     """Builds and measures every variant, then blames the layers of those that lose accuracy. After a crashed
     calibration (`crash`), FIQ fails with it and the other calibrated variants convert in a child of their own."""
-    s, side_conv = ctx.settings, ctx.side
+    s = ctx.settings
     m = Measurer(ctx.folder, ctx.data, ctx.task, ctx.progress, s.latency_runs, heads=list(ctx.heads),
                  score=ctx.score, fallback=ctx.task_score, inline_buffers=targets.of(s.target).inline_buffers)
     results: dict[str, VariantResult] = {}
