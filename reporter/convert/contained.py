@@ -100,7 +100,10 @@ class _Helper:
 
 
 def _import_tensorflow():
-    import tensorflow  # noqa: F401 - imported now, while the run exports and converts float
+    from reporter.core import heap
+
+    with heap.imports():  # kept out of Python's collections (reporter.core.heap)
+        import tensorflow  # noqa: F401 - imported now, while the run exports and converts float
 
 
 def _step(step: str, fn: Callable, args: tuple):

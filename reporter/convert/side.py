@@ -108,7 +108,10 @@ def _start():
 
     signal.signal(signal.SIGTERM, stop)
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    import tensorflow  # noqa: F401 - the import is the point
+    from reporter.core import heap
+
+    with heap.imports():  # kept out of Python's collections (reporter.core.heap)
+        import tensorflow  # noqa: F401 - the import is the point
 
 
 def _convert(folder: str, variant: str, x_calib) -> bytes:

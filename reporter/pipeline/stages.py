@@ -20,7 +20,7 @@ from reporter.core.version import __version__, tensorflow_version
 from reporter.convert import converter as conv
 from reporter.convert import contained, litert, side
 from reporter.convert.quantize import FiqQuantizer
-from reporter.core import lifetime, targets, variants
+from reporter.core import heap, lifetime, targets, variants
 from reporter.core.errors import (FloatNotMeasuredError, InputError, QuantReportError, RenderError, StorageError,
                                   one_line, storage_problem)
 from reporter.core.files import as_the_user_knows, folder_name, staged_folder, write_atomic
@@ -84,10 +84,12 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
-            with progress.capture(folder / "run.log"), lifetime.spawn_without_main(), lifetime.run_tempdir():
-                report, images = _run_in(folder, settings, progress)
-            with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
-                written, render_errors = render.write_reports(report, folder, settings.formats, images)
+            with heap.frozen_for_the_run():
+                with progress.capture(folder / "run.log"), lifetime.spawn_without_main(), lifetime.run_tempdir():
+                    report, images = _run_in(folder, settings, progress)
+                with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
+                    heap.freeze()  # the report and the libraries that draw and lay it out: skipped by collections
+                    written, render_errors = render.write_reports(report, folder, settings.formats, images)
             for fmt, error in render_errors.items():
                 progress.say(f"could not render {fmt}: {error}")
                 with open(folder / "run.log", "a", encoding="utf-8") as log:
@@ -129,7 +131,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
             child.warm()
         if Path(s.model).suffix.lower() != ".tflite":  # a float .tflite is measured and quantized by LiteRT: no
-            import tensorflow  # noqa: F401 - TensorFlow (2.5 s); imported here, its start-up chatter in run.log
+            with heap.imports():  # its 560,000 objects kept out of Python's collections
+                import tensorflow  # noqa: F401 - TensorFlow (2.5 s); imported here, its start-up chatter in run.log
         from reporter.pipeline import preload
 
         preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
