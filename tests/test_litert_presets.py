@@ -88,3 +88,30 @@ def test_the_calibration_equals_litert_quantizers_own(mlp_files):
         for key, value in stats.items():
             mine = np.asarray(ours[tensor][key])
             assert mine.dtype == np.asarray(value).dtype and np.array_equal(mine, value), (tensor, key)
+
+
+def test_statistics_collected_in_the_contained_child_build_the_same_models(mlp_files):
+    """A run without a side process has its contained child collect LiteRT Quantizer's statistics while it searches
+    (issue 67): the int8 and 16x8 models built from them are byte for byte those built from statistics collected in
+    this process, and when the child gives none they are collected here."""
+    import keras
+    import tensorflow as tf
+
+    from reporter.convert import contained, litert
+
+    model, data = mlp_files
+    float_model = tf.lite.TFLiteConverter.from_keras_model(keras.saving.load_model(model, compile=False)).convert()
+    x = np.load(data)["x_calib"][:40].astype(np.float32)
+    child = contained.Child()
+    try:
+        pending = child.submit(contained.LITERT_CALIBRATION, litert.collect_calibration, float_model, x)
+        collected, failed, here = (litert.LiteRtModels(float_model, x) for _ in range(3))
+        asked = []
+        collected.collect_from(lambda: asked.append(True) or pending())
+        failed.collect_from(lambda: None)
+        for scheme in ("fiq", "int16x8"):
+            built = here.build(scheme)
+            assert collected.build(scheme) == built and failed.build(scheme) == built, scheme
+        assert asked == [True]  # the child's statistics, read once
+    finally:
+        child.close()

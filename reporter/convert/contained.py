@@ -27,7 +27,9 @@ CRASH_ENV = "QUANT_REPORT_CRASH_IN"  # test hook: the step named here dies of SI
 CALIBRATE = "calibrate"
 CONVERT = "convert"
 DEBUG = "debug"
-STEP_WORDS = {CALIBRATE: "calibration", CONVERT: "conversion", DEBUG: "debugger"}  # how a crash names its step
+LITERT_CALIBRATION = "litert-calibration"
+STEP_WORDS = {CALIBRATE: "calibration", CONVERT: "conversion", DEBUG: "debugger",
+              LITERT_CALIBRATION: "LiteRT Quantizer's calibration"}  # how a crash names its step
 
 
 class NativeCrash(children.Crashed):

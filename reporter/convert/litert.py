@@ -240,6 +240,12 @@ class _LookedUpOnce:
         return getattr(self._manager, name)
 
 
+def collect_calibration(float_model: bytes, x_calib):
+    """LiteRT Quantizer's statistics of `float_model` over `x_calib` (what `LiteRtQuantizer.calibration` collects), in
+    the process this is called in: the side process or the contained child, while the run goes on."""
+    return LiteRtQuantizer(float_model, x_calib).calibration()
+
+
 class LiteRtModels:
     """LiteRT Quantizer on one float model, set up on first use (one calibration for all its models)."""
 
@@ -252,6 +258,14 @@ class LiteRtModels:
         if self._quantizer is None:
             self._quantizer = LiteRtQuantizer(self._float_model, self._x_calib, self._calibration, self._own)
         return self._quantizer
+
+    def collect_from(self, calibration) -> None:
+        """The statistics will come from `calibration()` (another process collecting them now; None from it: they are
+        collected here), unless they were collected already."""
+        if self._quantizer is None:
+            self._calibration = calibration
+        elif self._quantizer._calibration is None:
+            self._quantizer._collected = calibration
 
     def has_calibration(self) -> bool:
         """The statistics were collected already (by a variant built before)."""

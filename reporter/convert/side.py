@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Optional
 
+from reporter.convert import litert
 from reporter.core import variants
 
 MIN_MODEL_BYTES = 2 * 1024 * 1024  # below this a conversion takes about a second: not worth a second TensorFlow
@@ -64,7 +65,8 @@ class SideConverter:
         """Starts LiteRT Quantizer's calibration of the float model (the min/max statistics every LiteRT model of
         the run reads: the recommended layers in 16x8 or dynamic range, a blamed layer's scheme fix)."""
         if LITERT_CALIBRATION not in self._futures:
-            self._futures[LITERT_CALIBRATION] = self._child.submit(_litert_calibration, bytes(float_model), x_calib)
+            self._futures[LITERT_CALIBRATION] = self._child.submit(litert.collect_calibration, bytes(float_model),
+                                                                   x_calib)
 
     def calibration(self):
         """The statistics, or None when the worker failed (the caller calibrates itself)."""
@@ -118,9 +120,3 @@ def _convert(folder: str, variant: str, x_calib) -> bytes:
     from reporter.convert.converter import configure, from_saved_model
 
     return bytes(configure(from_saved_model(folder), variant, x_calib).convert())
-
-
-def _litert_calibration(float_model: bytes, x_calib):
-    from reporter.convert.litert import LiteRtQuantizer
-
-    return LiteRtQuantizer(float_model, x_calib).calibration()

@@ -4,9 +4,11 @@ timing lock that keeps them quiet while a latency is timed."""
 
 from __future__ import annotations
 
+import contextlib
 import traceback
-from typing import Optional
+from typing import Callable, Optional
 
+from reporter.convert import contained, litert
 from reporter.model.report import Report
 from reporter.pipeline.context import RunContext
 from reporter.render import formats as render
@@ -24,20 +26,40 @@ def charts(report: Report, formats, helper) -> Optional[dict]:
         return None
 
 
-def quiet_lock(side_conv, outer):
+class Background:
+    """Work started in the contained child beside the run (its LiteRT Quantizer calibration) that no latency may be
+    timed during: the timing lock waits for it."""
+
+    def __init__(self):
+        self._pending: list = []
+
+    def add(self, wait: Callable[[], object]) -> None:
+        """`wait()` returns (or raises) once that work is done."""
+        self._pending.append(wait)
+
+    def wait(self) -> None:
+        for wait in self._pending:
+            with contextlib.suppress(Exception):  # its failure is said where its result is read
+                wait()
+
+
+def quiet_lock(side_conv, outer, background: Background):
     """The timing lock: the batch's (one model timed at a time across workers), and no conversion running on
-    the side while a latency is timed."""
-    return outer if side_conv is None else _QuietLock(side_conv, outer)
+    the side, nor work in the background, while a latency is timed."""
+    return _QuietLock(side_conv, outer, background)
 
 
 class _QuietLock:
-    """Re-entered for every timing: waits for the side conversions, then holds `outer` if there is one."""
+    """Re-entered for every timing: waits for the side conversions and the background work, then holds `outer` if
+    there is one."""
 
-    def __init__(self, side_conv, outer):
-        self.side_conv, self.outer = side_conv, outer
+    def __init__(self, side_conv, outer, background: Background):
+        self.side_conv, self.outer, self.background = side_conv, outer, background
 
     def __enter__(self):
-        self.side_conv.wait()
+        if self.side_conv is not None:
+            self.side_conv.wait()
+        self.background.wait()
         if self.outer is not None:
             self.outer.__enter__()
         return self
@@ -47,15 +69,35 @@ class _QuietLock:
 
 
 def after_the_debuggers_views(ctx: RunContext):
-    """What the helper processes do once the debugger's views are queued there: the side process calibrates LiteRT
-    Quantizer, and the process that shares the charts (the side process, else the contained child) imports
+    """What the helper processes do once the debugger's views are queued there: the side process, else the contained
+    child, calibrates LiteRT Quantizer (while this process searches), and the process that shares the charts imports
     matplotlib, so that its first chart starts at once when the report is done."""
     side_litert_calibration(ctx)
+    child = ctx.quantizer.child if ctx.quantizer is not None else None
+    if ctx.side is None and child is not None and ctx.background is not None and \
+            not ctx.litert_models.has_calibration():
+        pending = child.submit(contained.LITERT_CALIBRATION, litert.collect_calibration, ctx.float_model,
+                               ctx.data.x_calib)
+        ctx.background.add(pending)
+        ctx.litert_models.collect_from(_or_none(pending))
     if {"html", "pdf"} & set(ctx.settings.formats):
-        child = ctx.quantizer.child if ctx.quantizer is not None else None
         helper = ctx.side or (child.helper() if child is not None else None)
         if helper is not None:
             helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
+
+
+def _or_none(pending: Callable[[], object]) -> Callable[[], object]:
+    """The statistics `pending()` gives, or None when the child failed (its traceback in run.log): LiteRtModels then
+    calibrates in this process."""
+
+    def statistics():
+        try:
+            return pending()
+        except Exception:  # noqa: BLE001 - collected here instead
+            traceback.print_exc()
+            return None
+
+    return statistics
 
 
 def side_litert_calibration(ctx: RunContext):

@@ -142,7 +142,8 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if child is not None:
             child.close()
         raise
-    previous_lock = evaluate.set_timing_lock(beside.quiet_lock(side_conv, evaluate.set_timing_lock(None)))
+    background = beside.Background()
+    previous_lock = evaluate.set_timing_lock(beside.quiet_lock(side_conv, evaluate.set_timing_lock(None), background))
     model = None
     try:
         if child is not None and described is not None:  # this process waits for the side process's description
@@ -162,7 +163,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
-        report = conclude.attach(_run_loaded(RunStart(s, folder, progress, side_conv), model, data, child))
+        report = conclude.attach(_run_loaded(RunStart(s, folder, progress, side_conv, background), model, data, child))
         _write_input_transform(report, folder)  # the findings, decided and worded, and what they ask of the host
         # the charts, shared with the side process, else with the contained child (idle by now)
         return report, beside.charts(report, s.formats, side_conv or (child.helper() if child is not None else None))
