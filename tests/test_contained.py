@@ -39,6 +39,27 @@ def test_child_crash_is_named_and_error_is_not_a_crash(monkeypatch):
         child.close()
 
 
+def _own_priority():
+    import threading
+
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+def test_work_behind_the_run_takes_the_lowest_priority_and_leaves_the_child_as_it_was():
+    """LiteRT Quantizer's calibration runs in the child `behind` the search (issue 67): on a thread of nice 19, its
+    result and its errors passed back as any step's; the child's own steps keep their priority."""
+    child = contained.Child()
+    try:
+        before = child.call("ok", _own_priority)
+        assert child.call("behind", contained.behind, _own_priority) == contained.LOWEST_PRIORITY > before
+        assert child.call("ok", _own_priority) == before
+        with pytest.raises(contained.ContainedError, match="ValueError"):
+            child.call("behind", contained.behind, int, "not a number")
+        assert child.call("behind", contained.behind, int, "7") == 7
+    finally:
+        child.close()
+
+
 @pytest.fixture(scope="module")
 def crashed_run(mlp_files, tmp_path_factory):
     model, data = mlp_files

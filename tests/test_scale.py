@@ -70,8 +70,9 @@ def test_an_npy_folder_gives_the_same_report_as_the_npz(mlp_files, tmp_path):
 @pytest.mark.slow
 def test_converting_on_a_second_process_changes_no_number(mlp_files, tmp_path, monkeypatch):
     """DRQ and float16 made by the side process (forced on for a small model), and LiteRT Quantizer's calibration
-    collected there, give the bytes the run makes itself, and the same report."""
-    from reporter.convert import side
+    collected in another process (the contained child, behind the search), give the bytes the run makes itself, and
+    the same report."""
+    from reporter.convert import litert, side
 
     model, data = mlp_files
     flags = ("--formats", "json", "--latency-runs", "0", "--variants", "float,drq,fiq,f16")
@@ -91,11 +92,15 @@ def test_converting_on_a_second_process_changes_no_number(mlp_files, tmp_path, m
     loaded_here = []  # the Keras model read in this process: the side process opened and described it instead
     read = model_loading.read_keras
     monkeypatch.setattr(model_loading, "read_keras", lambda *a, **k: loaded_here.append(a) or read(*a, **k))
+    calibrated_here = []  # LiteRT Quantizer's statistics collected in this process
+    calibrate = litert._calibrate  # noqa: SLF001
+    monkeypatch.setattr(litert, "_calibrate", lambda *a: calibrated_here.append(1) or calibrate(*a))
     monkeypatch.setattr(side, "MIN_MODEL_BYTES", 0)
     monkeypatch.setattr(side.SideConverter, "result", recorded)
     assert run_cli(model, data, tmp_path / "side", *flags, name="m") == 0
-    assert all(ok for _, ok in used) and {"drq", "f16", side.LITERT_CALIBRATION} <= {v for v, _ in used}
-    assert loaded_here == []
+    assert all(ok for _, ok in used) and {"drq", "f16"} <= {v for v, _ in used}
+    assert loaded_here == [] and calibrated_here == []
+    assert json.loads((tmp_path / "side" / "m" / "report.json").read_text())["recommendation"]["alternatives"]
     for variant in ("drq", "f16"):
         assert (tmp_path / "side" / "m" / f"{variant}.tflite").read_bytes() == \
             (tmp_path / "alone" / "m" / f"{variant}.tflite").read_bytes()

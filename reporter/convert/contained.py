@@ -16,6 +16,7 @@ SIGSEGV when asked to run the step named `calibrate` (any step name works), the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from typing import Any, Callable, Optional
@@ -23,6 +24,7 @@ from typing import Any, Callable, Optional
 from reporter.core import children
 from reporter.core.children import signal_name  # noqa: F401 - the crash's words, as the run's callers read them
 
+LOWEST_PRIORITY = 19  # nice value of work done `behind` the run
 CRASH_ENV = "QUANT_REPORT_CRASH_IN"  # test hook: the step named here dies of SIGSEGV in the child
 CALIBRATE = "calibrate"
 CONVERT = "convert"
@@ -113,6 +115,30 @@ def _step(step: str, fn: Callable, args: tuple):
     if os.environ.get(CRASH_ENV) == step:
         os.kill(os.getpid(), signal.SIGSEGV)
     return fn(*args)
+
+
+def behind(fn: Callable, *args):
+    """In the child: `fn(*args)` on a thread of the lowest CPU priority (Linux: a thread's nice value is its own), so
+    that it takes only the time the run's other processes leave (LiteRT Quantizer's calibration while the search
+    builds and scores candidates on both cores). Where priorities cannot be set, at the usual one."""
+    import threading
+
+    done: dict = {}
+
+    def work():
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LOWEST_PRIORITY)
+        try:
+            done["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the child's own thread, below
+            done["error"] = exc
+
+    thread = threading.Thread(target=work, name="quant-report-behind")
+    thread.start()
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def calibrate(float_model: bytes, x_calib) -> bytes:

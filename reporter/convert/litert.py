@@ -252,6 +252,7 @@ class LiteRtModels:
     def __init__(self, float_model: bytes, x_calib, calibration=None, recipes: Mapping[str, list] = None):
         self._float_model, self._x_calib, self._quantizer = float_model, x_calib, None
         self._calibration = calibration  # a callable giving statistics collected elsewhere (or None)
+        self._elsewhere = False  # collect_from was called
         self._own = dict(recipes or {})  # the user's recipe files: variant name -> entries
 
     def quantizer(self) -> "LiteRtQuantizer":
@@ -262,10 +263,15 @@ class LiteRtModels:
     def collect_from(self, calibration) -> None:
         """The statistics will come from `calibration()` (another process collecting them now; None from it: they are
         collected here), unless they were collected already."""
+        self._elsewhere = True
         if self._quantizer is None:
             self._calibration = calibration
         elif self._quantizer._calibration is None:
             self._quantizer._collected = calibration
+
+    def collected_elsewhere(self) -> bool:
+        """`collect_from` named where the statistics come from."""
+        return self._elsewhere
 
     def has_calibration(self) -> bool:
         """The statistics were collected already (by a variant built before)."""

@@ -69,17 +69,19 @@ class _QuietLock:
 
 
 def after_the_debuggers_views(ctx: RunContext):
-    """What the helper processes do once the debugger's views are queued there: the side process, else the contained
-    child, calibrates LiteRT Quantizer (while this process searches), and the process that shares the charts imports
-    matplotlib, so that its first chart starts at once when the report is done."""
-    side_litert_calibration(ctx)
+    """What the helper processes do once the debugger's views are queued there: the contained child calibrates
+    LiteRT Quantizer at the lowest priority (it takes what the search leaves of the cores; the side process when the
+    child is gone), and the process that shares the charts imports matplotlib, so that its first chart starts at once
+    when the report is done."""
     child = ctx.quantizer.child if ctx.quantizer is not None else None
-    if ctx.side is None and child is not None and ctx.background is not None and \
-            not ctx.litert_models.has_calibration():
-        pending = child.submit(contained.LITERT_CALIBRATION, litert.collect_calibration, ctx.float_model,
-                               ctx.data.x_calib)
+    if child is not None and ctx.background is not None and not ctx.litert_models.has_calibration() and \
+            not ctx.litert_models.collected_elsewhere():
+        pending = child.submit(contained.LITERT_CALIBRATION, contained.behind, litert.collect_calibration,
+                               ctx.float_model, ctx.data.x_calib)
         ctx.background.add(pending)
         ctx.litert_models.collect_from(_or_none(pending))
+    else:
+        side_litert_calibration(ctx)
     if {"html", "pdf"} & set(ctx.settings.formats):
         helper = ctx.side or (child.helper() if child is not None else None)
         if helper is not None:
@@ -104,5 +106,6 @@ def side_litert_calibration(ctx: RunContext):
     """LiteRT Quantizer's calibration started in the side process (once), for the search's LiteRT models: after
     every latency of the measure stage (a latency waits for the side process to be done: a blamed DRQ's fix waited
     2 s for it) and behind the debugger's view there (2.5 s on EfficientNet-B0: the view would wait for it)."""
-    if ctx.side is not None and not ctx.litert_models.has_calibration():
+    if ctx.side is not None and not ctx.litert_models.has_calibration() and \
+            not ctx.litert_models.collected_elsewhere():
         ctx.side.submit_calibration(ctx.float_model, ctx.data.x_calib)
