@@ -196,6 +196,37 @@ def test_the_range_method_chosen_beats_litert_default_on_range_decides(built):
 
 
 @pytest.mark.slow
+def test_range_methods_scored_beside_the_run_choose_the_same_model(built):
+    """Issue 67: a helper process (the run's side process, else its contained child) scores range methods from the
+    first while the run scores them from the last; the method chosen, its figures and the model built are those of
+    scoring every method here, and the helper did score some."""
+    from reporter.convert import contained
+
+    fx, candidates = built["range_decides"]
+    child = contained.Child()
+    handed = []
+
+    class Counting:  # the child's helper, recording what it was handed
+        def __init__(self, helper):
+            self.helper = helper
+
+        def call(self, fn, *args):
+            handed.append(self.helper.call(fn, *args))
+            return handed[-1]
+
+    try:
+        found = {c.rung: c for c in rungs.candidates(
+            fx.float_model, fx.x_calib, fx.x_select, base.RepairOptions((STATIC_BATCH1, RANGES)),
+            run=base.RunVariants(helper=Counting(child.helper())))}
+    finally:
+        child.close()
+    assert len(handed) == len(ranges.RANGE_METHODS)
+    assert any(not job.cancelled() for job in handed)  # the child scored at least one
+    assert found[RANGES].detail == candidates[RANGES].detail
+    assert found[RANGES].model == candidates[RANGES].model
+
+
+@pytest.mark.slow
 def test_bias_correction_changes_only_biases_by_the_expected_shift(built):
     """Each Dense's int32 bias moves by -E[(Q(W) - W) x] / bias scale, with W from Keras, Q(W) read from the file and
     x from a numpy forward pass over the calibration samples; every other tensor is unchanged."""

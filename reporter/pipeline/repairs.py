@@ -178,7 +178,15 @@ def _candidates(ctx: RunContext, report: Report, x_select):
     measured = frozenset(v.name for v in report.variants)  # the run's own 16x8 is not built again
     yield from rungs.candidates(ctx.float_model, ctx.data.x_calib, x_select, target=targets.of(report.settings.target),
                                 run=rungs.RunVariants(measured, ctx.litert_models.build,
-                                                      lambda: ctx.litert_models.quantizer().calibration()))
+                                                      lambda: ctx.litert_models.quantizer().calibration(),
+                                                      _helper(ctx)))
+
+
+def _helper(ctx: RunContext):
+    """The process that scores some of the range methods beside this one: the side process, else the contained
+    child (idle by now); None after the child crashed."""
+    child = ctx.quantizer.child if ctx.quantizer is not None else None
+    return ctx.side or (child.helper() if child is not None else None)
 
 
 def _option(report: Report, name: str):

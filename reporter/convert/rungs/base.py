@@ -192,6 +192,12 @@ def static_int8(model: bytes, calibration: dict) -> bytes:
     return bytes(q.quantize(calibration, enable_progress_report=False).quantized_model)
 
 
+def int8_outputs(model: bytes, calibration: dict, select: dict, batched: bool) -> dict:
+    """The outputs on `select` of `model`'s static int8 (`static_int8`), one invoke per chunk when `batched`: run here
+    or by a helper process (`Base.scores`)."""
+    return runtime.outputs(static_int8(model, calibration), select, batched)
+
+
 def samples(x: dict) -> int:
     return len(next(iter(x.values())))
 
@@ -202,9 +208,10 @@ class Base:
     `reference`: float's outputs on the selection samples and their kinds, what agreement is measured against."""
 
     def __init__(self, float_model: bytes, x_calib: dict, x_select: dict, reference: Callable,
-                 collected: Optional[Callable[[], Optional[dict]]] = None):
+                 collected: Optional[Callable[[], Optional[dict]]] = None, helper=None):
         self.float_model, self.calib, self.select, self.reference = float_model, x_calib, x_select, reference
         self.collected = collected  # the run's LiteRT calibration of this float model on these samples (None: none)
+        self.helper = helper  # builds and runs some of `scores`' models in another process (None: none)
         self.key = runtime.signature_names(float_model)[0]
         self.batched = runtime.takes_batches(float_model)
         self.cache: dict = {}
@@ -251,12 +258,33 @@ class Base:
         reference, kinds = self.reference()
         if self.batched:
             try:
-                return agreement(reference, runtime.outputs(static_int8(self.float_model, calibration), self.select,
-                                                            True), kinds)
+                return agreement(reference, int8_outputs(self.float_model, calibration, self.select, True), kinds)
             except (RuntimeError, ValueError, KeyError):
                 pass  # measured on the batch-1 model, one sample at a time
-        return agreement(reference, runtime.outputs(static_int8(self.batch1()[0], calibration), self.select, False),
-                         kinds)
+        return agreement(reference, int8_outputs(self.batch1()[0], calibration, self.select, False), kinds)
+
+    def scores(self, calibrations: list) -> list[float]:
+        """`score` of each calibration, the helper process (if any) taking them from the first while this one takes
+        them from the last, each scored once by whichever reaches it first (the same models and outputs either way:
+        one LiteRT Quantizer, one LiteRT). One the helper fails on (a model that takes batches but fails on them
+        among them) is scored here."""
+        if self.helper is None or len(calibrations) < 2:
+            return [self.score(c) for c in calibrations]
+        model = self.float_model if self.batched else self.batch1()[0]
+        jobs = [self.helper.call(int8_outputs, model, c, self.select, self.batched) for c in calibrations]
+        reference, kinds = self.reference()
+        found: dict[int, float] = {}
+        for k in reversed(range(len(calibrations))):
+            if not jobs[k].cancel():  # the helper has this one, and every one before it
+                break
+            found[k] = self.score(calibrations[k])
+        for k, job in enumerate(jobs):
+            if k not in found:
+                try:
+                    found[k] = agreement(reference, job.result(), kinds)
+                except Exception:  # noqa: BLE001 - scored here instead (the helper's traceback is in run.log)
+                    found[k] = self.score(calibrations[k])
+        return [found[k] for k in range(len(calibrations))]
 
 
 @dataclass(frozen=True)
@@ -268,6 +296,7 @@ class RunVariants:
     measured: frozenset = frozenset()
     build: Optional[Callable[[str], bytes]] = None
     calibration: Optional[Callable[[], Optional[dict]]] = None  # LiteRT Quantizer's calibration of the float model
+    helper: Optional[object] = None  # another process whose `call(fn, *args)` gives a Future (None: none)
 
 
 class Workspace:
@@ -282,7 +311,7 @@ class Workspace:
         calib = runtime.keyed(x_calib, self.inputs)
         self.select = runtime.keyed(x_select, self.inputs)
         self._reference = None
-        self.base = Base(self.float_model, calib, self.select, self.reference, run.calibration)
+        self.base = Base(self.float_model, calib, self.select, self.reference, run.calibration, run.helper)
         self.cache: dict = {}
 
     def reference(self) -> tuple[dict, dict]:

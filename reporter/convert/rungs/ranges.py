@@ -126,11 +126,9 @@ def chosen(base: Base, methods: tuple) -> tuple[str, dict, str]:
     ties go to the method listed first."""
     def make():
         kinds = base.reference()[1]
-        scored = []
-        for method in methods:
-            cal = base.calibration() if method == MOVING_AVERAGE else edited(
-                base.calibration(), method_ranges(stats(base), method))
-            scored.append((method, cal, base.score(cal)))
+        calibrations = [base.calibration() if method == MOVING_AVERAGE else edited(
+            base.calibration(), method_ranges(stats(base), method)) for method in methods]
+        scored = list(zip(methods, calibrations, base.scores(calibrations)))
         best = max(scored, key=lambda s: s[2])
         others = ", ".join(f"{METHOD_WORDS[m]} {figure(v, kinds)}" for m, _, v in scored if m != best[0])
         return best[0], best[1], (f"range method: {METHOD_WORDS[best[0]]}, chosen on {samples(base.select)}"
