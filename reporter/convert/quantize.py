@@ -85,6 +85,7 @@ class FiqQuantizer:
         if force_public and not self.note:
             self.note = "Built through the public QuantizationDebugger (calibrate-once switched off)."
         self._names: Optional[set] = None
+        self._fiq: Optional[bytes] = None  # quantize() with nothing kept in float
 
     def _calibrate_float_model(self, float_model: bytes) -> Optional[bytes]:
         """What the converter's calibrate-only path does after its own float conversion (lite.py:
@@ -114,12 +115,19 @@ class FiqQuantizer:
 
     # --- models --------------------------------------------------------------------------------
     def quantize(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> bytes:
-        """The FIQ model with the given op outputs and op types kept in float."""
+        """The FIQ model with the given op outputs and op types kept in float (FIQ itself built once: the measured
+        variant and the search's first candidate are the same bytes)."""
         nodes, ops = list(denylisted_nodes), list(denylisted_ops)
+        if not nodes and not ops and self._fiq is not None:
+            return self._fiq
         self.check_nodes(nodes)
         if self._mlir_quantize is not None:
-            return quantize_calibrated(self.calibrated, nodes, ops)
-        return bytes(self._public_debugger(nodes, ops).get_nondebug_quantized_model())
+            built = quantize_calibrated(self.calibrated, nodes, ops)
+        else:
+            built = bytes(self._public_debugger(nodes, ops).get_nondebug_quantized_model())
+        if not nodes and not ops:
+            self._fiq = built
+        return built
 
     def portable(self, denylisted_nodes: Iterable[str] = (), denylisted_ops: Iterable[str] = ()) -> Optional[tuple]:
         """`quantize(nodes, ops)` as (module-level function, arguments) that another process with TensorFlow can
