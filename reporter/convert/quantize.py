@@ -39,6 +39,13 @@ def quantize_calibrated(calibrated: bytes, nodes: list, ops: list) -> bytes:
                                           denylisted_ops=ops or None, denylisted_nodes=nodes or None))
 
 
+def debug_model_of(calibrated: bytes, whole_model: bool) -> bytes:
+    """The debugger's model of the calibrated model: NumericVerify ops after each quantized op (`whole_model`: against
+    a float copy of the whole model; else each op's float twin fed the quantized input)."""
+    return bytes(_private_mlir_quantize()(calibrated, disable_per_channel=False, fully_quantize=False,
+                                          enable_numeric_verify=True, enable_whole_model_verify=whole_model))
+
+
 class UnknownNodeError(QuantReportError):
     """A name asked to stay in float matches no tensor of the model (TF would ignore it silently)."""
 
@@ -138,6 +145,11 @@ class FiqQuantizer:
         self.check_nodes(nodes)
         return quantize_calibrated, (self.calibrated, nodes, ops)
 
+    def portable_debug(self, whole_model: bool = False) -> Optional[tuple]:
+        """`debug_model(whole_model)` as (module-level function, arguments) that another process with TensorFlow can
+        run (the process that runs the view builds its model); None on the public debugger's path."""
+        return (debug_model_of, (self.calibrated, whole_model)) if self._mlir_quantize is not None else None
+
     def debug_model(self, whole_model: bool = False) -> Optional[bytes]:
         """The model the QuantizationDebugger reads: NumericVerify ops after each quantized op.
 
@@ -146,10 +158,7 @@ class FiqQuantizer:
         whole-model view needs the private API and it is missing.
         """
         if self._mlir_quantize is not None:
-            return bytes(self._mlir_quantize(
-                self.calibrated, disable_per_channel=False, fully_quantize=False,
-                enable_numeric_verify=True, enable_whole_model_verify=whole_model,
-            ))
+            return debug_model_of(self.calibrated, whole_model)
         if whole_model:
             return None
         return bytes(self._public_debugger([], []).quant_model)
