@@ -67,6 +67,9 @@ class Measurer:
     # The target's tool reads buffers inline only (TFLite Micro): each model is written with its buffers inline
     # (LiteRT Quantizer stores large ones after the flatbuffer), the file measured the file shipped.
     inline_buffers: bool = False
+    # While not None, `measure` leaves each latency to `timed_later` (name -> the model's bytes, in order): the
+    # variants' models are all built and run first, so no timing waits for conversions another process still makes.
+    deferred: Optional[dict] = None
 
     @property
     def score_error(self) -> str:
@@ -224,11 +227,10 @@ class Measurer:
                 errors.setdefault(scale, NOT_FINITE)
                 metrics, output_error = (None, output_error) if scale == "metrics" else (metrics, None)
         latency = None
-        if self.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
-            with progress.stage("latency", detail=name):
-                timed = attempt("latency", lambda: evaluate.latency_ms(tflite, data.x[:1], runs=self.latency_runs))
-            if timed is not None:
-                latency = Latency(median=timed[0], p90=timed[1], runs=timed[2], overhead=evaluate.timing_overhead_ms())
+        if self.latency_runs > 0 and self.deferred is not None:
+            self.deferred[name] = tflite
+        elif self.latency_runs > 0:  # --latency-runs 0 skips timing: not a failure, nothing to record
+            latency = self._latency(name, tflite, attempt)
         quality = (f"{metrics.main.name} {metrics.main.value:.4g}" if metrics and metrics.main else
                    f"accuracy {metrics.accuracy:.1%}" if metrics and metrics.accuracy is not None else None) or (
             f"output MSE vs float {output_error.mse:.3g}" if output_error else
@@ -255,6 +257,31 @@ class Measurer:
             target_error=target_error,
             clipped_outputs=clipped,
         )
+
+    def _latency(self, name: str, tflite: bytes, attempt) -> Optional[Latency]:
+        with self.progress.stage("latency", detail=name):
+            timed = attempt("latency", lambda: evaluate.latency_ms(tflite, self.data.x[:1], runs=self.latency_runs))
+        if timed is None:
+            return None
+        return Latency(median=timed[0], p90=timed[1], runs=timed[2], overhead=evaluate.timing_overhead_ms())
+
+    def timed_later(self, results: dict[str, VariantResult]) -> dict[str, VariantResult]:
+        """`results` with the latencies `measure` left for later timed now, in the order the models were measured (a
+        timing that fails is recorded in that model's measurement_errors and said, as when timed at once); timing is
+        done at once again afterwards."""
+        deferred, self.deferred = self.deferred or {}, None
+        timed = dict(results)
+        for name, tflite in deferred.items():
+            if name not in timed or not timed[name].ok:
+                continue
+            errors = dict(timed[name].measurement_errors)
+
+            def failed(measurement: str, exc: Exception, model=name) -> None:
+                self.progress.say(f"{model}: {measurement} not measured: {errors[measurement]}")
+
+            latency = self._latency(name, tflite, _attempter(errors, failed))
+            timed[name] = dataclasses.replace(timed[name], latency_ms=latency, measurement_errors=errors)
+        return timed
 
     def quality_on(self, name: str, outputs: dict[str, np.ndarray]) -> "Quality":
         """Model `name`'s quality from another run's outputs (every output by signature key: the target's kernels),

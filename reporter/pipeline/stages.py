@@ -313,10 +313,12 @@ def _measure(ctx: RunContext,
     m = Measurer(ctx.folder, ctx.data, ctx.task, ctx.progress, s.latency_runs, heads=list(ctx.heads),
                  score=ctx.score, fallback=ctx.task_score, inline_buffers=targets.of(s.target).inline_buffers)
     results: dict[str, VariantResult] = {}
+    m.deferred = {}  # every variant built and run first, then timed: no latency waits for the side's conversions
     for variant in ctx.variants:
         build, converter = _crashed_builder(ctx, variant, crash) if crash is not None else (None, None)
         build, converter = (build, converter) if build is not None else _builder(ctx, variant)
         results[variant] = m.build_and_measure(variant, build, converter)
+    results = m.timed_later(results)
     if m.score_error:  # the user's metric failed: the task's own metric is the main one for every model
         ctx.progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
                          f" {ctx.task_score.name if ctx.task_score else 'the output error'} instead")
