@@ -194,3 +194,35 @@ def test_a_neg_that_reaches_no_add_becomes_a_multiplication_by_minus_one(fx):
     (candidate,) = [c for c in rungs.candidates(flat, fx.x_calib, fx.x_select, REWRITES)
                     if c.rung == "layernorm_without_neg"]
     assert candidate.model is not None and set(used_types(candidate.model)) <= ALLOWED, candidate.error
+
+
+@pytest.mark.slow
+def test_smoothquants_calibration_made_ahead_in_another_process_builds_the_same_model(fx, candidates, monkeypatch):
+    """Issue 67: once the ladder's first rung missed, SmoothQuant's rewrite is calibrated in another process (the
+    run's contained child) while the rungs before it are built; its candidate is byte for byte the one built with the
+    calibration made here, which is then not made here."""
+    from litert_quantizer import quantizer
+
+    from reporter.convert import contained
+    from reporter.convert.rungs import base
+
+    calibrated_here = []
+    calibrate = quantizer.Quantizer.calibrate
+    monkeypatch.setattr(quantizer.Quantizer, "calibrate",
+                        lambda self, *a, **k: calibrated_here.append(1) or calibrate(self, *a, **k))
+    child = contained.Child()
+    handed = []
+
+    class Recording:
+        def call(self, fn, *args):
+            handed.append(fn)
+            return child.helper().call(fn, *args)
+
+    try:
+        got = {c.rung: c for c in rungs.candidates(fx.float_model, fx.x_calib, fx.x_select, REWRITES,
+                                                   run=base.RunVariants(behind=Recording()))}
+    finally:
+        child.close()
+    assert handed == [base.batch1_calibration]
+    assert got["smoothquant"].model == candidates["smoothquant"].model
+    assert len(calibrated_here) == 1  # the user's float model's own calibration; the rewrite's came from the child

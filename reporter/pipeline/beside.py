@@ -73,7 +73,7 @@ def after_the_debuggers_views(ctx: RunContext):
     LiteRT Quantizer at the lowest priority (it takes what the search leaves of the cores; the side process when the
     child is gone), and the process that shares the charts imports matplotlib, so that its first chart starts at once
     when the report is done."""
-    child = ctx.quantizer.child if ctx.quantizer is not None else None
+    child = getattr(ctx.quantizer, "child", None)
     if child is not None and ctx.background is not None and not ctx.litert_models.has_calibration() and \
             not ctx.litert_models.collected_elsewhere():
         pending = child.submit(contained.LITERT_CALIBRATION, contained.behind, litert.collect_calibration,
@@ -86,6 +86,31 @@ def after_the_debuggers_views(ctx: RunContext):
         helper = ctx.side or (child.helper() if child is not None else None)
         if helper is not None:
             helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
+
+
+def helper(ctx: RunContext):
+    """The process that takes some of this one's work once the measuring is done (the repair ladder's range methods):
+    the side process, else the contained child; None after the child crashed."""
+    child = getattr(ctx.quantizer, "child", None)
+    return ctx.side or (child.helper() if child is not None else None)
+
+
+def behind(ctx: RunContext):
+    """The contained child as a process for work started ahead of its turn (a repair rung's calibration): each call
+    at the lowest priority (contained.behind), and no latency timed while it runs; None without a child."""
+    child = getattr(ctx.quantizer, "child", None)
+    found = child.helper() if child is not None else None
+    return _Behind(found, ctx.background) if found is not None and ctx.background is not None else None
+
+
+class _Behind:
+    def __init__(self, helper_, background: Background):
+        self._helper, self._background = helper_, background
+
+    def call(self, fn: Callable, *args):
+        job = self._helper.call(contained.behind, fn, *args)
+        self._background.add(job.result)
+        return job
 
 
 def _or_none(pending: Callable[[], object]) -> Callable[[], object]:

@@ -22,7 +22,7 @@ from reporter.model.data import Inputs
 from reporter.measure import runtime
 from reporter.model.report import Report, VariantResult
 from reporter.findings import rule as rl
-from reporter.pipeline import conclude, on_target
+from reporter.pipeline import beside, conclude, on_target
 from reporter.pipeline.context import RunContext
 from reporter.search import recommend
 
@@ -179,14 +179,7 @@ def _candidates(ctx: RunContext, report: Report, x_select):
     yield from rungs.candidates(ctx.float_model, ctx.data.x_calib, x_select, target=targets.of(report.settings.target),
                                 run=rungs.RunVariants(measured, ctx.litert_models.build,
                                                       lambda: ctx.litert_models.quantizer().calibration(),
-                                                      _helper(ctx)))
-
-
-def _helper(ctx: RunContext):
-    """The process that scores some of the range methods beside this one: the side process, else the contained
-    child (idle by now); None after the child crashed."""
-    child = ctx.quantizer.child if ctx.quantizer is not None else None
-    return ctx.side or (child.helper() if child is not None else None)
+                                                      beside.helper(ctx), beside.behind(ctx)))
 
 
 def _option(report: Report, name: str):

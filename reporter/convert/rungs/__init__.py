@@ -39,7 +39,10 @@ def candidates(float_model: bytes, x_calib, x_select, options: RepairOptions = R
     one-input model; `run`: the run's own variants (RunVariants). A rung that does not apply yields a candidate saying
     why; one that fails yields its error instead of raising."""
     data = Workspace(float_model, x_calib, x_select, options, run)
-    for rung in plan(target, options):
+    ladder = plan(target, options)
+    for k, rung in enumerate(ladder):
+        if k == 1:  # the first rung missed: the later rungs start what another process can make meanwhile
+            _prefetch(ladder[1:], data)
         started = time.perf_counter()
         try:
             why = rung.applies(data.float_model, data)
@@ -52,3 +55,16 @@ def candidates(float_model: bytes, x_calib, x_select, options: RepairOptions = R
             line = (str(exc).strip().splitlines() or [""])[0]
             found = RepairCandidate(rung.code, rung.label, error=f"{type(exc).__name__}: {line}")
         yield timed(found, started)
+
+
+def _prefetch(later: list, data: Workspace) -> None:
+    """Each later rung's `prefetch` (where `data` has a process for it); one that fails only loses the head start."""
+    if data.behind is None:
+        return
+    for rung in later:
+        try:
+            getattr(rung, "prefetch", lambda model, data: None)(data.float_model, data)
+        except (ValueError, RuntimeError, KeyError, IndexError):
+            import traceback
+
+            traceback.print_exc()  # into run.log; the rung's own build says it again, in its place

@@ -69,9 +69,13 @@ class Rung(Protocol):
     def build(self, model: bytes, data: "Workspace") -> RepairCandidate:
         """The rung's candidate (called only when it applies); an error in it when it cannot be built."""
 
+    def prefetch(self, model: bytes, data: "Workspace") -> None:
+        """Starts, before the rung's turn, what its build will need and another process can make meanwhile
+        (`Workspace.prefetch`); may do nothing."""
+
 
 class Plain:
-    """Defaults of the protocol: offered everywhere, measured nothing, claims no exactness."""
+    """Defaults of the protocol: offered everywhere, measured nothing, claims no exactness, prefetches nothing."""
 
     exact = False
 
@@ -80,6 +84,9 @@ class Plain:
 
     def measured(self, model: bytes, data: "Workspace") -> str:
         return ""
+
+    def prefetch(self, model: bytes, data: "Workspace") -> None:
+        return None
 
 
 def integer_only(model: bytes) -> str:
@@ -297,6 +304,7 @@ class RunVariants:
     build: Optional[Callable[[str], bytes]] = None
     calibration: Optional[Callable[[], Optional[dict]]] = None  # LiteRT Quantizer's calibration of the float model
     helper: Optional[object] = None  # another process whose `call(fn, *args)` gives a Future (None: none)
+    behind: Optional[object] = None  # the same, for what rungs start before their turn, at the lowest priority
 
 
 class Workspace:
@@ -313,6 +321,8 @@ class Workspace:
         self._reference = None
         self.base = Base(self.float_model, calib, self.select, self.reference, run.calibration, run.helper)
         self.cache: dict = {}
+        self.behind = run.behind
+        self._prefetched: dict[bytes, object] = {}  # a rewrite's float model -> the Future of its calibration
 
     def reference(self) -> tuple[dict, dict]:
         if self._reference is None:
@@ -326,9 +336,38 @@ class Workspace:
         return self.cache[name]
 
     def rewrite(self, float_model: bytes, x_calib: Optional[dict] = None, x_select: Optional[dict] = None) -> Base:
-        """A Base for a rewrite of the float model (on the same data, or on the data given)."""
+        """A Base for a rewrite of the float model (on the same data, or on the data given); its calibration the one
+        `prefetch` started, when it did (on the same calibration data)."""
+        pending = self._prefetched.get(bytes(float_model)) if x_calib is None else None
         return Base(float_model, self.base.calib if x_calib is None else x_calib,
-                    self.select if x_select is None else x_select, self.reference)
+                    self.select if x_select is None else x_select, self.reference,
+                    _result_or_none(pending) if pending is not None else None)
+
+    def prefetch(self, float_model: bytes) -> None:
+        """Starts the calibration of a rewrite of the float model (what `rewrite(float_model).plain()` needs) in the
+        `behind` process, once; nothing without one."""
+        key = bytes(float_model)
+        if self.behind is not None and key not in self._prefetched:
+            self._prefetched[key] = self.behind.call(batch1_calibration, key, self.base.calib)
+
+
+def batch1_calibration(float_model: bytes, x_calib: dict) -> dict:
+    """LiteRT Quantizer's calibration of `float_model`'s batch-1 form on `x_calib`: `Base.calibration`, run by the
+    process `Workspace.prefetch` hands it to (the same statistics)."""
+    return Base(float_model, x_calib, {}, lambda: None).calibration()
+
+
+def _result_or_none(job) -> Callable[[], Optional[dict]]:
+    """The Future's result, or None when it failed (its traceback in run.log): the caller then makes it itself."""
+    def result():
+        try:
+            return job.result()
+        except Exception:  # noqa: BLE001 - made here instead
+            import traceback
+
+            traceback.print_exc()
+            return None
+    return result
 
 
 def timed(candidate_: RepairCandidate, started: float) -> RepairCandidate:
