@@ -93,6 +93,23 @@ class Child:
         self._child.close()
 
 
+class Background:
+    """Work started in the contained child beside the run (LiteRT Quantizer's calibration, a repair rung's prefetch)
+    that no latency may be timed during: the run's timing lock (reporter.pipeline.beside.quiet_lock) waits for it."""
+
+    def __init__(self):
+        self._pending: list = []
+
+    def add(self, wait: Callable[[], object]) -> None:
+        """`wait()` returns (or raises) once that work is done."""
+        self._pending.append(wait)
+
+    def wait(self) -> None:
+        for wait in self._pending:
+            with contextlib.suppress(Exception):  # its failure is said where its result is read
+                wait()
+
+
 class _Helper:
     """`call(fn, *args)`: a Future of `fn(*args)` run in the child, after the steps asked before it."""
 

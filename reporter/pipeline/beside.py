@@ -4,7 +4,6 @@ timing lock that keeps them quiet while a latency is timed."""
 
 from __future__ import annotations
 
-import contextlib
 import traceback
 from typing import Callable, Optional
 
@@ -26,24 +25,7 @@ def charts(report: Report, formats, helper) -> Optional[dict]:
         return None
 
 
-class Background:
-    """Work started in the contained child beside the run (its LiteRT Quantizer calibration) that no latency may be
-    timed during: the timing lock waits for it."""
-
-    def __init__(self):
-        self._pending: list = []
-
-    def add(self, wait: Callable[[], object]) -> None:
-        """`wait()` returns (or raises) once that work is done."""
-        self._pending.append(wait)
-
-    def wait(self) -> None:
-        for wait in self._pending:
-            with contextlib.suppress(Exception):  # its failure is said where its result is read
-                wait()
-
-
-def quiet_lock(side_conv, outer, background: Background):
+def quiet_lock(side_conv, outer, background: contained.Background):
     """The timing lock: the batch's (one model timed at a time across workers), and no conversion running on
     the side, nor work in the background, while a latency is timed."""
     return _QuietLock(side_conv, outer, background)
@@ -53,7 +35,7 @@ class _QuietLock:
     """Re-entered for every timing: waits for the side conversions and the background work, then holds `outer` if
     there is one."""
 
-    def __init__(self, side_conv, outer, background: Background):
+    def __init__(self, side_conv, outer, background: contained.Background):
         self.side_conv, self.outer, self.background = side_conv, outer, background
 
     def __enter__(self):
@@ -104,7 +86,7 @@ def behind(ctx: RunContext):
 
 
 class _Behind:
-    def __init__(self, helper_, background: Background):
+    def __init__(self, helper_, background: contained.Background):
         self._helper, self._background = helper_, background
 
     def call(self, fn: Callable, *args):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Union
+from typing import Optional, Union
 
 from reporter.convert.litert import LiteRtModels, LiteRtQuantizer
 from reporter.convert.quantize import FiqQuantizer
+from reporter.convert.contained import Background
 from reporter.convert.side import SideConverter
 from reporter.core import variants
 from reporter.core.progress import Progress
@@ -25,9 +26,6 @@ from reporter.inputs.model_loading import LoadedModel
 from reporter.inputs.settings import RunSettings
 from reporter.inputs.task_reading import TaskReading
 
-if TYPE_CHECKING:
-    from reporter.pipeline.beside import Background
-
 Quantizer = Union[FiqQuantizer, LiteRtQuantizer]  # builds FIQ with chosen layers in float from one calibration
 
 
@@ -39,7 +37,7 @@ class RunStart:
     folder: Path  # the staging folder the report is written into
     progress: Progress
     side: Optional[SideConverter]  # the second process converting beside this one (None: none)
-    background: Optional["Background"]  # work in the contained child the timing lock waits for (None: none)
+    background: Optional[Background]  # work in the contained child the timing lock waits for (None: none)
 
     @property
     def variants(self) -> tuple:

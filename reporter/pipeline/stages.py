@@ -142,7 +142,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if child is not None:
             child.close()
         raise
-    background = beside.Background()
+    background = contained.Background()
     previous_lock = evaluate.set_timing_lock(beside.quiet_lock(side_conv, evaluate.set_timing_lock(None), background))
     model = None
     try:
