@@ -136,3 +136,33 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path, kind):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_shared_work_is_done_once_each_by_whichever_process_reaches_it():
+    """`shared`: a real helper process takes pieces from the first while this process takes them from the last; every
+    piece is done exactly once, in its place, and a piece the helper fails on is done here."""
+    import concurrent.futures
+
+    child = children.Child("the helper")
+    try:
+        assert child.call(pow, 2, 2) == 4  # started and ready
+        done_here = []
+
+        def here(k):
+            time.sleep(0.1)  # slower than the helper: it takes the first pieces
+            done_here.append(k)
+            return k * k
+
+        squares = children.shared(8, lambda k: child.submit(pow, k, 2), here)
+        assert squares == [k * k for k in range(8)]
+        assert done_here and done_here == sorted(done_here, reverse=True)  # from the last back
+        assert 0 not in done_here  # the helper did the first
+
+        failing = concurrent.futures.Future()
+        failing.set_running_or_notify_cancel()  # started, so it cannot be taken back
+        failing.set_exception(RuntimeError("the helper died"))
+        found = children.shared(2, lambda k: failing, lambda k: f"here {k}",
+                                lambda k, value: f"helper {value}")
+        assert found == ["here 0", "here 1"]
+    finally:
+        child.close()

@@ -322,6 +322,40 @@ def _serve(conn, parent: int, log_path: str, initializer: Optional[Callable], in
     os._exit(0)  # TensorFlow's teardown is slow and not needed
 
 
+def shared(count: int, helper: Optional[Callable[[int], concurrent.futures.Future]], here: Callable[[int], object],
+           received: Callable[[int, object], object] = lambda k, value: value) -> list:
+    """`count` pieces of work shared with another process: `helper(k)` (None: no helper) starts piece k there, each
+    in order, while this process works from the last back, `here(k)`, taking each piece the helper has not started
+    (its Future cancelled); what the helper gives is read by `received(k, value)`. A piece the helper fails on is
+    done here (its traceback goes to run.log). Neither waits on the other whatever each piece costs."""
+    jobs = [helper(k) for k in range(count)] if helper is not None else []
+    found: dict[int, object] = {}
+    for k in reversed(range(count)):
+        if jobs and not jobs[k].cancel():  # the helper has this one, and every one before it
+            break
+        found[k] = here(k)
+    for k, job in enumerate(jobs):
+        if k not in found:
+            try:
+                found[k] = received(k, job.result())
+            except Exception:  # noqa: BLE001 - done here instead
+                traceback.print_exc()
+                found[k] = here(k)
+    return [found[k] for k in range(count)]
+
+
+def or_none(wait: Callable[[], object]) -> Callable[[], object]:
+    """What `wait()` gives, or None when it raises (the traceback goes to run.log): for a result another process
+    makes that the caller can make itself instead."""
+    def result():
+        try:
+            return wait()
+        except Exception:  # noqa: BLE001 - the caller makes it itself
+            traceback.print_exc()
+            return None
+    return result
+
+
 def message_queue():
     """A queue children can be handed when they start (a batch worker's stage lines)."""
     import multiprocessing

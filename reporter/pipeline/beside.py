@@ -8,6 +8,7 @@ import traceback
 from typing import Callable, Optional
 
 from reporter.convert import contained, litert
+from reporter.core import children
 from reporter.model.report import Report
 from reporter.pipeline.context import RunContext
 from reporter.render import formats as render
@@ -61,7 +62,7 @@ def after_the_debuggers_views(ctx: RunContext):
         pending = child.submit(contained.LITERT_CALIBRATION, contained.behind, litert.collect_calibration,
                                ctx.float_model, ctx.data.x_calib)
         ctx.background.add(pending)
-        ctx.litert_models.collect_from(_or_none(pending))
+        ctx.litert_models.collect_from(children.or_none(pending))
     else:
         side_litert_calibration(ctx)
     if {"html", "pdf"} & set(ctx.settings.formats):
@@ -93,20 +94,6 @@ class _Behind:
         job = self._helper.call(contained.behind, fn, *args)
         self._background.add(job.result)
         return job
-
-
-def _or_none(pending: Callable[[], object]) -> Callable[[], object]:
-    """The statistics `pending()` gives, or None when the child failed (its traceback in run.log): LiteRtModels then
-    calibrates in this process."""
-
-    def statistics():
-        try:
-            return pending()
-        except Exception:  # noqa: BLE001 - collected here instead
-            traceback.print_exc()
-            return None
-
-    return statistics
 
 
 def side_litert_calibration(ctx: RunContext):

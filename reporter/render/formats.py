@@ -145,24 +145,12 @@ def charts(report: Report, helper=None) -> dict[str, str]:
     drawing: every chart is handed to it in order, and this process draws from the last one back, taking each the
     helper has not started (its Future cancelled), so that neither waits on the other whatever each chart costs. The
     same bytes either way (one matplotlib, one report); one the helper fails to draw is drawn here."""
-    import traceback
+    from reporter.core.children import shared
 
-    jobs = {name: helper.call(draw_chart, name, report) for name in CHARTS} if helper is not None else {}
-    drawn: dict[str, str] = {}
-    for name in reversed(CHARTS):
-        job = jobs.get(name)
-        if job is not None and not job.cancel():  # the helper has this one, and every one before it
-            break
-        drawn[name] = draw_chart(name, report)
-    for name, job in jobs.items():
-        if name in drawn:
-            continue
-        try:
-            drawn[name] = job.result()
-        except Exception:  # noqa: BLE001 - drawn here instead (the helper's traceback goes to run.log)
-            traceback.print_exc()
-            drawn[name] = draw_chart(name, report)
-    return {name: drawn[name] for name in CHARTS}
+    names = list(CHARTS)
+    drawn = shared(len(names), (lambda k: helper.call(draw_chart, names[k], report)) if helper is not None else None,
+                   lambda k: draw_chart(names[k], report))
+    return dict(zip(names, drawn))
 
 
 def warm_charts() -> None:

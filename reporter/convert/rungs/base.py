@@ -17,6 +17,7 @@ from typing import Callable, Optional, Protocol
 import numpy as np
 
 from reporter.convert.rungs.batch import static_batch
+from reporter.core import children
 from reporter.core.targets import int8_spec
 from reporter.measure import graph, runtime, structure
 from reporter.model.repair import InputTransform
@@ -278,20 +279,12 @@ class Base:
         if self.helper is None or len(calibrations) < 2:
             return [self.score(c) for c in calibrations]
         model = self.float_model if self.batched else self.batch1()[0]
-        jobs = [self.helper.call(int8_outputs, model, c, self.select, self.batched) for c in calibrations]
         reference, kinds = self.reference()
-        found: dict[int, float] = {}
-        for k in reversed(range(len(calibrations))):
-            if not jobs[k].cancel():  # the helper has this one, and every one before it
-                break
-            found[k] = self.score(calibrations[k])
-        for k, job in enumerate(jobs):
-            if k not in found:
-                try:
-                    found[k] = agreement(reference, job.result(), kinds)
-                except Exception:  # noqa: BLE001 - scored here instead (the helper's traceback is in run.log)
-                    found[k] = self.score(calibrations[k])
-        return [found[k] for k in range(len(calibrations))]
+        return children.shared(len(calibrations),
+                               lambda k: self.helper.call(int8_outputs, model, calibrations[k], self.select,
+                                                          self.batched),
+                               lambda k: self.score(calibrations[k]),
+                               lambda k, outputs: agreement(reference, outputs, kinds))
 
 
 @dataclass(frozen=True)
@@ -341,7 +334,7 @@ class Workspace:
         pending = self._prefetched.get(bytes(float_model)) if x_calib is None else None
         return Base(float_model, self.base.calib if x_calib is None else x_calib,
                     self.select if x_select is None else x_select, self.reference,
-                    _result_or_none(pending) if pending is not None else None)
+                    children.or_none(pending.result) if pending is not None else None)
 
     def prefetch(self, float_model: bytes) -> None:
         """Starts the calibration of a rewrite of the float model (what `rewrite(float_model).plain()` needs) in the
@@ -355,19 +348,6 @@ def batch1_calibration(float_model: bytes, x_calib: dict) -> dict:
     """LiteRT Quantizer's calibration of `float_model`'s batch-1 form on `x_calib`: `Base.calibration`, run by the
     process `Workspace.prefetch` hands it to (the same statistics)."""
     return Base(float_model, x_calib, {}, lambda: None).calibration()
-
-
-def _result_or_none(job) -> Callable[[], Optional[dict]]:
-    """The Future's result, or None when it failed (its traceback in run.log): the caller then makes it itself."""
-    def result():
-        try:
-            return job.result()
-        except Exception:  # noqa: BLE001 - made here instead
-            import traceback
-
-            traceback.print_exc()
-            return None
-    return result
 
 
 def timed(candidate_: RepairCandidate, started: float) -> RepairCandidate:
