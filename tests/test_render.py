@@ -410,3 +410,37 @@ def test_charts_drawn_by_the_side_process_are_the_ones_drawn_here(report, proces
     here = render.charts(report)
     assert all(here[name].startswith("data:image/png;base64,") for name in render.CHARTS if here[name])
     assert beside == here
+
+
+def test_layer_charts_drawn_ahead_are_taken_only_while_the_report_still_plans_them_so(report, monkeypatch):
+    """The run has a helper process draw the per-layer charts once the search has chosen, while it measures the
+    alternatives: the report takes those drawings (not drawn again) when it plans its charts the same way, and
+    draws again any planned with other layers kept in float (a stale chart is never shown)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reporter.render.layer_plan import LayerFacts
+
+    class Pool:  # a helper: call(fn, *args) gives a Future
+        def __init__(self):
+            self.pool = ThreadPoolExecutor(1)
+
+        def call(self, fn, *args):
+            return self.pool.submit(fn, *args)
+
+    here = render.charts(report)
+    facts = LayerFacts.of(report)
+    assert report.layers and set(render.layer_plans(facts)) == {"ranges", "rmse"}
+    ahead = render.draw_ahead(facts, Pool())
+    for _, job in ahead.values():
+        job.result()  # drawn before the report is done
+    drawn_here = []
+    draw = render.draw_chart
+    monkeypatch.setattr(render, "draw_chart", lambda name, r: drawn_here.append(name) or draw(name, r))
+    assert render.charts(report, None, ahead) == here
+    assert sorted(drawn_here) == ["confusion", "tradeoff"]
+
+    stale = render.draw_ahead(dataclasses.replace(facts, kept=facts.kept ^ {report.layers[0].tensor_name}), Pool())
+    assert all(job.result() != here[name] for name, (_, job) in stale.items())  # other layers marked as kept
+    drawn_here.clear()
+    assert render.charts(report, None, stale) == here
+    assert sorted(drawn_here) == ["confusion", "ranges", "rmse", "tradeoff"]

@@ -12,15 +12,17 @@ from reporter.core import children
 from reporter.model.report import Report
 from reporter.pipeline.context import RunContext
 from reporter.render import formats as render
+from reporter.render.layer_plan import LayerFacts
 
 
-def charts(report: Report, formats, helper) -> Optional[dict]:
-    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile; None when no
-    format shows them or they could not be drawn (the render then says why, per format)."""
+def charts(report: Report, formats, helper, ahead: dict) -> Optional[dict]:
+    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile, the per-layer ones
+    taken from `ahead` (`draw_ahead`) when the report shows them as planned there; None when no format shows them or
+    they could not be drawn (the render then says why, per format)."""
     if not {"html", "pdf"} & set(formats):
         return None
     try:
-        return render.charts(report, helper)
+        return render.charts(report, helper, ahead)
     except Exception:  # noqa: BLE001 - said by the render, format by format, where the measured report is kept
         traceback.print_exc()
         return None
@@ -69,6 +71,25 @@ def after_the_debuggers_views(ctx: RunContext):
         helper = ctx.side or (child.helper() if child is not None else None)
         if helper is not None:
             helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
+
+
+def draw_ahead(ctx: RunContext) -> Optional[Callable[[list, list, float], None]]:
+    """What the search tells once the recommended model is measured (recommendation.Asked's `chosen`): the per-layer
+    charts are then planned and handed to the helper process (the side process, else the contained child), which
+    draws them while this one measures the recommendation's alternatives (and climbs the repair ladder); they land in
+    `ctx.charts_ahead`. None when no format shows charts."""
+    if not {"html", "pdf"} & set(ctx.settings.formats):
+        return None
+
+    def start(layers: list, kept: list, threshold: float) -> None:
+        found = helper(ctx)
+        if found is None:
+            return
+        try:
+            ctx.charts_ahead.update(render.draw_ahead(LayerFacts(tuple(layers), frozenset(kept), threshold), found))
+        except Exception:  # noqa: BLE001 - the charts are drawn when the report is done instead
+            traceback.print_exc()
+    return start
 
 
 def helper(ctx: RunContext):

@@ -38,6 +38,7 @@ class RunStart:
     progress: Progress
     side: Optional[SideConverter]  # the second process converting beside this one (None: none)
     background: Optional[Background]  # work in the contained child the timing lock waits for (None: none)
+    charts_ahead: dict  # per-layer charts a helper process draws before the report is done (render.formats.charts)
 
     @property
     def variants(self) -> tuple:

@@ -142,7 +142,7 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if child is not None:
             child.close()
         raise
-    background = contained.Background()
+    background, ahead = contained.Background(), {}
     previous_lock = evaluate.set_timing_lock(beside.quiet_lock(side_conv, evaluate.set_timing_lock(None), background))
     model = None
     try:
@@ -163,10 +163,12 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         if s.calibration_samples > len(data.x_calib):  # said once here, and in the report's warnings
             progress.say(f"asked for {s.calibration_samples:,} calibration samples; the data hold"
                          f" {len(data.x_calib):,}: calibrating on those")
-        report = conclude.attach(_run_loaded(RunStart(s, folder, progress, side_conv, background), model, data, child))
+        start = RunStart(s, folder, progress, side_conv, background, ahead)
+        report = conclude.attach(_run_loaded(start, model, data, child))
         _write_input_transform(report, folder)  # the findings, decided and worded, and what they ask of the host
         # the charts, shared with the side process, else with the contained child (idle by now)
-        return report, beside.charts(report, s.formats, side_conv or (child.helper() if child is not None else None))
+        return report, beside.charts(report, s.formats, side_conv or (child.helper() if child is not None else None),
+                                     ahead)
     finally:
         evaluate.set_timing_lock(previous_lock)
         if child is not None:
@@ -415,7 +417,8 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
-            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m), ctx.side)
+            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m), ctx.side,
+                          beside.draw_ahead(ctx))
             try:
                 layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
             except KindError as exc:  # a plug-in task kind's code failed in the search: the report stands without it

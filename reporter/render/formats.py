@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import traceback
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -17,6 +18,7 @@ from reporter.core.formatting import shorten
 from reporter.model.report import Report
 from reporter.core.files import write_atomic  # noqa: F401 - the renderers' writes; cli and index use it from here
 from reporter.render import FILE_NAMES, FORMATS
+from reporter.render.layer_plan import LayerFacts, layer_plans
 from reporter.render.view import ReportView
 
 ANALYZER_MAX_LINES = 400  # per variant in the appendix; the full text is in analyzer_<variant>.txt
@@ -139,18 +141,54 @@ def truncate_lines(text: str, limit: int = ANALYZER_MAX_LINES) -> str:
 
 
 CHARTS = ("confusion", "ranges", "rmse", "tradeoff")
-def charts(report: Report, helper=None) -> dict[str, str]:
+def charts(report: Report, helper=None, ahead: Optional[dict] = None) -> dict[str, str]:
     """The report's charts as data: URIs (drawn once for the HTML and the PDF). `helper`: another process whose
     `call(fn, *args)` gives a Future (the run's side process or contained child; None: all drawn here) shares the
     drawing: every chart is handed to it in order, and this process draws from the last one back, taking each the
     helper has not started (its Future cancelled), so that neither waits on the other whatever each chart costs. The
-    same bytes either way (one matplotlib, one report); one the helper fails to draw is drawn here."""
+    same bytes either way (one matplotlib, one report); one the helper fails to draw is drawn here. `ahead`: the
+    per-layer charts a helper started before the report was done (`draw_ahead`); each whose plan is the report's
+    is taken as drawn there, the others are drawn now."""
     from reporter.core.children import shared
 
-    names = list(CHARTS)
+    taken = _taken(report, ahead or {})
+    names = [name for name in CHARTS if name not in taken]
     drawn = shared(len(names), (lambda k: helper.call(draw_chart, names[k], report)) if helper is not None else None,
                    lambda k: draw_chart(names[k], report))
-    return dict(zip(names, drawn))
+    found = dict(zip(names, drawn))
+    for name, job in taken.items():
+        try:
+            found[name] = job.result()
+        except Exception:  # noqa: BLE001 - drawn here instead (its traceback in run.log)
+            traceback.print_exc()
+            found[name] = draw_chart(name, report)
+    return {name: found[name] for name in CHARTS}
+
+
+def draw_ahead(facts: LayerFacts, helper) -> dict:
+    """The per-layer charts of a report not yet done, from what they read of it (`facts`: known once the search has
+    chosen), started in `helper` (`call(fn, *args)` gives a Future): {name: (plan, Future)}, for `charts`' `ahead`."""
+    return {name: (plan, helper.call(draw_planned, plan)) for name, plan in layer_plans(facts).items()}
+
+
+def _taken(report: Report, ahead: dict) -> dict:
+    """The charts drawn ahead that the report shows as they were planned, and started (or done) by the helper: name ->
+    Future. The rest are cancelled where the helper has not started them."""
+    plans = layer_plans(LayerFacts.of(report)) if ahead else {}
+    taken = {}
+    for name, (plan, job) in ahead.items():
+        if plans.get(name) == plan and not job.cancel():
+            taken[name] = job
+        else:
+            job.cancel()
+    return taken
+
+
+def draw_planned(plan) -> str:
+    """A per-layer chart drawn from its plan (reporter.render.layer_plan), as a data: URI."""
+    from reporter.render import plots  # matplotlib only when a chart is drawn
+
+    return plots.layer_chart(plan)
 
 
 def warm_charts() -> None:

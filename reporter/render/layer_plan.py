@@ -1,5 +1,7 @@
 """What each per-layer chart shows, planned before anything is drawn: a pure function of the report (no matplotlib),
-tested without pixels; reporter.render.plots draws the plan.
+tested without pixels; reporter.render.plots draws the plan. A plan reads three things of a report (`LayerFacts`):
+its layers, the layers the recommended model keeps in float and the rule's threshold, so that a run can plan (and
+draw) the charts as soon as the search has chosen, before the report is done.
 
 The layers' categories (kept in float, flagged by the rmse/scale rule) and their colours, the axis (log when the
 values span more than a decade), the ticks, the labels of the values that stand out, and the figure's height.
@@ -95,18 +97,35 @@ def spans_decades(values, ratio: float = DECADE_SPAN) -> bool:
     return bool(positive) and max(positive) / min(positive) > ratio
 
 
+@dataclass(frozen=True)
+class LayerFacts:
+    """What the per-layer charts read of a report: its layers (LayerStat, in report order), the tensor names the
+    recommended (measured) model keeps in float and the rmse/scale rule's threshold."""
+
+    layers: tuple
+    kept: frozenset
+    threshold: float
+
+    @classmethod
+    def of(cls, report: Report) -> "LayerFacts":
+        rec = report.recommendation
+        return cls(tuple(report.layers), frozenset(kept_in_float(report)),
+                   rec.threshold if rec is not None else jd.SUSPECT_THRESHOLD)
+
+
 def kept_in_float(report: Report) -> set:
     """Tensor names the recommended (measured) model keeps in float; empty without one."""
     rec = report.recommendation
     return set(rec.denylisted_nodes) if rec is not None and rec.selective is not None else set()
 
 
-def layer_categories(report: Report) -> list[str]:
+def layer_categories(report) -> list[str]:
     """Per layer: "kept" (in float in the recommended model), "kept_flagged" (kept, and flagged by the
-    rmse/scale rule), "flagged" (only flagged by the rule) or "other"."""
-    kept = kept_in_float(report)
+    rmse/scale rule), "flagged" (only flagged by the rule) or "other". `report`: a Report or its LayerFacts."""
+    facts = report if isinstance(report, LayerFacts) else LayerFacts.of(report)
+    kept = facts.kept
     out = []
-    for layer in report.layers:
+    for layer in facts.layers:
         if layer.tensor_name in kept:
             out.append("kept_flagged" if layer.suspect else "kept")
         else:
@@ -136,12 +155,14 @@ def short_number(v: float) -> str:
     return f"{v:.3g}"
 
 
-def layer_chart_plan(report: Report, values, title: str, ylabel: str, lines=()) -> LayerChartPlan:
-    """The plan of a per-layer chart of `values` (one per layer) with horizontal reference `lines`."""
-    layers = report.layers
+def layer_chart_plan(report, values, title: str, ylabel: str, lines=()) -> LayerChartPlan:
+    """The plan of a per-layer chart of `values` (one per layer) with horizontal reference `lines`. `report`: a
+    Report or its LayerFacts."""
+    facts = report if isinstance(report, LayerFacts) else LayerFacts.of(report)
+    layers = facts.layers
     values = tuple(float(v) for v in values)
     n = len(layers)
-    categories = tuple(layer_categories(report))
+    categories = tuple(layer_categories(facts))
     lines = tuple(lines)
     nonfinite = tuple(i for i, v in enumerate(values) if not math.isfinite(v))
     finite = [v for v in values if math.isfinite(v)]
@@ -240,11 +261,13 @@ def _layer_ylim(plotted, log: bool, headroom: bool) -> tuple:
     return (0.0, top_value / share)
 
 
-def layer_rmse_plan(report: Report) -> LayerChartPlan:
-    threshold = report.recommendation.threshold if report.recommendation else jd.SUSPECT_THRESHOLD
+def layer_rmse_plan(report) -> LayerChartPlan:
+    """`report`: a Report or its LayerFacts."""
+    facts = report if isinstance(report, LayerFacts) else LayerFacts.of(report)
+    threshold = facts.threshold
     return layer_chart_plan(
-        report,
-        [layer.rmse_over_scale for layer in report.layers],
+        facts,
+        [layer.rmse_over_scale for layer in facts.layers],
         "RMSE/scale per layer",
         "RMSE / scale",
         lines=(ReferenceLine(RMSE_OVER_SCALE_IDEAL, ":", IDEAL_COLOR,
@@ -253,9 +276,19 @@ def layer_rmse_plan(report: Report) -> LayerChartPlan:
     )
 
 
-def layer_ranges_plan(report: Report) -> LayerChartPlan:
-    return layer_chart_plan(report, [layer.range for layer in report.layers], "Range per layer",
+def layer_ranges_plan(report) -> LayerChartPlan:
+    """`report`: a Report or its LayerFacts."""
+    facts = report if isinstance(report, LayerFacts) else LayerFacts.of(report)
+    return layer_chart_plan(facts, [layer.range for layer in facts.layers], "Range per layer",
                             "range (255 x scale)")
+
+
+PLANS = {"ranges": layer_ranges_plan, "rmse": layer_rmse_plan}  # the per-layer charts, by their name in the report
+
+
+def layer_plans(facts: LayerFacts) -> dict[str, LayerChartPlan]:
+    """Each per-layer chart's plan ({} without layers: no chart)."""
+    return {name: plan(facts) for name, plan in PLANS.items()} if facts.layers else {}
 
 
 def _label_positions(wanted, widths, lo: float = 0.01, hi: float = 0.99, gap: float = 0.04) -> list[float]:

@@ -43,14 +43,14 @@ plt.rcParams.update({
 
 
 def _warnings_to_log(draw):
-    """`draw(report)` with the warnings it raises (matplotlib's layout and glyph warnings) caught: written to
-    run.log when a run captures its output there (reporter.core.progress), dropped otherwise."""
+    """`draw(report)` (or `draw(plan)`) with the warnings it raises (matplotlib's layout and glyph warnings) caught:
+    written to run.log when a run captures its output there (reporter.core.progress), dropped otherwise."""
 
     @functools.wraps(draw)
-    def quiet(report: Report) -> str:
+    def quiet(what) -> str:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            uri = draw(report)
+            uri = draw(what)
         if caught and getattr(sys.stderr, "name", "").endswith("run.log"):
             for w in caught:
                 print(f"{draw.__name__} chart: {w.category.__name__}: {w.message}", file=sys.stderr)
@@ -346,6 +346,13 @@ def layer_figure(plan: LayerChartPlan):
                fontsize=7, frameon=False, handlelength=2.2, columnspacing=2.0,
                handler_map={tuple: HandlerTuple(ndivide=None, pad=0.3)})
     return fig
+
+
+@_warnings_to_log
+def layer_chart(plan: LayerChartPlan) -> str:
+    """A per-layer chart drawn from its plan (the same bytes as `layer_ranges` or `layer_rmse` of the report it was
+    planned from)."""
+    return _draw_layer_chart(plan)
 
 
 @_warnings_to_log

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import traceback
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -34,11 +34,14 @@ class Asked:
     which the run hands down (recommend.TargetRule: whether a measured model meets it against float, and the
     acceptance on the selection samples; the search measures, it never decides that itself); and `helper`, a second
     process with TensorFlow that builds the search's next candidates meanwhile (the run's side converter; None:
-    none)."""
+    none); `chosen`, told once the recommended model is built and measured, before its alternatives are: the layers
+    (as the report lists them), the tensors that model keeps in float and the rule's threshold (the run starts
+    drawing its per-layer charts then; None: nobody is told)."""
 
     settings: Settings
     target_rule: recommend.TargetRule
     helper: Optional[object] = None
+    chosen: Optional[Callable[[list, list, float], None]] = None
 
 
 def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, layers: list[LayerStat],
@@ -120,6 +123,8 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
         selective = _build_measured(m, variants.SELECTIVE, chosen, all_nodes, candidates, results)
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
+    if asked.chosen is not None:
+        asked.chosen(layers, chosen if selective is not None else [], options.suspect_threshold)
     if selective is not None and selective.ok and gap_status.status == "gap":
         fixed = _gap(m, variants.SELECTIVE, target_rule(selective, flt))
         if fixed.status != "not_measurable":
