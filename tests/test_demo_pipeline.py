@@ -87,6 +87,24 @@ def test_tensor_counts_match_the_interpreter(demo_reports, name):
 
 
 @pytest.mark.parametrize("name", DEMO_MODELS)
+def test_the_ops_read_from_the_file_are_the_interpreters(demo_reports, name):
+    """graph.op_details reads the ops from the flatbuffer in place (the search reads them for every candidate): for
+    every model the demo wrote (float, DRQ, FIQ, the searched and the LiteRT Quantizer ones, an LSTM among them) they
+    are the ops LiteRT's interpreter lists, in its order, with its inputs and outputs."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    from reporter.measure import graph
+
+    files = sorted((demo_reports / name).glob("*.tflite"))
+    assert len(files) >= 3
+    for path in files:
+        theirs = [{"index": op["index"], "op_name": op["op_name"], "inputs": [int(i) for i in op["inputs"]],
+                   "outputs": [int(i) for i in op["outputs"]]}
+                  for op in Interpreter(model_path=str(path))._get_ops_details()]
+        assert graph.op_details(path.read_bytes()) == theirs, path.name
+
+
+@pytest.mark.parametrize("name", DEMO_MODELS)
 def test_layer_table_is_the_debugger_csv_with_derived_columns(demo_reports, name):
     report = load_report(demo_reports / name)
     frame = pd.read_csv(demo_reports / name / "layer_stats.csv")
