@@ -106,10 +106,48 @@ def _statistics_beside(helper, debug_model: bytes, x_calib: np.ndarray, child: O
 class Beside(NamedTuple):
     """Where the whole-model view runs beside the local one: `helper`, another process with TensorFlow whose
     `call(fn, *args)` gives a Future (the run's side process; None: the quantizer's child runs both views, one after
-    the other), and `started`, called once both views are under way (the helper's next work queues behind them)."""
+    the other), and `started`, called once both views are under way (the helper's next work queues behind them);
+    `views`: the two views started already (`start_views`), else started when the table is asked for."""
 
     helper: object = None
     started: Callable[[], None] = lambda: None
+    views: Optional["Views"] = None
+
+
+class Views(NamedTuple):
+    """The two views under way: each gives its statistics frame when called (once run; the same frame again), the
+    whole-model one None when it cannot be had."""
+
+    local: Callable
+    whole: Optional[Callable]
+
+
+def start_views(quantizer: FiqQuantizer, x_calib: np.ndarray, helper=None) -> Views:
+    """Starts both views (the local one in the quantizer's child, the whole-model one in `helper` when given, each
+    building its own debug model): the run starts them once FIQ is measured, so that they run while it measures the
+    layers' errors and blames them, and the debug stage finds them done."""
+    child = getattr(quantizer, "child", None)
+    local = _view(quantizer, False, x_calib, child)
+    whole = _view(quantizer, True, x_calib, child, helper, build_here=helper is None)
+    return Views(_once(local), _once(whole) if whole is not None else None)
+
+
+def _once(frame: Callable) -> Callable:
+    """`frame()` run once: later calls give its result (or raise its error) again."""
+    done: list = []
+
+    def result():
+        if not done:
+            try:
+                done.append((True, frame()))
+            except Exception as exc:  # noqa: BLE001 - raised again below, to each caller
+                done.append((False, exc))
+        ok, value = done[0]
+        if ok:
+            return value
+        raise value
+
+    return result
 
 
 def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray,
@@ -118,11 +156,8 @@ def layer_statistics(quantizer: FiqQuantizer, x_calib: np.ndarray,
     views run at once when `beside` has a helper: the local one in the quantizer's child, the whole-model one in the
     helper, each building its own debug model (each view invokes every calibration sample through its debug model:
     on EfficientNet-B0 a second each, and each debug model takes 0.2 s to build)."""
-    helper, started = beside
-    child = getattr(quantizer, "child", None)
-    local = _view(quantizer, False, x_calib, child)
-    whole = _view(quantizer, True, x_calib, child, helper, build_here=helper is None)
-    started()
+    local, whole = beside.views if beside.views is not None else start_views(quantizer, x_calib, beside.helper)
+    beside.started()
     frame = local()
     propagated: dict[str, tuple[float, float]] = {}
     if whole is not None:

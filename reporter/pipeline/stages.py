@@ -221,8 +221,8 @@ def _run_loaded(start: RunStart, model: LoadedModel, data: Dataset,
     (None: in this process)."""
     ctx = _prepare(start, model, data)
     ctx, calibration_error = _calibrate(ctx, child)
-    m, results = _measure(ctx, child.crashed if child is not None else None)
-    debugged = _debug(ctx, m, results, calibration_error)
+    m, results, views = _measure(ctx, child.crashed if child is not None else None)
+    debugged = _debug(ctx, m, results, calibration_error, views)
     results, checked = on_target.check_all(ctx, m, results, debugged.recommendation)
     debugged = debugged._replace(recommendation=checked)
     overlays.write_variant_overlays(ctx.folder, results, debugged.layers)
@@ -307,9 +307,9 @@ def _calibrate(ctx: RunContext, child: Optional[contained.Child] = None) -> tupl
     return dataclasses.replace(ctx, quantizer=quantizer), calibration_error
 
 
-def _measure(ctx: RunContext,
-             crash: Optional[contained.NativeCrash] = None) -> tuple[Measurer, dict[str, VariantResult]]:
-    """Builds and measures every variant, then blames the layers of those that lose accuracy. After a crashed
+def _measure(ctx: RunContext, crash: Optional[contained.NativeCrash] = None) -> tuple[Measurer, dict, Optional[tuple]]:
+    """Builds and measures every variant, then blames the layers of those that lose accuracy; returns the measurer,
+    the variants and the debugger's views started once FIQ is measured (None: not started). After a crashed
     calibration (`crash`), FIQ fails with it and the other calibrated variants convert in a child of their own."""
     s = ctx.settings
     m = Measurer(ctx.folder, ctx.data, ctx.task, ctx.progress, s.latency_runs, heads=list(ctx.heads),
@@ -325,6 +325,7 @@ def _measure(ctx: RunContext,
         ctx.progress.say(f"--metric {s.metric} failed: {m.score_error} (traceback in run.log); the report reads"
                          f" {ctx.task_score.name if ctx.task_score else 'the output error'} instead")
         results = {k: m.restated(v) for k, v in results.items()}
+    views = _views_started(ctx, results)  # they run in the other processes while the layers are blamed here
 
     if s.base_model:  # a QAT model's float base: post-training quantization measured beside QAT, on the same data
         results.update(_base_models(ctx, m))
@@ -337,7 +338,7 @@ def _measure(ctx: RunContext,
     results = shared_scale.attach(m, ctx.float_model, results)  # an output whose concatenated parts share a scale
     if targets.of(s.target).reference_kernels:
         results = {name: _with_reference_kernels(ctx, v) for name, v in results.items()}
-    return m, results
+    return m, results, views
 
 
 def _base_float(start: RunStart, data: Dataset, sig) -> tuple[LoadedModel, bytes]:
@@ -401,14 +402,37 @@ def _with_reference_kernels(ctx: RunContext, v: VariantResult) -> VariantResult:
     return dataclasses.replace(v, reference_kernels=found)
 
 
-def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult],
-           calibration_error: Optional[str]) -> _Debugged:
-    """FIQ's per-layer table from the debugger, and the measured recommendation of layers to keep in float."""
+def _views_started(ctx: RunContext, results: dict[str, VariantResult]) -> Optional[debugger.Views]:
+    """The debugger's two views of FIQ, started in the contained child (debugger.start_views) once every variant is
+    measured and timed, when the debug stage will read them (TF's converter calibrated FIQ and it measured) and the
+    run has no side process: the child runs them on the core this process leaves while it blames the layers (the
+    transformer's debug stage 0.26 -> 0.0 s). With a side process the two views take both cores at the debug stage:
+    started here they would slow the blame (EfficientNet-B0's layer error stage 0.35 -> 0.78 s for 0.26 s less
+    debugging). No latency is timed while they run. None when they are not started here (the debug stage then starts
+    them, and says why they fail)."""
+    if ctx.quantizer is None or not results[variants.FIQ].ok or ctx.quantizer.method == litert.METHOD \
+            or ctx.background is None or ctx.side is not None:
+        return None
+    try:
+        views = debugger.start_views(ctx.quantizer, ctx.data.x_calib)
+    except Exception:  # noqa: BLE001 - started (and its failure said) by the debug stage instead
+        traceback.print_exc()
+        return None
+    for view in views:
+        if view is not None:
+            ctx.background.add(view)
+    return views
+
+
+def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], calibration_error: Optional[str],
+           started: Optional[debugger.Views] = None) -> _Debugged:
+    """FIQ's per-layer table from the debugger (its views `started` already, else started now), and the measured
+    recommendation of layers to keep in float."""
     layers, recommendation, debugger_error = [], None, calibration_error
     if ctx.quantizer is not None and results[variants.FIQ].ok:
         since = ctx.progress.mark()
         # the debugger's whole-model view in the side process while the child runs the local one
-        views = debugger.Beside(ctx.side, functools.partial(beside.after_the_debuggers_views, ctx))
+        views = debugger.Beside(ctx.side, functools.partial(beside.after_the_debuggers_views, ctx), started)
         try:
             layers = debugger.fiq_layers(ctx.quantizer, results[variants.FIQ], ctx.folder, ctx.data.x_calib,
                                          ctx.progress, views)
