@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from reporter.measure import graph, structure
+from reporter.measure import graph, graph_edits, structure
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,7 +74,7 @@ def test_the_timing_floors_model_adds_one():
     """The empty invoke timed for the latency floor (judgement.timing_floor): one ADD of 1.0 on a float [1, 1]."""
     from ai_edge_litert.interpreter import Interpreter
 
-    it = Interpreter(model_content=graph.one_add_model())
+    it = Interpreter(model_content=graph_edits.one_add_model())
     it.allocate_tensors()
     (inp,), (out,) = it.get_input_details(), it.get_output_details()
     assert list(inp["shape"]) == [1, 1] and inp["dtype"] == np.float32
@@ -82,7 +82,7 @@ def test_the_timing_floors_model_adds_one():
     it.set_tensor(inp["index"], x)
     it.invoke()
     np.testing.assert_array_equal(it.get_tensor(out["index"]), x + 1.0)
-    assert structure.ops(graph.one_add_model()) == {"ADD": 1}
+    assert structure.ops(graph_edits.one_add_model()) == {"ADD": 1}
 
 
 def test_a_float_tflite_run_imports_no_tensorflow(models, mlp_files, tmp_path):

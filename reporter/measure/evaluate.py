@@ -9,7 +9,7 @@ from typing import Optional
 
 import numpy as np
 
-from reporter.measure import graph, runtime
+from reporter.measure import graph, graph_edits, runtime
 from reporter.measure.signature import Port, Signature, by_position, read
 
 
@@ -109,7 +109,7 @@ def set_timing_lock(lock):
 def timing_overhead_ms(runs: int = 200) -> float:
     """The median of an empty invoke on this host (a model of one ADD on one float), timed as `latency_ms` times a
     model: what the interpreter and the timer cost whatever the model (judgement.timing_floor). Once per process."""
-    return latency_ms(graph.one_add_model(), np.zeros((1, 1), np.float32), runs=runs)[0]
+    return latency_ms(graph_edits.one_add_model(), np.zeros((1, 1), np.float32), runs=runs)[0]
 
 
 def latency_ms(model: bytes, sample, runs: int = 50, warmup: int = 5) -> tuple[float, float, int]:

@@ -48,33 +48,6 @@ def write_model(obj, drop_orphans: bool = True) -> bytes:
     return bytes(_flatbuffer_utils().convert_object_to_bytearray(obj))
 
 
-def one_add_model() -> bytes:
-    """The smallest model: y = x + 1 on one float32 [1, 1] (one ADD, its constant in a buffer), written with the
-    schema's object API (what TensorFlow's converter makes of `lambda x: x + 1.0`, without importing it)."""
-    fb, ops = objects(), schema().BuiltinOperator
-    one = np.array([1.0], dtype="<f4")
-    model = fb.ModelT()
-    model.version = 3
-    model.description = "quant-report: one ADD"
-    model.operatorCodes = [fb.OperatorCodeT()]
-    model.operatorCodes[0].builtinCode = model.operatorCodes[0].deprecatedBuiltinCode = ops.ADD
-    model.operatorCodes[0].version = 1
-    model.buffers = [fb.BufferT() for _ in range(4)]  # buffer 0 is empty by convention; 2 holds the constant
-    model.buffers[2].data = np.frombuffer(one.tobytes(), dtype=np.uint8)
-    tensors = []
-    for k, (name, shape) in enumerate((("x", [1, 1]), ("one", [1]), ("y", [1, 1]))):
-        t = fb.TensorT()
-        t.name, t.shape, t.type, t.buffer = name, shape, schema().TensorType.FLOAT32, k + 1
-        tensors.append(t)
-    op = fb.OperatorT()
-    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
-    op.builtinOptionsType, op.builtinOptions = schema().BuiltinOptions.AddOptions, fb.AddOptionsT()
-    sub = fb.SubGraphT()
-    sub.tensors, sub.inputs, sub.outputs, sub.operators, sub.name = tensors, [0], [2], [op], "main"
-    model.subgraphs = [sub]
-    return write_model(model, drop_orphans=False)
-
-
 def tensor_name(t) -> str:
     return t.name.decode() if isinstance(t.name, bytes) else str(t.name)
 

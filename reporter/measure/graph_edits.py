@@ -1,7 +1,8 @@
 """The whole-model edits built on the one flatbuffer graph editor's primitives (reporter.measure.graph): the batch
 fixed to 1 and shape arithmetic folded (every int8 rung starts there), the int8 weights and biases bias correction
-patches, a leading normalization moved to the host, and a shipped .tflite made into the float model the rest reads.
-Each takes and returns model bytes (or plain values): no caller holds the object tree."""
+patches, a leading normalization moved to the host, a shipped .tflite made into the float model the rest reads, and the
+smallest model (one ADD) an empty invoke is timed on. Each takes and returns model bytes (or plain values): no caller
+holds the object tree."""
 
 from __future__ import annotations
 
@@ -404,3 +405,30 @@ def _add_signature(model, key: str) -> tuple[list[str], list[str]]:
     sig.inputs, sig.outputs = maps(sg.inputs, "input"), maps(sg.outputs, "output")
     model.signatureDefs = [sig]
     return [m.name for m in sig.inputs], [m.name for m in sig.outputs]
+
+
+def one_add_model() -> bytes:
+    """The smallest model: y = x + 1 on one float32 [1, 1] (one ADD, its constant in a buffer), written with the
+    schema's object API (what TensorFlow's converter makes of `lambda x: x + 1.0`, without importing it)."""
+    fb, ops = objects(), schema().BuiltinOperator
+    one = np.array([1.0], dtype="<f4")
+    model = fb.ModelT()
+    model.version = 3
+    model.description = "quant-report: one ADD"
+    model.operatorCodes = [fb.OperatorCodeT()]
+    model.operatorCodes[0].builtinCode = model.operatorCodes[0].deprecatedBuiltinCode = ops.ADD
+    model.operatorCodes[0].version = 1
+    model.buffers = [fb.BufferT() for _ in range(4)]  # buffer 0 is empty by convention; 2 holds the constant
+    model.buffers[2].data = np.frombuffer(one.tobytes(), dtype=np.uint8)
+    tensors = []
+    for k, (name, shape) in enumerate((("x", [1, 1]), ("one", [1]), ("y", [1, 1]))):
+        t = fb.TensorT()
+        t.name, t.shape, t.type, t.buffer = name, shape, schema().TensorType.FLOAT32, k + 1
+        tensors.append(t)
+    op = fb.OperatorT()
+    op.opcodeIndex, op.inputs, op.outputs = 0, [0, 1], [2]
+    op.builtinOptionsType, op.builtinOptions = schema().BuiltinOptions.AddOptions, fb.AddOptionsT()
+    sub = fb.SubGraphT()
+    sub.tensors, sub.inputs, sub.outputs, sub.operators, sub.name = tensors, [0], [2], [op], "main"
+    model.subgraphs = [sub]
+    return write_model(model, drop_orphans=False)
