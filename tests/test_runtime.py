@@ -103,6 +103,27 @@ def test_reference_kernels_are_the_ones_run(files):
     assert runtime.loads_on_reference(b"not a model").startswith("LiteRT cannot load it")
 
 
+def test_the_reference_run_kept_for_the_targets_check_is_the_inputs_own(files):
+    """An int8 target's candidate is run on the reference kernels once (its agreement with the default kernels reads
+    the first samples of that run, its check on the target all of it): the outputs kept are those of plain LiteRT's
+    reference kernels on those very inputs; other inputs of the same shape, or another model, are run again."""
+    from reporter.measure import hardware, kernels
+
+    model = files["int8"].read_bytes()
+    first = hardware.reference_outputs(model, X)
+    key = next(iter(first))
+    np.testing.assert_array_equal(first[key], plain(files["int8"], X, reference=True))
+    assert hardware.reference_outputs(model, X.copy()) is first  # the same inputs, another array: the run kept
+    other = X[::-1].copy()
+    np.testing.assert_array_equal(hardware.reference_outputs(model, other)[key],
+                                  plain(files["int8"], other, reference=True))
+    agreement = kernels.reference_agreement(model, X, 20, classes=True)
+    assert agreement.samples == 20
+    default, reference = plain(files["int8"], X[:20]), plain(files["int8"], X[:20], reference=True)
+    assert agreement.identical_share == pytest.approx(float(np.mean(default == reference)))
+    assert agreement.top1_agreement == pytest.approx(float(np.mean(default.argmax(1) == reference.argmax(1))))
+
+
 @pytest.mark.slow
 def test_int8_inputs_and_outputs_move_by_the_files_scale_and_zero_point(files):
     from ai_edge_litert.interpreter import Interpreter
