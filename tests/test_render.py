@@ -412,10 +412,11 @@ def test_charts_drawn_by_the_side_process_are_the_ones_drawn_here(report, proces
     assert beside == here
 
 
-def test_layer_charts_drawn_ahead_are_taken_only_while_the_report_still_plans_them_so(report, monkeypatch):
-    """The run has a helper process draw the per-layer charts once the search has chosen, while it measures the
-    alternatives: the report takes those drawings (not drawn again) when it plans its charts the same way, and
-    draws again any planned with other layers kept in float (a stale chart is never shown)."""
+def test_charts_drawn_ahead_are_taken_only_while_the_report_still_plans_them_so(report, monkeypatch):
+    """The run has a helper process draw the per-layer charts and the confusion matrices once the search has chosen,
+    while it measures the alternatives: the report takes those drawings (not drawn again) when it plans its charts
+    the same way, and draws again any planned with other layers kept in float or other matrices (a stale chart is
+    never shown)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from reporter.render.layer_plan import LayerFacts
@@ -429,18 +430,29 @@ def test_layer_charts_drawn_ahead_are_taken_only_while_the_report_still_plans_th
 
     here = render.charts(report)
     facts = LayerFacts.of(report)
-    assert report.layers and set(render.layer_plans(facts)) == {"ranges", "rmse"}
-    ahead = render.draw_ahead(facts, Pool())
+    plans = render.chart_plans(report)
+    assert report.layers and set(plans) == {"confusion", "ranges", "rmse"}
+    ahead = render.draw_ahead(plans, Pool())
     for _, job in ahead.values():
         job.result()  # drawn before the report is done
     drawn_here = []
     draw = render.draw_chart
     monkeypatch.setattr(render, "draw_chart", lambda name, r: drawn_here.append(name) or draw(name, r))
     assert render.charts(report, None, ahead) == here
-    assert sorted(drawn_here) == ["confusion", "tradeoff"]
+    assert drawn_here == ["tradeoff"]
 
-    stale = render.draw_ahead(dataclasses.replace(facts, kept=facts.kept ^ {report.layers[0].tensor_name}), Pool())
+    stale = render.draw_ahead(render.layer_plans(dataclasses.replace(
+        facts, kept=facts.kept ^ {report.layers[0].tensor_name})), Pool())
     assert all(job.result() != here[name] for name, (_, job) in stale.items())  # other layers marked as kept
     drawn_here.clear()
     assert render.charts(report, None, stale) == here
     assert sorted(drawn_here) == ["confusion", "ranges", "rmse", "tradeoff"]
+    # the confusion matrices planned before a variant that changes them was measured: drawn again
+    changed = dataclasses.replace(report, variants=[dataclasses.replace(v, metrics=dataclasses.replace(
+        v.metrics, confusion_matrix=[row[::-1] for row in v.metrics.confusion_matrix]))
+        if v.metrics and v.metrics.confusion_matrix else v for v in report.variants])
+    early = render.draw_ahead({"confusion": render.chart_plans(changed)["confusion"]}, Pool())
+    assert early["confusion"][1].result() != here["confusion"]
+    drawn_here.clear()
+    assert render.charts(report, None, early)["confusion"] == here["confusion"]
+    assert "confusion" in drawn_here

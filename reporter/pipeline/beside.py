@@ -8,11 +8,11 @@ import traceback
 from typing import Callable, Optional
 
 from reporter.convert import contained, litert
-from reporter.core import children
+from reporter.core import children, variants
 from reporter.model.report import Report
 from reporter.pipeline.context import RunContext
 from reporter.render import formats as render
-from reporter.render.layer_plan import LayerFacts
+from reporter.render.layer_plan import LayerFacts, confusion_plan
 
 
 def charts(report: Report, formats, helper, ahead: dict) -> Optional[dict]:
@@ -73,20 +73,24 @@ def after_the_debuggers_views(ctx: RunContext):
             helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
 
 
-def draw_ahead(ctx: RunContext) -> Optional[Callable[[list, list, float], None]]:
-    """What the search tells once the recommended model is measured (recommendation.Asked's `chosen`): the per-layer
-    charts are then planned and handed to the helper process (the side process, else the contained child), which
-    draws them while this one measures the recommendation's alternatives (and climbs the repair ladder); they land in
-    `ctx.charts_ahead`. None when no format shows charts."""
+def draw_ahead(ctx: RunContext, results: dict) -> Optional[Callable]:
+    """What the search tells once the recommended model is measured (recommendation.Asked's `chosen`): the charts
+    that are decided by then are planned (the per-layer ones, and the confusion matrices of the variants in `results`
+    and that model) and handed to the helper process (the side process, else the contained child), which draws them
+    while this one measures the recommendation's alternatives (and climbs the repair ladder); they land in
+    `ctx.charts_ahead`, and the report takes each it still plans the same way. None when no format shows charts."""
     if not {"html", "pdf"} & set(ctx.settings.formats):
         return None
 
-    def start(layers: list, kept: list, threshold: float) -> None:
+    def start(layers: list, kept: list, threshold: float, selective) -> None:
         found = helper(ctx)
         if found is None:
             return
         try:
-            ctx.charts_ahead.update(render.draw_ahead(LayerFacts(tuple(layers), frozenset(kept), threshold), found))
+            confusion = confusion_plan([results[name] for name in variants.ordered(results)], selective)
+            plans = {"confusion": confusion} if confusion is not None else {}  # the slowest to draw, first
+            plans.update(render.layer_plans(LayerFacts(tuple(layers), frozenset(kept), threshold)))
+            ctx.charts_ahead.update(render.draw_ahead(plans, found))
         except Exception:  # noqa: BLE001 - the charts are drawn when the report is done instead
             traceback.print_exc()
     return start

@@ -442,7 +442,7 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], cali
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
             asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m), ctx.side,
-                          beside.draw_ahead(ctx))
+                          beside.draw_ahead(ctx, results))
             try:
                 layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
             except KindError as exc:  # a plug-in task kind's code failed in the search: the report stands without it

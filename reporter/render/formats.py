@@ -18,7 +18,7 @@ from reporter.core.formatting import shorten
 from reporter.model.report import Report
 from reporter.core.files import write_atomic  # noqa: F401 - the renderers' writes; cli and index use it from here
 from reporter.render import FILE_NAMES, FORMATS
-from reporter.render.layer_plan import LayerFacts, layer_plans
+from reporter.render.layer_plan import ConfusionPlan, LayerFacts, confusion_plan, layer_plans
 from reporter.render.view import ReportView
 
 ANALYZER_MAX_LINES = 400  # per variant in the appendix; the full text is in analyzer_<variant>.txt
@@ -165,16 +165,27 @@ def charts(report: Report, helper=None, ahead: Optional[dict] = None) -> dict[st
     return {name: found[name] for name in CHARTS}
 
 
-def draw_ahead(facts: LayerFacts, helper) -> dict:
-    """The per-layer charts of a report not yet done, from what they read of it (`facts`: known once the search has
-    chosen), started in `helper` (`call(fn, *args)` gives a Future): {name: (plan, Future)}, for `charts`' `ahead`."""
-    return {name: (plan, helper.call(draw_planned, plan)) for name, plan in layer_plans(facts).items()}
+def chart_plans(report: Report) -> dict:
+    """The plans of the charts drawn from a plan (reporter.render.layer_plan): the per-layer ones and, for a
+    classification, the confusion matrices; name -> plan."""
+    plans = dict(layer_plans(LayerFacts.of(report)))
+    if ReportView(report).is_classification:
+        found = confusion_plan(report.variants, report.recommendation.selective if report.recommendation else None)
+        if found is not None:
+            plans["confusion"] = found
+    return plans
+
+
+def draw_ahead(plans: dict, helper) -> dict:
+    """Charts of a report not yet done, planned from what they read of it (known once the search has chosen),
+    started in `helper` (`call(fn, *args)` gives a Future): {name: (plan, Future)}, for `charts`' `ahead`."""
+    return {name: (plan, helper.call(draw_planned, plan)) for name, plan in plans.items()}
 
 
 def _taken(report: Report, ahead: dict) -> dict:
     """The charts drawn ahead that the report shows as they were planned, and started (or done) by the helper: name ->
     Future. The rest are cancelled where the helper has not started them."""
-    plans = layer_plans(LayerFacts.of(report)) if ahead else {}
+    plans = chart_plans(report) if ahead else {}
     taken = {}
     for name, (plan, job) in ahead.items():
         if plans.get(name) == plan and not job.cancel():
@@ -185,10 +196,11 @@ def _taken(report: Report, ahead: dict) -> dict:
 
 
 def draw_planned(plan) -> str:
-    """A per-layer chart drawn from its plan (reporter.render.layer_plan), as a data: URI."""
+    """A chart drawn from its plan (reporter.render.layer_plan: a per-layer chart's or the confusion matrices'), as a
+    data: URI."""
     from reporter.render import plots  # matplotlib only when a chart is drawn
 
-    return plots.layer_chart(plan)
+    return plots.confusion_chart(plan) if isinstance(plan, ConfusionPlan) else plots.layer_chart(plan)
 
 
 def warm_charts() -> None:

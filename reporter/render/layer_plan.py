@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -281,6 +282,28 @@ def layer_ranges_plan(report) -> LayerChartPlan:
     facts = report if isinstance(report, LayerFacts) else LayerFacts.of(report)
     return layer_chart_plan(facts, [layer.range for layer in facts.layers], "Range per layer",
                             "range (255 x scale)")
+
+
+@dataclass(frozen=True)
+class ConfusionPlan:
+    """What the confusion chart shows: one matrix (counts, rows true) per measured variant with one, in the report's
+    order, the recommended model last."""
+
+    names: tuple
+    accuracies: tuple
+    matrices: tuple  # each a tuple of rows, each a tuple of counts
+
+
+def confusion_plan(measured, selective=None) -> Optional[ConfusionPlan]:
+    """The confusion chart's plan from the measured variants (report order) and the recommended model (None: none);
+    None when no model has a confusion matrix (nothing measured, or a multi-label model)."""
+    found = [v for v in measured if v.ok and v.metrics and v.metrics.confusion_matrix]
+    if selective is not None and selective.ok and selective.metrics and selective.metrics.confusion_matrix:
+        found.append(selective)
+    if not found:
+        return None
+    return ConfusionPlan(tuple(v.name for v in found), tuple(v.metrics.accuracy for v in found),
+                         tuple(tuple(tuple(row) for row in v.metrics.confusion_matrix) for v in found))
 
 
 PLANS = {"ranges": layer_ranges_plan, "rmse": layer_rmse_plan}  # the per-layer charts, by their name in the report

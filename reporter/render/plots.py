@@ -15,6 +15,7 @@ import io
 import math
 import sys
 import warnings
+from typing import Optional
 from dataclasses import dataclass
 
 import matplotlib
@@ -27,8 +28,8 @@ from reporter.core import variants  # noqa: E402
 from reporter.core.variants import short  # noqa: E402
 from reporter.model.report import Report  # noqa: E402
 from reporter.render.layer_plan import (  # noqa: E402
-    ANNOTATION_FONT, CATEGORIES, KEPT, LAYER_FIGSIZE, NORMAL, SUSPECT, TICK_FONT, LayerChartPlan, _category_label,
-    _text_width_in, index_tick_step, layer_ranges_plan, layer_rmse_plan, spans_decades)
+    ANNOTATION_FONT, CATEGORIES, KEPT, LAYER_FIGSIZE, NORMAL, SUSPECT, TICK_FONT, ConfusionPlan, LayerChartPlan,
+    _category_label, _text_width_in, confusion_plan, index_tick_step, layer_ranges_plan, layer_rmse_plan, spans_decades)
 from reporter.render.layer_plan import (  # noqa: E402,F401  (read through this module before the plan had its own)
     AXES_WIDTH_IN, MAX_INDEX_TICKS, _label_positions, kept_in_float, layer_categories, short_number)
 
@@ -179,6 +180,12 @@ def confusion_layout(n: int, k: int, width_in: float = CONFUSION_WIDTH_IN) -> Co
                            tick_step=step)
 
 
+def confusion_plan_of(report: Report) -> Optional[ConfusionPlan]:
+    """The report's confusion chart planned (None: no model has a confusion matrix)."""
+    rec = report.recommendation
+    return confusion_plan(report.variants, rec.selective if rec else None)
+
+
 def _confusion_variants(report: Report) -> list:
     found = [v for v in report.variants if v.ok and v.metrics and v.metrics.confusion_matrix]
     rec = report.recommendation
@@ -187,17 +194,17 @@ def _confusion_variants(report: Report) -> list:
     return found
 
 
-def confusion_figure(report: Report):
+def confusion_figure(report):
     """The confusion matrices as a matplotlib figure (None without one): one per measured variant, rows true,
     columns predicted, shade the share of the row; each count written where it fits at the printed size, an
-    empty cell white with a grey "0"."""
+    empty cell white with a grey "0". `report`: a Report or its ConfusionPlan."""
     from matplotlib.colors import ListedColormap
 
-    found = _confusion_variants(report)
-    if not found:  # nothing measured, or a multi-label model: no confusion matrix
+    plan = report if isinstance(report, ConfusionPlan) else confusion_plan_of(report)
+    if plan is None:  # nothing measured, or a multi-label model: no confusion matrix
         return None
-    k = max(len(v.metrics.confusion_matrix) for v in found)  # the matrices drawn (num_classes is only a claim)
-    lay = confusion_layout(len(found), k)
+    k = max(len(matrix) for matrix in plan.matrices)  # the matrices drawn (num_classes is only a claim)
+    lay = confusion_layout(len(plan.names), k)
     side_in = CONFUSION_WIDTH_IN / lay.cols
     greys = plt.get_cmap("Greys")
     # A non-empty cell is at least MIN_SHADE grey, an empty one white: the two never look alike.
@@ -205,17 +212,17 @@ def confusion_figure(report: Report):
     fig, axes = plt.subplots(lay.rows, lay.cols, figsize=(CONFUSION_WIDTH_IN, (side_in + 0.15) * lay.rows),
                              squeeze=False, layout="constrained")
     flat = list(axes.flat)
-    for ax in flat[len(found):]:
+    for ax in flat[len(plan.names):]:
         ax.axis("off")
     left_out = 0
-    for position, (ax, v) in enumerate(zip(flat, found)):
-        cm = np.array(v.metrics.confusion_matrix, dtype=float)
+    for position, (ax, name, accuracy, matrix) in enumerate(zip(flat, plan.names, plan.accuracies, plan.matrices)):
+        cm = np.array(matrix, dtype=float)
         totals = cm.sum(axis=1, keepdims=True)
         share = np.divide(cm, totals, out=np.zeros_like(cm), where=totals > 0)
         # Colour index: 0 for an empty cell, 1..256 for a share of 0..1.
         ax.imshow(np.where(cm > 0, 1 + np.round(share * 255), 0), cmap=shades, vmin=0, vmax=256,
                   interpolation="nearest")
-        ax.set_title(f"{short(v.name)}\naccuracy {v.metrics.accuracy:.3f}", fontsize=CONFUSION_TITLE_FONT)
+        ax.set_title(f"{short(name)}\naccuracy {accuracy:.3f}", fontsize=CONFUSION_TITLE_FONT)
         ticks = list(range(0, len(cm), lay.tick_step))
         ax.set_xticks(ticks)
         ax.set_yticks(ticks)
@@ -239,6 +246,13 @@ def confusion_figure(report: Report):
         chars = int(CONFUSION_WIDTH_IN * 72 / (0.55 * CONFUSION_TICK_FONT))
         fig.supxlabel("\n".join(textwrap.wrap(note, chars)), fontsize=CONFUSION_TICK_FONT, x=0.0, ha="left")
     return fig
+
+
+@_warnings_to_log
+def confusion_chart(plan: ConfusionPlan) -> str:
+    """The confusion chart drawn from its plan (the same bytes as `confusion_matrices` of the report it was planned
+    from)."""
+    return _data_uri(confusion_figure(plan), tight=False)
 
 
 @_warnings_to_log

@@ -35,13 +35,13 @@ class Asked:
     acceptance on the selection samples; the search measures, it never decides that itself); and `helper`, a second
     process with TensorFlow that builds the search's next candidates meanwhile (the run's side converter; None:
     none); `chosen`, told once the recommended model is built and measured, before its alternatives are: the layers
-    (as the report lists them), the tensors that model keeps in float and the rule's threshold (the run starts
-    drawing its per-layer charts then; None: nobody is told)."""
+    (as the report lists them), the tensors that model keeps in float, the rule's threshold and that model's
+    measurement (None: none built); the run starts drawing charts then (None: nobody is told)."""
 
     settings: Settings
     target_rule: recommend.TargetRule
     helper: Optional[object] = None
-    chosen: Optional[Callable[[list, list, float], None]] = None
+    chosen: Optional[Callable[[list, list, float, Optional[VariantResult]], None]] = None
 
 
 def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, layers: list[LayerStat],
@@ -124,7 +124,7 @@ def recommend_for(m: Measurer, asked: Asked, quantizer: recommend.Quantizer, lay
         if selective.ok and fiq is not None and fiq.ok:
             size_cost = selective.size_bytes - fiq.size_bytes
     if asked.chosen is not None:
-        asked.chosen(layers, chosen if selective is not None else [], options.suspect_threshold)
+        asked.chosen(layers, chosen if selective is not None else [], options.suspect_threshold, selective)
     if selective is not None and selective.ok and gap_status.status == "gap":
         fixed = _gap(m, variants.SELECTIVE, target_rule(selective, flt))
         if fixed.status != "not_measurable":
