@@ -16,8 +16,8 @@ from reporter.render.layer_plan import LayerFacts, confusion_plan
 
 
 def charts(report: Report, formats, helper, ahead: dict) -> Optional[dict]:
-    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile, the per-layer ones
-    taken from `ahead` (`draw_ahead`) when the report shows them as planned there; None when no format shows them or
+    """The charts of the HTML and the PDF, some drawn by `helper` (the side process) meanwhile, those drawn ahead
+    (`ahead`, from `draw_ahead`) taken when the report shows them as planned there; None when no format shows them or
     they could not be drawn (the render then says why, per format)."""
     if not {"html", "pdf"} & set(formats):
         return None

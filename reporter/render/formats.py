@@ -147,8 +147,8 @@ def charts(report: Report, helper=None, ahead: Optional[dict] = None) -> dict[st
     drawing: every chart is handed to it in order, and this process draws from the last one back, taking each the
     helper has not started (its Future cancelled), so that neither waits on the other whatever each chart costs. The
     same bytes either way (one matplotlib, one report); one the helper fails to draw is drawn here. `ahead`: the
-    per-layer charts a helper started before the report was done (`draw_ahead`); each whose plan is the report's
-    is taken as drawn there, the others are drawn now."""
+    charts a helper started before the report was done (`draw_ahead`: the per-layer ones, the confusion matrices);
+    each whose plan is the report's is taken as drawn there, the others are drawn now."""
     from reporter.core.children import shared
 
     taken = _taken(report, ahead or {})

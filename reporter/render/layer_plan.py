@@ -1,7 +1,8 @@
 """What each per-layer chart shows, planned before anything is drawn: a pure function of the report (no matplotlib),
 tested without pixels; reporter.render.plots draws the plan. A plan reads three things of a report (`LayerFacts`):
 its layers, the layers the recommended model keeps in float and the rule's threshold, so that a run can plan (and
-draw) the charts as soon as the search has chosen, before the report is done.
+draw) the charts as soon as the search has chosen, before the report is done. The confusion matrices are planned
+here too (`ConfusionPlan`: the measured variants' matrices), for the same reason.
 
 The layers' categories (kept in float, flagged by the rmse/scale rule) and their colours, the axis (log when the
 values span more than a decade), the ticks, the labels of the values that stand out, and the figure's height.
