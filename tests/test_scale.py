@@ -108,11 +108,12 @@ def test_converting_on_a_second_process_changes_no_number(mlp_files, tmp_path, m
 
 
 @pytest.mark.slow
-def test_search_candidates_built_on_the_side_process_are_the_ones_built_here(mlp_files):
-    """The side process builds the search's next candidates from the last while the run builds from the first:
-    each model it hands back is byte for byte the one the run's own quantizer builds, and the ones it had not
-    started when the run reached them are built by the run instead."""
-    from reporter.convert import converter, side
+@pytest.mark.parametrize("process", ["side", "contained"])
+def test_search_candidates_built_on_the_side_process_are_the_ones_built_here(mlp_files, process):
+    """The side process (a big model's; a small model's contained child) builds the search's next candidates from
+    the last while the run builds from the first: each model it hands back is byte for byte the one the run's own
+    quantizer builds, and the ones it had not started when the run reached them are built by the run instead."""
+    from reporter.convert import contained, converter, side
     from reporter.convert.quantize import FiqQuantizer
     from reporter.inputs import model_loading
     from reporter.measure import structure
@@ -126,7 +127,8 @@ def test_search_candidates_built_on_the_side_process_are_the_ones_built_here(mlp
     fiq = quantizer.quantize([])
     layers = [name for name in structure.tensor_names(fiq) if name in quantizer.tensor_names][:6]
     sets = [frozenset(layers[:k]) for k in range(1, len(layers) + 1)]
-    helper = side.SideConverter()
+    owner = side.SideConverter() if process == "side" else contained.Child()
+    helper = owner if process == "side" else owner.helper()
     used = []
     original = helper.call
 
@@ -144,7 +146,7 @@ def test_search_candidates_built_on_the_side_process_are_the_ones_built_here(mlp
         built = [candidates.build(s) for s in sets]
         candidates.settle()
     finally:
-        helper.close()
+        owner.close()
     assert len(used) == len(sets) - 1  # every set but the first was offered to the side process
     assert any(f.done() and not f.cancelled() for f in used)  # and it built some of them
     assert built == [quantizer.quantize(sorted(s)) for s in sets]

@@ -97,7 +97,7 @@ def draw_ahead(ctx: RunContext, results: dict) -> Optional[Callable]:
 
 
 def helper(ctx: RunContext):
-    """The process that takes some of this one's work once the measuring is done (the repair ladder's range methods):
+    """The process that takes some of this one's work (the search's next candidates, the repair ladder's range methods):
     the side process, else the contained child; None after the child crashed."""
     child = getattr(ctx.quantizer, "child", None)
     return ctx.side or (child.helper() if child is not None else None)

@@ -441,8 +441,8 @@ def _debug(ctx: RunContext, m: Measurer, results: dict[str, VariantResult], cali
             debugger_error = ctx.progress.failure(exc, since)  # the converter's own cause, not a bare "RuntimeError"
             ctx.progress.say(f"debugger FAILED: {debugger_error}")
         else:
-            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m), ctx.side,
-                          beside.draw_ahead(ctx, results))
+            asked = Asked(Settings(**ctx.settings.recorded()), conclude.target_rule(ctx.settings, m),
+                          beside.helper(ctx), beside.draw_ahead(ctx, results))
             try:
                 layers, recommendation = recommend_for(m, asked, ctx.quantizer, layers, results, ctx.litert_models)
             except KindError as exc:  # a plug-in task kind's code failed in the search: the report stands without it

@@ -325,7 +325,8 @@ class Candidates:
 
     def beside(self, helper) -> "Candidates":
         """These candidates, with `helper` building the next ones ahead: another process with TensorFlow whose
-        `call(fn, *args)` gives a Future (the run's side converter; None: every build here). Returns them."""
+        `call(fn, *args)` gives a Future (the run's side converter, else its contained child; None: every build here).
+        Returns them."""
         self.helper = helper
         return self
 
