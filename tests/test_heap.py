@@ -73,3 +73,26 @@ def test_a_notebook_run_leaves_no_object_frozen(tmp_path):
     assert gc.get_freeze_count() == 0
     expected = model.predict(x, verbose=0).argmax(1)  # Keras itself, against the run's float .tflite accuracy
     assert abs(report.variant("float").metrics.accuracy - float(np.mean(expected == y))) < 1e-6
+
+
+def test_collection_is_paused_for_a_block_and_resumed_as_it_was():
+    """The PDF's layout runs with the collector paused (its boxes are freed by the next collection): inside the
+    block nothing is collected however much is allocated in cycles; after it, the collector is as it was (on, or
+    off when the caller had turned it off)."""
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        collections = sum(s["collections"] for s in gc.get_stats())
+        with heap.paused():
+            assert not gc.isenabled()
+            for _ in range(50_000):  # many times generation 0's threshold of cyclic garbage
+                cycle = []
+                cycle.append(cycle)
+            assert sum(s["collections"] for s in gc.get_stats()) == collections
+        assert gc.isenabled()
+        gc.disable()
+        with heap.paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

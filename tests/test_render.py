@@ -456,3 +456,44 @@ def test_charts_drawn_ahead_are_taken_only_while_the_report_still_plans_them_so(
     drawn_here.clear()
     assert render.charts(report, None, early)["confusion"] == here["confusion"]
     assert "confusion" in drawn_here
+
+
+def test_the_pdf_laid_out_by_the_runs_helper_process_is_the_one_laid_out_here(report, tmp_path):
+    """A run has its contained child (or side process) lay out the PDF while it writes the other formats: the file
+    is the one laid out in this process, byte for byte; when the helper fails, the PDF is laid out here instead."""
+    from concurrent.futures import Future
+
+    from reporter.convert import contained
+
+    images = render.charts(report)
+    child, jobs = contained.Child(), []
+
+    class Watched:  # the child's helper, its jobs kept: the PDF must come from it, not from a local fallback
+        def __init__(self, helper):
+            self.helper = helper
+
+        def call(self, fn, *args):
+            jobs.append(self.helper.call(fn, *args))
+            return jobs[-1]
+
+    try:
+        (tmp_path / "beside").mkdir()
+        written, errors = render.write_reports(report, tmp_path / "beside", ("json", "pdf"), images,
+                                               Watched(child.helper()))
+    finally:
+        child.close()
+    assert not errors and len(jobs) == 1 and jobs[0].exception() is None
+    (tmp_path / "here").mkdir()
+    render.write_reports(report, tmp_path / "here", ("json", "pdf"), images)
+    laid_out_here = (tmp_path / "here" / "report.pdf").read_bytes()
+    assert laid_out_here.startswith(b"%PDF") and (tmp_path / "beside" / "report.pdf").read_bytes() == laid_out_here
+
+    class Gone:  # a helper whose process died
+        def call(self, fn, *args):
+            failed = Future()
+            failed.set_exception(RuntimeError("the helper died"))
+            return failed
+
+    (tmp_path / "gone").mkdir()
+    written, errors = render.write_reports(report, tmp_path / "gone", ("json", "pdf"), images, Gone())
+    assert not errors and (tmp_path / "gone" / "report.pdf").read_bytes() == laid_out_here

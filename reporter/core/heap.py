@@ -9,6 +9,7 @@ process that imports it. Those objects are never garbage, so:
   afterwards frozen (`gc.freeze`): later collections skip it. Objects freed later are still freed by their reference
   counts; only a cycle among the frozen objects would stay, and imports make next to none.
 * `freeze()`: what exists now frozen (after the model and the reporting libraries are loaded).
+* `paused()`: collection paused for a block that allocates many short-lived objects in cycles (the PDF's layout).
 * `frozen_for_the_run()`: the run's process unfreezes at the run's end what it froze (a notebook's objects go back to
   ordinary collection), and freezes nothing when something else in the process already uses `gc.freeze`.
 
@@ -41,6 +42,20 @@ def freeze() -> None:
     if _OWNED[0] or gc.get_freeze_count() == 0:
         _OWNED[0] = True
         gc.freeze()
+
+
+@contextlib.contextmanager
+def paused():
+    """Collection paused for the block (and resumed after it, as it was): for a library that allocates many short-lived
+    objects in cycles (WeasyPrint's boxes: a 13-page PDF's layout went 1.27 -> 1.12 s). What it leaves is freed by the
+    next collection after the block."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager

@@ -56,8 +56,8 @@ class _QuietLock:
 def after_the_debuggers_views(ctx: RunContext):
     """What the helper processes do once the debugger's views are queued there: the contained child calibrates
     LiteRT Quantizer at the lowest priority (it takes what the search leaves of the cores; the side process when the
-    child is gone), and the process that shares the charts imports matplotlib, so that its first chart starts at once
-    when the report is done."""
+    child is gone), and the process that shares the charts imports matplotlib (and WeasyPrint, for the PDF it lays
+    out), so that its first chart starts at once when the report is done."""
     child = getattr(ctx.quantizer, "child", None)
     if child is not None and ctx.background is not None and not ctx.litert_models.has_calibration() and \
             not ctx.litert_models.collected_elsewhere():
@@ -71,6 +71,8 @@ def after_the_debuggers_views(ctx: RunContext):
         helper = ctx.side or (child.helper() if child is not None else None)
         if helper is not None:
             helper.call(render.warm_charts)  # its failure is the charts' own to say, where they are drawn
+            if "pdf" in ctx.settings.formats:
+                helper.call(render.warm_pdf)  # it lays out the PDF (render.formats.write_reports)
 
 
 def draw_ahead(ctx: RunContext, results: dict) -> Optional[Callable]:

@@ -6,6 +6,7 @@ it and the task, the metrics and the quantizer, so that a stage never needs a lo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import functools
@@ -84,12 +85,15 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     progress = Progress(name, quiet=settings.quiet, listener=settings.listener)
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
-            with heap.frozen_for_the_run():
-                with progress.capture(folder / "run.log"), lifetime.spawn_without_main(), lifetime.run_tempdir():
-                    report, images = _run_in(folder, settings, progress)
+            # the side process and the contained child (`helpers`) stop once the reports are written (the PDF is laid
+            # out by one of them while this process writes the other formats), before the staging folder goes
+            with heap.frozen_for_the_run(), lifetime.spawn_without_main(), lifetime.run_tempdir(), \
+                    contextlib.ExitStack() as helpers:
+                with progress.capture(folder / "run.log"):
+                    report, images, helper = _run_in(folder, settings, progress, helpers)
                 with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                     heap.freeze()  # the report and the libraries that draw and lay it out: skipped by collections
-                    written, render_errors = render.write_reports(report, folder, settings.formats, images)
+                    written, render_errors = render.write_reports(report, folder, settings.formats, images, helper)
             for fmt, error in render_errors.items():
                 progress.say(f"could not render {fmt}: {error}")
                 with open(folder / "run.log", "a", encoding="utf-8") as log:
@@ -110,38 +114,38 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     return report, final
 
 
-def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, Optional[dict]]:
-    """The measured report with its findings, and its charts when a format shows them (None: drawn when it is
-    rendered), drawn while the side process can draw some of them."""
+def _run_in(folder: Path, s: RunSettings, progress: Progress,
+            helpers: contextlib.ExitStack) -> tuple[Report, Optional[dict], Optional[object]]:
+    """The measured report with its findings, its charts when a format shows them (None: drawn when it is
+    rendered), drawn while the side process can draw some of them, and the helper process that can lay out the PDF
+    (None: none). The processes it starts are stopped by `helpers` (on SIGTERM or Ctrl-C too: before the staging
+    folder is removed, so that none writes into it any more)."""
     # A second process converts DRQ (and float16, 16x8, int8 I/O) from the SavedModel while this one converts
     # float and goes on; it starts now, so that its TensorFlow imports while this one's does.
     side_conv, exporting, child, described = None, None, None, None
-    try:
-        if variants.FIQ in s.variants and Path(s.model).suffix.lower() != ".tflite":
-            child = contained.Child()  # calibrates where a native crash cannot end the run
-        if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.built_variants) \
-                and side.worth_it(Path(s.model), s.side_converter):
-            side_conv = side.SideConverter()
-            if Path(s.model).suffix.lower() in (".keras", ".h5"):  # it opens the model (and describes it to this
-                target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)  # process, which need not load it
-                opened = (str(s.model), s.trust_model)  # too) and exports it (reporter.inputs.described)
-                described = side_conv.call(keras_described.describe, *opened, s.custom_objects, s.code_dir, s.target)
-                exporting = (target, side_conv.call(keras_described.export_described, *opened, target,
-                                                    s.custom_objects, s.code_dir, s.target))
-        if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
-            child.warm()
-        if Path(s.model).suffix.lower() != ".tflite":  # a float .tflite is measured and quantized by LiteRT: no
-            with heap.imports():  # its 560,000 objects kept out of Python's collections
-                import tensorflow  # noqa: F401 - TensorFlow (2.5 s); imported here, its start-up chatter in run.log
-        from reporter.pipeline import preload
+    if variants.FIQ in s.variants and Path(s.model).suffix.lower() != ".tflite":
+        child = contained.Child()  # calibrates where a native crash cannot end the run
+        helpers.callback(child.close)
+    if Path(s.model).suffix.lower() != ".tflite" and any(v in side.VARIANTS for v in s.built_variants) \
+            and side.worth_it(Path(s.model), s.side_converter):
+        side_conv = side.SideConverter()
+        helpers.callback(side_conv.close)
+        if Path(s.model).suffix.lower() in (".keras", ".h5"):  # it opens the model (and describes it to this
+            target = tempfile.mkdtemp(prefix=".savedmodel-", dir=folder)  # process, which need not load it
+            opened = (str(s.model), s.trust_model)  # too) and exports it (reporter.inputs.described)
+            described = side_conv.call(keras_described.describe, *opened, s.custom_objects, s.code_dir, s.target)
+            exporting = (target, side_conv.call(keras_described.export_described, *opened, target,
+                                                s.custom_objects, s.code_dir, s.target))
+    if child is not None and side_conv is None:  # two TensorFlow imports on two cores: the child's at once
+        child.warm()
+    if Path(s.model).suffix.lower() != ".tflite":  # a float .tflite is measured and quantized by LiteRT: no
+        with heap.imports():  # its 560,000 objects kept out of Python's collections
+            import tensorflow  # noqa: F401 - TensorFlow (2.5 s); imported here, its start-up chatter in run.log
+    from reporter.pipeline import preload
 
-        preload.start(s.formats)  # scikit-learn, matplotlib, Jinja, WeasyPrint: while TensorFlow converts
-    except BaseException:  # SIGTERM or Ctrl-C while TensorFlow imports: the side process stops (and writes no
-        if side_conv is not None:  # more into the staging folder) before that folder is removed
-            side_conv.close()
-        if child is not None:
-            child.close()
-        raise
+    # scikit-learn, matplotlib, Jinja (and WeasyPrint, unless a helper process lays out the PDF): while TensorFlow
+    # converts
+    preload.start([f for f in s.formats if f != "pdf"] if child is not None or side_conv is not None else s.formats)
     background, ahead = contained.Background(), {}
     previous_lock = evaluate.set_timing_lock(beside.quiet_lock(side_conv, evaluate.set_timing_lock(None), background))
     model = None
@@ -166,15 +170,12 @@ def _run_in(folder: Path, s: RunSettings, progress: Progress) -> tuple[Report, O
         start = RunStart(s, folder, progress, side_conv, background, ahead)
         report = conclude.attach(_run_loaded(start, model, data, child))
         _write_input_transform(report, folder)  # the findings, decided and worded, and what they ask of the host
-        # the charts, shared with the side process, else with the contained child (idle by now)
-        return report, beside.charts(report, s.formats, side_conv or (child.helper() if child is not None else None),
-                                     ahead)
+        # the charts, shared with the side process, else with the contained child (idle by now), which then lays out
+        # the PDF
+        helper = side_conv or (child.helper() if child is not None else None)
+        return report, beside.charts(report, s.formats, helper, ahead), helper
     finally:
         evaluate.set_timing_lock(previous_lock)
-        if child is not None:
-            child.close()
-        if side_conv is not None:
-            side_conv.close()
         if model is not None:  # the SavedModel exported once for the conversions (batch workers skip atexit)
             getattr(model.make_converter, "cleanup", lambda: None)()
 

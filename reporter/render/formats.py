@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import jinja2
 import markupsafe
 
+from reporter.core import heap
 from reporter.core.formatting import shorten
 from reporter.model.report import Report
 from reporter.core.files import write_atomic  # noqa: F401 - the renderers' writes; cli and index use it from here
@@ -267,12 +268,34 @@ def render_pdf(report: Report, html: bytes = None) -> bytes:
     saved = os.environ.get("SOURCE_DATE_EPOCH")
     os.environ["SOURCE_DATE_EPOCH"] = "0"
     try:
-        return document.write_pdf(pdf_identifier=b"quant-report")
+        with heap.paused():  # the layout's boxes are freed by the next collection, not walked during it
+            return document.write_pdf(pdf_identifier=b"quant-report")
     finally:
         if saved is None:
             del os.environ["SOURCE_DATE_EPOCH"]
         else:
             os.environ["SOURCE_DATE_EPOCH"] = saved
+
+
+def printed_pdf(report: Report, images: dict) -> bytes:
+    """The PDF of `report` with its charts (`images`): its printed page laid out by WeasyPrint (`render_pdf`)."""
+    return render_pdf(report, render_html(report, images, printed=True))
+
+
+def _pdf(laid_out, report: Report, images: dict) -> bytes:
+    """The PDF the helper laid out (`laid_out`, a Future; None: none), else laid out here (its error, if any, is
+    the format's own)."""
+    if laid_out is not None:
+        try:
+            return bytes(laid_out.result())
+        except Exception:  # noqa: BLE001 - laid out here instead (the helper's traceback is in run.log)
+            traceback.print_exc()
+    return printed_pdf(report, images)
+
+
+def warm_pdf() -> None:
+    """Imports WeasyPrint (0.5 s): run by the helper process that will lay out the PDF, while it would idle."""
+    import weasyprint  # noqa: F401 - the import is the point
 
 
 def _data_only_fetcher_class():
@@ -312,15 +335,23 @@ def render(report: Report, fmt: str) -> bytes:
     return RENDERERS[fmt](report)
 
 
-def write_reports(report: Report, folder: Path, formats=FORMATS,
-                  images: Optional[dict] = None) -> tuple[list[Path], dict[str, str]]:
+def write_reports(report: Report, folder: Path, formats=FORMATS, images: Optional[dict] = None,
+                  helper=None) -> tuple[list[Path], dict[str, str]]:
     """Renders `report` into each format inside `folder`; returns the files written and the errors.
 
     JSON goes first and a format that fails to render does not stop the others, so the measured
     result is never lost to a rendering problem. The charts are drawn once for both HTML and PDF (`images`:
-    drawn already, by `charts`).
+    drawn already, by `charts`). `helper`: another process whose `call(fn, *args)` gives a Future (the run's side
+    process or contained child) lays out the PDF while this one renders the other formats (the same bytes: one
+    WeasyPrint, one report); a PDF it fails to make is made here.
     """
     written, errors = [], {}
+    laid_out = None
+    if "pdf" in formats and images is not None and helper is not None:
+        try:
+            laid_out = helper.call(printed_pdf, report, images)
+        except Exception:  # noqa: BLE001 - the helper is gone: laid out here
+            traceback.print_exc()
     for fmt in ("json", "md", "html", "pdf"):
         if fmt not in formats:
             continue
@@ -328,7 +359,7 @@ def write_reports(report: Report, folder: Path, formats=FORMATS,
             if fmt in ("html", "pdf") and images is None:
                 images = charts(report)
             data = render_html(report, images) if fmt == "html" else \
-                render_pdf(report, render_html(report, images, printed=True)) if fmt == "pdf" else render(report, fmt)
+                _pdf(laid_out, report, images) if fmt == "pdf" else render(report, fmt)
         except Exception as exc:  # noqa: BLE001 - reported per format; the other formats go on
             errors[fmt] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             continue
