@@ -460,7 +460,8 @@ def test_charts_drawn_ahead_are_taken_only_while_the_report_still_plans_them_so(
 
 def test_the_pdf_laid_out_by_the_runs_helper_process_is_the_one_laid_out_here(report, tmp_path):
     """A run has its contained child (or side process) lay out the PDF while it writes the other formats: the file
-    is the one laid out in this process, byte for byte; when the helper fails, the PDF is laid out here instead."""
+    is the one laid out in this process, byte for byte; when the helper fails, the PDF is laid out here instead (and
+    run.log says why, not the terminal)."""
     from concurrent.futures import Future
 
     from reporter.convert import contained
@@ -497,3 +498,4 @@ def test_the_pdf_laid_out_by_the_runs_helper_process_is_the_one_laid_out_here(re
     (tmp_path / "gone").mkdir()
     written, errors = render.write_reports(report, tmp_path / "gone", ("json", "pdf"), images, Gone())
     assert not errors and (tmp_path / "gone" / "report.pdf").read_bytes() == laid_out_here
+    assert "the helper process failed (RuntimeError: the helper died)" in (tmp_path / "gone" / "run.log").read_text()

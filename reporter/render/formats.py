@@ -282,15 +282,22 @@ def printed_pdf(report: Report, images: dict) -> bytes:
     return render_pdf(report, render_html(report, images, printed=True))
 
 
-def _pdf(laid_out, report: Report, images: dict) -> bytes:
+def _pdf(laid_out, report: Report, images: dict, folder: Path) -> bytes:
     """The PDF the helper laid out (`laid_out`, a Future; None: none), else laid out here (its error, if any, is
     the format's own)."""
     if laid_out is not None:
         try:
             return bytes(laid_out.result())
-        except Exception:  # noqa: BLE001 - laid out here instead (the helper's traceback is in run.log)
-            traceback.print_exc()
+        except Exception as exc:  # noqa: BLE001 - laid out here instead
+            _logged(folder, exc)
     return printed_pdf(report, images)
+
+
+def _logged(folder: Path, exc: Exception) -> None:
+    """The helper process's failure to lay out the PDF, said in the run's log (the terminal is the user's)."""
+    with open(Path(folder) / "run.log", "a", encoding="utf-8") as log:
+        log.write(f"quant-report: the PDF is laid out here: the helper process failed ({type(exc).__name__}:"
+                  f" {str(exc).strip()[:300]})\n")
 
 
 def warm_pdf() -> None:
@@ -350,8 +357,8 @@ def write_reports(report: Report, folder: Path, formats=FORMATS, images: Optiona
     if "pdf" in formats and images is not None and helper is not None:
         try:
             laid_out = helper.call(printed_pdf, report, images)
-        except Exception:  # noqa: BLE001 - the helper is gone: laid out here
-            traceback.print_exc()
+        except Exception as exc:  # noqa: BLE001 - the helper is gone: laid out here
+            _logged(folder, exc)
     for fmt in ("json", "md", "html", "pdf"):
         if fmt not in formats:
             continue
@@ -359,7 +366,7 @@ def write_reports(report: Report, folder: Path, formats=FORMATS, images: Optiona
             if fmt in ("html", "pdf") and images is None:
                 images = charts(report)
             data = render_html(report, images) if fmt == "html" else \
-                _pdf(laid_out, report, images) if fmt == "pdf" else render(report, fmt)
+                _pdf(laid_out, report, images, folder) if fmt == "pdf" else render(report, fmt)
         except Exception as exc:  # noqa: BLE001 - reported per format; the other formats go on
             errors[fmt] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             continue
