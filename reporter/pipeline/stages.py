@@ -86,11 +86,11 @@ def _run_staged(settings: RunSettings, name: str) -> tuple[Report, Path]:
     with staged_folder(settings.out, name, on_replace=progress.say) as folder:
         try:
             # the side process and the contained child (`helpers`) stop once the reports are written (the PDF is laid
-            # out by one of them while this process writes the other formats), before the staging folder goes
-            with heap.frozen_for_the_run(), lifetime.spawn_without_main(), lifetime.run_tempdir(), \
-                    contextlib.ExitStack() as helpers:
-                with progress.capture(folder / "run.log"):
-                    report, images, helper = _run_in(folder, settings, progress, helpers)
+            # out by one of them while this process writes the other formats), while their output still goes to
+            # run.log, and before the staging folder goes
+            with heap.frozen_for_the_run(), progress.capture(folder / "run.log"), lifetime.spawn_without_main(), \
+                    lifetime.run_tempdir(), contextlib.ExitStack() as helpers:
+                report, images, helper = _run_in(folder, settings, progress, helpers)
                 with progress.stage("render", f"rendered {', '.join(settings.formats)}"):
                     heap.freeze()  # the report and the libraries that draw and lay it out: skipped by collections
                     written, render_errors = render.write_reports(report, folder, settings.formats, images, helper)
